@@ -1,0 +1,101 @@
+// Command binlog-relay tails a MySQL/MariaDB replica's binlog and publishes
+// outbox rows to RabbitMQ. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
+
+usage:
+  binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
+  binlog-relay check  --config relay.yaml   verify servers, grants and tables
+  binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts
+  binlog-relay version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "version" {
+		fmt.Fprintln(stdout, "binlog-relay", version)
+		return 0
+	}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "binlog-relay:", err)
+		return 2
+	}
+	log, err := app.NewLogger(cfg.Log)
+	if err != nil {
+		fmt.Fprintln(stderr, "binlog-relay:", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	a, err := app.Open(cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "binlog-relay:", err)
+		return 2
+	}
+	defer a.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "run":
+		log.Info("binlog-relay starting", zap.String("version", version), zap.String("name", cfg.Name))
+		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("binlog-relay stopped", zap.Error(err))
+			return 1
+		}
+		return 0
+	case "check":
+		problems := a.Check(ctx)
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p)
+		}
+		if app.HasErrors(problems) {
+			return 1
+		}
+		fmt.Fprintln(stdout, "OK: source, primary, broker, redis and tables are ready")
+		return 0
+	case "status":
+		if err := a.Status(ctx, stdout); err != nil {
+			fmt.Fprintln(stderr, "binlog-relay:", err)
+			return 1
+		}
+		return 0
+	default:
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+}

@@ -1,0 +1,281 @@
+// Package app wires the relay's stages from a config: connections, start-up
+// checks, the start position and the run loop. cmd/binlog-relay is a thin
+// shell over it; tests drive it in-process.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // database/sql driver
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/relay"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/pkg/status"
+)
+
+// App holds the connections of one relay.
+type App struct {
+	Cfg     *config.Config
+	Log     *zap.Logger
+	Source  *sql.DB
+	Primary *sql.DB
+	Redis   *redis.Client
+	Store   checkpoint.Store
+
+	flavor string
+	server string
+	// Relay is set while Run runs (for tests and metrics).
+	Relay *relay.Relay
+}
+
+// Open prepares connections; nothing is dialled until used.
+func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
+	a := &App{Cfg: cfg, Log: log}
+	dsn, err := cfg.Source.DSN("source")
+	if err != nil {
+		return nil, err
+	}
+	if a.Source, err = sql.Open("mysql", dsn); err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	a.Source.SetMaxOpenConns(4)
+	if dsn, err = cfg.Primary.DSN("primary"); err != nil {
+		return nil, err
+	}
+	if a.Primary, err = sql.Open("mysql", dsn); err != nil {
+		return nil, fmt.Errorf("primary: %w", err)
+	}
+	a.Primary.SetMaxOpenConns(8)
+	a.Primary.SetConnMaxIdleTime(5 * time.Minute)
+	rtls, err := cfg.Redis.TLS.TLSConfig("redis")
+	if err != nil {
+		return nil, err
+	}
+	a.Redis = redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Username: cfg.Redis.Username,
+		Password: cfg.Redis.Password, DB: cfg.Redis.DB, TLSConfig: rtls,
+		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
+		MaxRetries: 1})
+	a.Store = &checkpoint.Redis{Client: a.Redis, Key: cfg.Checkpoint.Key}
+	return a, nil
+}
+
+// Close releases the connections.
+func (a *App) Close() {
+	_ = a.Source.Close()
+	_ = a.Primary.Close()
+	_ = a.Redis.Close()
+}
+
+// Flavor detects (once) whether the source is MySQL or MariaDB.
+func (a *App) Flavor(ctx context.Context) (string, error) {
+	if a.flavor != "" {
+		return a.flavor, nil
+	}
+	if f := a.Cfg.Source.Flavor; f == "mysql" || f == "mariadb" {
+		a.flavor = f
+		return f, nil
+	}
+	var version string
+	if err := a.Source.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", fmt.Errorf("source %s: %w", a.Cfg.Source.Redacted(), err)
+	}
+	a.flavor = binlog.FlavorMySQL
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		a.flavor = binlog.FlavorMariaDB
+	}
+	return a.flavor, nil
+}
+
+// ServerIdentity names the source in checkpoints: server_uuid on MySQL,
+// server_id on MariaDB (which has no uuid).
+func (a *App) ServerIdentity(ctx context.Context) (string, error) {
+	if a.server != "" {
+		return a.server, nil
+	}
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		return "", err
+	}
+	q := "SELECT CONCAT('server_id=', @@server_id)"
+	if flavor == binlog.FlavorMySQL {
+		q = "SELECT @@server_uuid"
+	}
+	if err := a.Source.QueryRowContext(ctx, q).Scan(&a.server); err != nil {
+		return "", fmt.Errorf("reading the source's identity: %w", err)
+	}
+	return a.server, nil
+}
+
+// CurrentPosition is where the source's binlog ends now.
+func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	p := binlog.Position{Flavor: flavor}
+	file, pos, err := masterStatus(ctx, a.Source)
+	if err != nil {
+		return p, err
+	}
+	p.File, p.Pos = file, pos
+	var gtid sql.NullString
+	if flavor == binlog.FlavorMariaDB {
+		err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid)
+	} else {
+		var mode string
+		if err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_mode").Scan(&mode); err == nil && strings.EqualFold(mode, "ON") {
+			err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_executed").Scan(&gtid)
+		}
+	}
+	if err != nil {
+		return p, fmt.Errorf("reading the source's GTID position: %w", err)
+	}
+	// An empty set (a server that never logged a GTID transaction) starts
+	// by file/pos; the tracker picks GTIDs up from the first transaction.
+	p.GTIDSet = strings.ReplaceAll(gtid.String, "\n", "")
+	return p, nil
+}
+
+// masterStatus reads SHOW MASTER STATUS (SHOW BINARY LOG STATUS on MySQL
+// 8.4+) by column name, as the column set differs between versions.
+func masterStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		rows, err = db.QueryContext(ctx, "SHOW BINARY LOG STATUS")
+		if err != nil {
+			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
+		}
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", 0, err
+	}
+	if !rows.Next() {
+		return "", 0, errors.New("the source has binary logging off (SHOW MASTER STATUS is empty): start it with log_bin")
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", 0, err
+	}
+	var file string
+	var pos uint64
+	for i, c := range cols {
+		switch c {
+		case "File":
+			file = string(vals[i])
+		case "Position":
+			pos, _ = strconv.ParseUint(string(vals[i]), 10, 32)
+		}
+	}
+	return file, uint32(pos), nil
+}
+
+// StartPosition is the saved checkpoint or, without one, the source's
+// current position (rows committed earlier are the sweeper's).
+func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) {
+	cp, err := a.Store.Load(ctx)
+	if err == nil {
+		return cp.Position(), true, nil
+	}
+	if !errors.Is(err, checkpoint.ErrNotFound) {
+		return binlog.Position{}, false, err
+	}
+	p, err := a.CurrentPosition(ctx)
+	return p, false, err
+}
+
+// build makes the relay's stages.
+func (a *App) build(ctx context.Context) (*relay.Relay, error) {
+	cfg := a.Cfg
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	server, err := a.ServerIdentity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stls, err := cfg.Source.TLS.TLSConfig("source")
+	if err != nil {
+		return nil, err
+	}
+	reader := binlog.New(binlog.Config{
+		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
+		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
+		Heartbeat: cfg.Relay.Heartbeat,
+	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
+	rt, err := router.New(cfg.Tables, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	btls, err := cfg.Broker.TLS.TLSConfig("broker")
+	if err != nil {
+		return nil, err
+	}
+	pub := publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
+		ConnectionName: cfg.Name}, a.Log.Named("publisher"))
+	sw := status.NewWriter(a.Primary, cfg.Retry)
+	return relay.New(relay.Config{
+		BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,
+		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
+		DrainTimeout: cfg.Relay.DrainTimeout, Server: server,
+	}, reader, rt, pub, sw, a.Store, a.Log.Named("relay")), nil
+}
+
+// Run checks the servers, then streams until ctx ends. A saved position the
+// source no longer has is reported and the stream restarts at the current
+// position: what was committed in the gap stays PENDING for the sweeper.
+func (a *App) Run(ctx context.Context) error {
+	if problems := a.Check(ctx); HasErrors(problems) {
+		for _, p := range problems {
+			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
+		}
+		return fmt.Errorf("start-up checks failed: %s", FirstError(problems))
+	}
+	r, err := a.build(ctx)
+	if err != nil {
+		return err
+	}
+	a.Relay = r
+	start, resumed, err := a.StartPosition(ctx)
+	if err != nil {
+		return err
+	}
+	a.Log.Info("relay starting", zap.Bool("from_checkpoint", resumed), zap.String("gtid", start.GTIDSet),
+		zap.String("binlog_file", start.File), zap.Uint32("binlog_pos", start.Pos),
+		zap.String("checkpoint_key", a.Cfg.Checkpoint.Key))
+	for {
+		err := r.Run(ctx, start)
+		if !errors.Is(err, binlog.ErrPositionPurged) {
+			if err == nil {
+				a.Log.Info("relay stopped", zap.Int64("published", r.Stats.Published.Load()))
+			}
+			return err
+		}
+		now, perr := a.CurrentPosition(ctx)
+		if perr != nil {
+			return errors.Join(err, perr)
+		}
+		a.Log.Error("the saved checkpoint is no longer on the source (binlog purged); restarting at the current position. Rows committed in the gap stay PENDING and are sent by the sweeper",
+			zap.String("saved_gtid", start.GTIDSet), zap.String("saved_binlog_file", start.File),
+			zap.String("gtid", now.GTIDSet), zap.String("binlog_file", now.File), zap.Uint32("binlog_pos", now.Pos), zap.Error(err))
+		start = now
+	}
+}

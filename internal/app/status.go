@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// Status prints the checkpoint, how far the source is ahead of it, and the
+// outbox counts by status (read from the source, not the primary).
+func (a *App) Status(ctx context.Context, w io.Writer) error {
+	cp, err := a.Store.Load(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		fmt.Fprintf(w, "checkpoint   none saved under %s (the relay will start at the current position)\n", a.Cfg.Checkpoint.Key)
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(w, "checkpoint   %s (saved %s ago, source %s)\n", cp.Position(), time.Since(cp.SavedAt).Round(time.Second), cp.Server)
+	}
+	if now, err := a.CurrentPosition(ctx); err != nil {
+		fmt.Fprintf(w, "source       unreachable: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "source       %s\n", now)
+	}
+	var lag *int64
+	if row := a.Source.QueryRowContext(ctx, "SELECT 1"); row.Err() == nil {
+		lag = replicaLag(ctx, a)
+	}
+	if lag != nil {
+		fmt.Fprintf(w, "replica lag  %ds behind its primary\n", *lag)
+	}
+	for _, t := range a.Cfg.Tables {
+		if t.Columns.Status == "" {
+			continue
+		}
+		q := fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s GROUP BY %[1]s ORDER BY %[1]s", outbox.QuoteIdent(t.Columns.Status), t.QuotedName())
+		rows, err := a.Source.QueryContext(ctx, q)
+		if err != nil {
+			fmt.Fprintf(w, "table        %s: %v\n", t.FullName(), err)
+			continue
+		}
+		fmt.Fprintf(w, "table        %s\n", t.FullName())
+		for rows.Next() {
+			var s string
+			var n int64
+			if err := rows.Scan(&s, &n); err != nil {
+				break
+			}
+			fmt.Fprintf(w, "  %-10s %d\n", s, n)
+		}
+		rows.Close()
+	}
+	return nil
+}
+
+// replicaLag reads Seconds_Behind_Master when the source is a replica.
+func replicaLag(ctx context.Context, a *App) *int64 {
+	rows, err := a.Source.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	if !rows.Next() {
+		return nil
+	}
+	vals := make([]any, len(cols))
+	raw := make([][]byte, len(cols))
+	for i := range vals {
+		vals[i] = &raw[i]
+	}
+	if rows.Scan(vals...) != nil {
+		return nil
+	}
+	for i, c := range cols {
+		if c == "Seconds_Behind_Master" && raw[i] != nil {
+			var n int64
+			if _, err := fmt.Sscan(string(raw[i]), &n); err == nil {
+				return &n
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,437 @@
+package binlog
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// Config is the replica the reader streams from.
+type Config struct {
+	Host     string
+	Port     uint16
+	User     string
+	Password string
+	TLS      *tls.Config
+	// ServerID identifies the relay to the source as a replica; it must be
+	// unique among the source's replicas. Zero picks a random one.
+	ServerID uint32
+	// Flavor is FlavorMySQL or FlavorMariaDB (detected by the caller).
+	Flavor string
+	// Heartbeat asks the source for heartbeat events when idle, so lag stays
+	// true with no traffic.
+	Heartbeat time.Duration
+	// ReconnectMin and ReconnectMax bound the backoff between reconnects.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// StopTimeout bounds how long a stop waits for the open transaction to
+	// end, so a stop lands on a transaction boundary.
+	StopTimeout time.Duration
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.ServerID == 0 {
+		c.ServerID = 100000 + rand.Uint32N(1<<30)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 200 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 10 * time.Second
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+}
+
+// Validate names the field at fault.
+func (c *Config) Validate() error {
+	switch {
+	case c.Host == "":
+		return errors.New("source.host: required")
+	case c.Port == 0:
+		return errors.New("source.port: required")
+	case c.User == "":
+		return errors.New("source.user: required")
+	case c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB:
+		return fmt.Errorf("source.flavor: %q is neither mysql nor mariadb", c.Flavor)
+	}
+	return nil
+}
+
+// Kind tells what an Event carries.
+type Kind uint8
+
+const (
+	// KindRow is an inserted outbox row.
+	KindRow Kind = iota + 1
+	// KindCommit ends a transaction: every row of it came before.
+	KindCommit
+)
+
+// Event is what the reader emits, in binlog order.
+type Event struct {
+	Kind   Kind
+	Row    *outbox.Row
+	Commit Commit
+}
+
+// Commit is the end of one transaction on the source.
+type Commit struct {
+	GTID TxGTID
+	File string
+	Pos  uint32
+	// Time is the event timestamp (seconds) of the commit.
+	Time uint32
+}
+
+// ErrPositionPurged means the source no longer has the binlog the start
+// position needs (purged, or a GTID it never had).
+var ErrPositionPurged = errors.New("the source no longer has the binlog for the saved position")
+
+// Reader streams one source. Run blocks; Lag may be read from any goroutine.
+type Reader struct {
+	cfg     Config
+	tables  map[string]*outbox.Table // key: schema.table, lower case
+	schemas SchemaSource
+	log     *zap.Logger
+
+	layoutMu sync.Mutex
+	layouts  map[string]*layout // by table key; replaced per TABLE_MAP
+
+	lastEventTime atomic.Int64 // unix seconds of the last event's header
+	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
+	connected     atomic.Bool
+}
+
+// New builds a reader for the given outbox tables. schemas is used only when
+// the source does not send column names (binlog_row_metadata != FULL).
+func New(cfg Config, tables []*outbox.Table, schemas SchemaSource, log *zap.Logger) *Reader {
+	cfg.Defaults()
+	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, schemas: schemas, log: log,
+		layouts: map[string]*layout{}}
+	for _, t := range tables {
+		r.tables[tableKey(t.Schema, t.Name)] = t
+	}
+	return r
+}
+
+func tableKey(schema, table string) string { return strings.ToLower(schema + "." + table) }
+
+// Connected reports whether the binlog stream is up.
+func (r *Reader) Connected() bool { return r.connected.Load() }
+
+// Lag is how far the stream is behind the source: zero when idle and the
+// source's heartbeats are arriving, growing when nothing arrives at all.
+func (r *Reader) Lag(now time.Time) time.Duration {
+	recv := r.lastRecvTime.Load()
+	if recv == 0 {
+		return 0
+	}
+	ev := r.lastEventTime.Load()
+	lag := time.Duration(0)
+	if ev > 0 {
+		lag = time.Unix(0, recv).Sub(time.Unix(ev, 0))
+		if lag < 0 {
+			lag = 0
+		}
+	}
+	// Nothing received for longer than the heartbeat period: the stream is
+	// stuck or cut, and the silence counts as lag.
+	if silence := now.Sub(time.Unix(0, recv)) - r.cfg.Heartbeat; silence > 0 {
+		lag += silence
+	}
+	return lag
+}
+
+// Run streams from start until ctx ends or an unrecoverable error. Events go
+// to out in binlog order; out is bounded, which is the backpressure.
+// When ctx ends, Run finishes the open transaction first (up to
+// StopTimeout), so the last event sent is a commit and a restart replays
+// nothing. Connection errors are retried with backoff from the last whole
+// transaction; rows of a transaction already emitted before a reconnect are
+// not emitted again.
+func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) error {
+	tracker, err := NewTracker(start)
+	if err != nil {
+		return err
+	}
+	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStream()
+	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream}
+	stopWatch := context.AfterFunc(ctx, func() {
+		s.stopping.Store(true)
+		if !s.open.Load() {
+			cancelStream()
+		}
+		time.AfterFunc(r.cfg.StopTimeout, cancelStream)
+	})
+	defer stopWatch()
+	backoff := r.cfg.ReconnectMin
+	for {
+		progressed, err := s.run(streamCtx)
+		r.connected.Store(false)
+		if streamCtx.Err() != nil || s.stopping.Load() {
+			return nil
+		}
+		var myErr *mysql.MyError
+		if errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
+			return fmt.Errorf("%w (%s): %s", ErrPositionPurged, tracker.Position(), myErr.Message)
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			return fatal.err
+		}
+		if progressed {
+			backoff = r.cfg.ReconnectMin
+		}
+		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", backoff),
+			zap.String("gtid", tracker.Position().GTIDSet))
+		select {
+		case <-streamCtx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.cfg.ReconnectMax)
+	}
+}
+
+// fatalError stops the reader instead of reconnecting.
+type fatalError struct{ err error }
+
+func (f *fatalError) Error() string { return f.err.Error() }
+
+// stream is one connection's worth of state plus what must survive a
+// reconnect (the tracker and the partial transaction).
+type stream struct {
+	r       *Reader
+	out     chan<- Event
+	tracker *Tracker
+
+	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT, and
+	// how many rows of it went out. After a reconnect the stream restarts at
+	// the last whole transaction and skips the rows already emitted.
+	txGTID    TxGTID
+	inTx      bool
+	txRows    int
+	skipGTID  TxGTID
+	skipRows  int
+	skipByPos bool
+
+	// open is set from a transaction's first event to its commit; a stop
+	// request waits for it to clear.
+	open     atomic.Bool
+	stopping atomic.Bool
+	cancel   context.CancelFunc
+}
+
+func (s *stream) newSyncer() *replication.BinlogSyncer {
+	r := s.r
+	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:  r.cfg.ServerID,
+		Flavor:    r.cfg.Flavor,
+		Host:      r.cfg.Host,
+		Port:      r.cfg.Port,
+		User:      r.cfg.User,
+		Password:  r.cfg.Password,
+		TLSConfig: r.cfg.TLS,
+		// The reader reconnects itself, from the last whole transaction.
+		DisableRetrySync: true,
+		// The reader keeps its own GTID set; no per-commit clone.
+		DiscardGTIDSet:  true,
+		HeartbeatPeriod: r.cfg.Heartbeat,
+		ReadTimeout:     r.cfg.Heartbeat*3 + 5*time.Second,
+		ParseTime:       true,
+		// Only INSERTs into outbox tables are decoded; UPDATE/DELETE events,
+		// including the relay's own SENT updates, are skipped after the header.
+		RowsEventDecodeFunc: r.decodeRows,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+}
+
+func (s *stream) run(ctx context.Context) (progressed bool, err error) {
+	syncer := s.newSyncer()
+	defer syncer.Close()
+	pos := s.tracker.Position()
+	// Resume mid-transaction: skip what was already emitted.
+	if s.txRows > 0 || s.inTx {
+		s.skipGTID, s.skipRows, s.skipByPos = s.txGTID, s.txRows, s.txGTID.IsZero()
+	}
+	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
+	s.open.Store(false)
+
+	var streamer *replication.BinlogStreamer
+	if pos.HasGTID() {
+		set, perr := mysql.ParseGTIDSet(pos.Flavor, pos.GTIDSet)
+		if perr != nil {
+			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
+		}
+		streamer, err = syncer.StartSyncGTID(set)
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
+	}
+	if err != nil {
+		return false, fmt.Errorf("starting binlog stream at %s: %w", pos, err)
+	}
+	s.r.connected.Store(true)
+	s.r.log.Info("binlog stream connected", zap.String("gtid", pos.GTIDSet),
+		zap.String("binlog_file", pos.File), zap.Uint32("binlog_pos", pos.Pos))
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			return progressed, err
+		}
+		progressed = true
+		if err := s.handle(ctx, ev); err != nil {
+			return progressed, err
+		}
+	}
+}
+
+func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	r := s.r
+	now := time.Now().UnixNano()
+	if _, hb := ev.Event.(*replication.HeartbeatEvent); !hb && ev.Header.Timestamp > 0 {
+		r.lastEventTime.Store(int64(ev.Header.Timestamp))
+	} else if hb && !s.inTx {
+		// A heartbeat while idle: the stream is current.
+		r.lastEventTime.Store(now / int64(time.Second))
+	}
+	r.lastRecvTime.Store(now)
+
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		s.tracker.file = string(e.NextLogName)
+		s.tracker.pos = uint32(e.Position)
+	case *replication.MariadbGTIDEvent:
+		g := e.GTID
+		s.beginTx(TxGTID{mariadb: &g})
+		// A standalone event group (DDL, or a non-transactional statement)
+		// has no BEGIN...XID: its one query event ends it.
+		s.inTx = !e.IsStandalone()
+	case *replication.GTIDEvent:
+		sid, err := uuid.FromBytes(e.SID)
+		if err != nil {
+			return &fatalError{fmt.Errorf("decoding GTID event: %w", err)}
+		}
+		s.beginTx(TxGTID{sid: sid, gno: e.GNO})
+		s.inTx = false // MySQL sends an explicit BEGIN query for DML.
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		switch {
+		case strings.EqualFold(q, "BEGIN"):
+			if s.txGTID.IsZero() {
+				s.beginTx(TxGTID{})
+			}
+			s.inTx = true
+		case strings.EqualFold(q, "COMMIT"):
+			return s.commit(ctx, ev)
+		default:
+			// DDL (or a statement-format event): a whole transaction of its
+			// own unless inside BEGIN. Column layouts may change at this point.
+			r.noteDDL(string(e.Schema), q)
+			if !s.inTx {
+				return s.commit(ctx, ev)
+			}
+		}
+	case *replication.XIDEvent:
+		return s.commit(ctx, ev)
+	case *replication.RowsEvent:
+		if e.Rows == nil {
+			return nil // not an outbox INSERT: skipped at decode
+		}
+		return s.emitRows(ctx, ev, e)
+	}
+	return nil
+}
+
+func (s *stream) beginTx(g TxGTID) {
+	s.txGTID, s.txRows = g, 0
+	s.open.Store(true)
+}
+
+func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error {
+	c := Commit{GTID: s.txGTID, File: s.tracker.file, Pos: ev.Header.LogPos, Time: ev.Header.Timestamp}
+	if err := s.tracker.Apply(c); err != nil {
+		return &fatalError{fmt.Errorf("tracking GTID %s: %w", c.GTID, err)}
+	}
+	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
+	s.skipRows = 0
+	s.open.Store(false)
+	if err := send(ctx, s.out, Event{Kind: KindCommit, Commit: c}); err != nil {
+		return err
+	}
+	if s.stopping.Load() {
+		s.cancel()
+		return context.Canceled
+	}
+	return nil
+}
+
+func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
+	lay, err := s.r.layoutFor(ctx, t, e.Table)
+	if err != nil {
+		return &fatalError{err}
+	}
+	for _, values := range e.Rows {
+		s.txRows++
+		if s.skipRows > 0 && (s.skipByPos || s.txGTID.equal(s.skipGTID)) {
+			s.skipRows--
+			continue
+		}
+		row := lay.row(t, values)
+		if !t.IsPublishable(row.Values[t.Columns.Status]) {
+			continue
+		}
+		row.EventTime = ev.Header.Timestamp
+		if err := send(ctx, s.out, Event{Kind: KindRow, Row: row}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeRows runs in go-mysql's parser: decode only the header, and the rows
+// only for INSERTs into an outbox table. Everything else keeps Rows nil.
+func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) error {
+	pos, err := e.DecodeHeader(data)
+	if err != nil {
+		return err
+	}
+	if e.Type() != replication.EnumRowsEventTypeInsert {
+		return nil
+	}
+	if _, ok := r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]; !ok {
+		return nil
+	}
+	return e.DecodeData(pos, data)
+}
+
+// send delivers an event unless ctx ends first.
+func send(ctx context.Context, out chan<- Event, ev Event) error {
+	select {
+	case out <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

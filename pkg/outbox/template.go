@@ -1,0 +1,82 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Template is a string with {column} placeholders, parsed once at start.
+type Template struct {
+	parts []templatePart
+}
+
+type templatePart struct {
+	literal string
+	column  string // set for a placeholder
+}
+
+// ParseTemplate parses "orders.{biz_type}.{status}". A brace that is not a
+// well-formed placeholder is an error, so a typo is caught at start-up.
+func ParseTemplate(s string) (Template, error) {
+	var t Template
+	for len(s) > 0 {
+		open := strings.IndexByte(s, '{')
+		if closing := strings.IndexByte(s, '}'); closing >= 0 && (open < 0 || closing < open) {
+			return Template{}, fmt.Errorf("unmatched '}' in template")
+		}
+		if open < 0 {
+			t.parts = append(t.parts, templatePart{literal: s})
+			break
+		}
+		if open > 0 {
+			t.parts = append(t.parts, templatePart{literal: s[:open]})
+		}
+		end := strings.IndexByte(s[open:], '}')
+		if end < 0 {
+			return Template{}, fmt.Errorf("unclosed '{' in template")
+		}
+		col := s[open+1 : open+end]
+		if err := CheckIdent("placeholder", col); err != nil {
+			return Template{}, fmt.Errorf("template placeholder {%s}: %w", col, err)
+		}
+		t.parts = append(t.parts, templatePart{column: col})
+		s = s[open+end+1:]
+	}
+	return t, nil
+}
+
+// Empty reports whether the template has no parts at all.
+func (t Template) Empty() bool { return len(t.parts) == 0 }
+
+// Columns lists the placeholders' columns.
+func (t Template) Columns() []string {
+	var cols []string
+	for _, p := range t.parts {
+		if p.column != "" {
+			cols = append(cols, p.column)
+		}
+	}
+	return cols
+}
+
+// Render fills the placeholders with lookup(column). A placeholder whose
+// column is NULL or missing is returned as missing: a route must not silently lose a
+// segment.
+func (t Template) Render(lookup func(column string) (any, bool)) (out string, missing string) {
+	if len(t.parts) == 1 && t.parts[0].column == "" {
+		return t.parts[0].literal, ""
+	}
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.column == "" {
+			b.WriteString(p.literal)
+			continue
+		}
+		v, ok := lookup(p.column)
+		if !ok || v == nil {
+			return "", p.column
+		}
+		b.WriteString(ValueString(v))
+	}
+	return b.String(), ""
+}

@@ -1,0 +1,191 @@
+// Package relay wires the binlog path: reader -> router -> publisher ->
+// status writer -> checkpoint. Each stage is a goroutine joined by a bounded
+// channel; results come back from the publisher in binlog order, which is
+// what lets the checkpoint name only whole transactions below which every
+// row was confirmed and marked.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/pkg/status"
+)
+
+// Config tunes the pipeline.
+type Config struct {
+	// BatchSize is the most rows one SENT update names.
+	BatchSize int
+	// FlushInterval bounds how long a confirmed row waits for its SENT
+	// update; it trades primary statements for status freshness (delivery
+	// itself does not wait for it).
+	FlushInterval time.Duration
+	// CheckpointInterval is how often the position is saved; a crash
+	// replays at most what came after the last save.
+	CheckpointInterval time.Duration
+	// Buffer is the capacity of each channel between stages.
+	Buffer int
+	// DrainTimeout bounds the graceful stop: in-flight messages are
+	// confirmed and marked and the checkpoint saved within it.
+	DrainTimeout time.Duration
+	// Server identifies the source in the checkpoint.
+	Server string
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 200 * time.Millisecond
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+	if c.Buffer == 0 {
+		c.Buffer = 1024
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+}
+
+// Validate names the field at fault.
+func (c *Config) Validate() error {
+	switch {
+	case c.BatchSize < 1:
+		return errors.New("relay.batch_size: must be at least 1")
+	case c.FlushInterval <= 0:
+		return errors.New("relay.flush_interval: must be positive")
+	case c.CheckpointInterval <= 0:
+		return errors.New("relay.checkpoint_interval: must be positive")
+	}
+	return nil
+}
+
+// Stats are the pipeline's counters, safe to read while it runs.
+type Stats struct {
+	Published   atomic.Int64 // confirmed and routed
+	Failed      atomic.Int64 // sent to the retry path or FAILED
+	Marked      atomic.Int64 // rows moved to SENT by this relay
+	Checkpoints atomic.Int64 // checkpoints saved
+}
+
+// Relay is one binlog path.
+type Relay struct {
+	cfg    Config
+	reader *binlog.Reader
+	router *router.Router
+	pub    *publisher.Publisher
+	status *status.Writer
+	store  checkpoint.Store
+	log    *zap.Logger
+	Stats  Stats
+
+	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+}
+
+// New wires a relay.
+func New(cfg Config, reader *binlog.Reader, rt *router.Router, pub *publisher.Publisher,
+	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {
+	cfg.Defaults()
+	return &Relay{cfg: cfg, reader: reader, router: rt, pub: pub, status: sw, store: store, log: log}
+}
+
+// LastCheckpoint returns the last saved checkpoint, if any.
+func (r *Relay) LastCheckpoint() (checkpoint.Checkpoint, bool) {
+	c := r.lastSaved.Load()
+	if c == nil {
+		return checkpoint.Checkpoint{}, false
+	}
+	return *c, true
+}
+
+// rowFailure rides in the ordered stream for a row that could not be
+// routed: it is recorded at its place in the order.
+type rowFailure struct {
+	row *outbox.Row
+	err error
+}
+
+// Run streams from start until ctx ends, then drains: the reader stops at a
+// transaction boundary, in-flight messages are confirmed and marked, and the
+// final checkpoint is saved. An error from any stage stops them all.
+func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
+	hardCtx, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardCancel()
+	stopDrain := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.DrainTimeout, hardCancel) })
+	defer stopDrain()
+
+	g, gctx := errgroup.WithContext(hardCtx)
+	readerCtx, cancelReader := context.WithCancel(ctx)
+	defer cancelReader()
+	stopReader := context.AfterFunc(gctx, cancelReader)
+	defer stopReader()
+
+	events := make(chan binlog.Event, r.cfg.Buffer)
+	jobs := make(chan publisher.Job, r.cfg.Buffer)
+	results := make(chan publisher.Result, r.cfg.Buffer)
+
+	g.Go(func() error {
+		defer close(events)
+		return r.reader.Run(readerCtx, start, events)
+	})
+	g.Go(func() error {
+		defer close(jobs)
+		return r.route(gctx, events, jobs)
+	})
+	g.Go(func() error {
+		defer close(results)
+		return r.pub.Run(gctx, jobs, results)
+	})
+	g.Go(func() error {
+		return r.settle(gctx, start, results)
+	})
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if hardCtx.Err() != nil {
+			return fmt.Errorf("stop did not drain within %s: in-flight rows will be replayed on restart", r.cfg.DrainTimeout)
+		}
+		return nil
+	}
+	return err
+}
+
+// route turns events into publisher jobs, keeping their order.
+func (r *Relay) route(ctx context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job) error {
+	for ev := range events {
+		var job publisher.Job
+		switch ev.Kind {
+		case binlog.KindRow:
+			msg, err := r.router.Route(ev.Row)
+			if err != nil {
+				job = publisher.Job{Tag: rowFailure{row: ev.Row, err: err}}
+			} else {
+				job = publisher.Job{Msg: msg, Tag: ev.Row}
+			}
+		case binlog.KindCommit:
+			job = publisher.Job{Tag: ev.Commit}
+		default:
+			continue
+		}
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+// Package status writes outbox row statuses on the primary: batched SENT
+// marks for the binlog path, and the retry/FAILED bookkeeping for rows that
+// could not be published.
+package status
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// Backoff is exponential with jitter: base * factor^retries, capped, then
+// randomised by +/- jitter (a fraction).
+type Backoff struct {
+	Base   time.Duration `yaml:"base"`
+	Factor float64       `yaml:"factor"`
+	Max    time.Duration `yaml:"max"`
+	Jitter float64       `yaml:"jitter"`
+}
+
+// Defaults fills unset fields: 5s, x2, capped at 10 min, 20% jitter.
+func (b *Backoff) Defaults() {
+	if b.Base == 0 {
+		b.Base = 5 * time.Second
+	}
+	if b.Factor == 0 {
+		b.Factor = 2
+	}
+	if b.Max == 0 {
+		b.Max = 10 * time.Minute
+	}
+	if b.Jitter == 0 {
+		b.Jitter = 0.2
+	}
+}
+
+// Delay is the wait before retry number retries+1.
+func (b Backoff) Delay(retries int) time.Duration {
+	d := float64(b.Base) * math.Pow(b.Factor, float64(retries))
+	if d > float64(b.Max) || math.IsInf(d, 0) {
+		d = float64(b.Max)
+	}
+	if b.Jitter > 0 {
+		d *= 1 + b.Jitter*(2*rand.Float64()-1)
+	}
+	return time.Duration(d)
+}
+
+// Writer runs status statements against the primary.
+type Writer struct {
+	DB      *sql.DB
+	Backoff Backoff
+}
+
+// NewWriter builds a writer.
+func NewWriter(db *sql.DB, b Backoff) *Writer {
+	b.Defaults()
+	return &Writer{DB: db, Backoff: b}
+}
+
+// MarkSent marks rows SENT in one statement. Only rows still in a
+// publishable status move, so a row a sweeper or operator changed meanwhile
+// is left alone. Tables without a status column need no write.
+func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int64, error) {
+	if t.Columns.Status == "" || len(ids) == 0 {
+		return 0, nil
+	}
+	c := t.Columns
+	var b strings.Builder
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(t.Statuses.Sent))
+	if c.Version != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	}
+	if c.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
+	}
+	fmt.Fprintf(&b, " WHERE %s IN (", outbox.QuoteIdent(c.ID))
+	for i := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+	}
+	fmt.Fprintf(&b, ") AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(t.Statuses.Publishable))
+	res, err := w.DB.ExecContext(ctx, b.String(), ids...)
+	if err != nil {
+		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// Attempt is a failed publish of one row.
+type Attempt struct {
+	ID any
+	// Retries is the row's retry count before this attempt.
+	Retries int
+	// MaxRetries is the row's max retry count (or the table's).
+	MaxRetries int
+	Reason     string
+	// FromStatuses are the statuses the row may be in for the write to apply
+	// (optimistic: a row someone else moved is left alone).
+	FromStatuses []string
+	// Version, when the table has a version column and HasVersion is set,
+	// makes the write version-checked.
+	Version    int64
+	HasVersion bool
+}
+
+// Outcome tells what MarkRetry did.
+type Outcome int
+
+const (
+	// Skipped: the row was not in an expected state (someone else moved it).
+	Skipped Outcome = iota
+	// Retrying: back to PENDING with a later next_retry_time.
+	Retrying
+	// Failed: max retries reached, FAILED with the reason.
+	Failed
+)
+
+// MarkRetry records a failed publish: retry_count+1, next_retry_time =
+// now + backoff and the reason; FAILED once the retries are used up.
+func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Outcome, error) {
+	c := t.Columns
+	if c.Status == "" {
+		// Nothing to record in a table without status (Debezium style):
+		// the caller logs it.
+		return Skipped, nil
+	}
+	out, status := Retrying, t.Statuses.Pending
+	if a.Retries+1 >= a.MaxRetries || t.Statuses.Pending == "" {
+		out, status = Failed, t.Statuses.Failed
+	}
+	if status == "" {
+		// The table has no FAILED value (eventuate's published 0/1): leave
+		// the row pending for the sweeper.
+		out, status = Retrying, t.Statuses.Pending
+	}
+	var (
+		b    strings.Builder
+		args []any
+	)
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(status))
+	if c.RetryCount != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.RetryCount))
+	}
+	if c.NextRetryTime != "" && out == Retrying {
+		// Server time, like the application's own DEFAULT CURRENT_TIMESTAMP,
+		// so comparisons with NOW() agree whatever the session time zone.
+		fmt.Fprintf(&b, ", %s = NOW(3) + INTERVAL ? MICROSECOND", outbox.QuoteIdent(c.NextRetryTime))
+		args = append(args, w.Backoff.Delay(a.Retries).Microseconds())
+	}
+	if c.Error != "" {
+		fmt.Fprintf(&b, ", %s = ?", outbox.QuoteIdent(c.Error))
+		args = append(args, truncate(a.Reason, 1000))
+	}
+	if c.Version != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	}
+	if c.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
+	}
+	fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
+	args = append(args, a.ID)
+	if len(a.FromStatuses) > 0 {
+		fmt.Fprintf(&b, " AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(a.FromStatuses))
+	}
+	if a.HasVersion && c.Version != "" {
+		fmt.Fprintf(&b, " AND %s = ?", outbox.QuoteIdent(c.Version))
+		args = append(args, a.Version)
+	}
+	res, err := w.DB.ExecContext(ctx, b.String(), args...)
+	if err != nil {
+		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return Skipped, nil
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary so the column gets valid UTF-8.
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
