@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver
@@ -36,9 +37,12 @@ type App struct {
 
 	flavor string
 	server string
-	// Relay is set while Run runs (for tests and metrics).
-	Relay *relay.Relay
+	relay  atomic.Pointer[relay.Relay]
 }
+
+// Relay returns the running relay (nil before Run built it), for tests and
+// metrics.
+func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 
 // Open prepares connections; nothing is dialled until used.
 func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
@@ -253,7 +257,7 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Relay = r
+	a.relay.Store(r)
 	start, resumed, err := a.StartPosition(ctx)
 	if err != nil {
 		return err

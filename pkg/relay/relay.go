@@ -97,6 +97,10 @@ type Relay struct {
 	lastSaved atomic.Pointer[checkpoint.Checkpoint]
 }
 
+// Started reports whether the binlog stream and the broker are both
+// connected (the relay is moving rows).
+func (r *Relay) Started() bool { return r.reader.Connected() && r.pub.Connected() }
+
 // New wires a relay.
 func New(cfg Config, reader *binlog.Reader, rt *router.Router, pub *publisher.Publisher,
 	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {

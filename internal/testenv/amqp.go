@@ -1,0 +1,130 @@
+package testenv
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Broker is a test's own exchange with a queue bound to it (routing key #).
+type Broker struct {
+	Exchange string
+	Queue    string
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+}
+
+// NewBroker declares a topic exchange and a queue bound with "#", deleted
+// when the test ends.
+func NewBroker(t testing.TB) *Broker {
+	t.Helper()
+	conn, err := amqp.Dial(AMQPURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable (run scripts/stack.sh up): %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	b := &Broker{Exchange: UniqueName("ex"), Queue: UniqueName("q"), conn: conn, ch: ch}
+	if err := ch.ExchangeDeclare(b.Exchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring exchange: %v", err)
+	}
+	b.DeclareQueue(t, b.Queue, "#")
+	t.Cleanup(func() {
+		_, _ = b.ch.QueueDelete(b.Queue, false, false, false)
+		_ = b.ch.ExchangeDelete(b.Exchange, false, false)
+		_ = b.conn.Close()
+	})
+	return b
+}
+
+// DeclareQueue declares another queue bound to the exchange.
+func (b *Broker) DeclareQueue(t testing.TB, name, key string) {
+	t.Helper()
+	if _, err := b.ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring queue: %v", err)
+	}
+	if err := b.ch.QueueBind(name, key, b.Exchange, false, nil); err != nil {
+		t.Fatalf("binding queue: %v", err)
+	}
+}
+
+// Delivery is what a test keeps of a message.
+type Delivery struct {
+	MessageID  string
+	RoutingKey string
+	Exchange   string
+	Body       []byte
+	Headers    amqp.Table
+	At         time.Time
+}
+
+// Collector consumes a queue and records every delivery in arrival order.
+type Collector struct {
+	mu   sync.Mutex
+	msgs []Delivery
+}
+
+// Consume starts collecting the queue's messages until the test ends.
+func (b *Broker) Consume(t testing.TB, queue string) *Collector {
+	t.Helper()
+	conn, err := amqp.Dial(AMQPURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable: %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	if err := ch.Qos(2000, 0, false); err != nil {
+		t.Fatalf("qos: %v", err)
+	}
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("consuming %s: %v", queue, err)
+	}
+	c := &Collector{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for d := range deliveries {
+			c.mu.Lock()
+			c.msgs = append(c.msgs, Delivery{MessageID: d.MessageId, RoutingKey: d.RoutingKey, Exchange: d.Exchange,
+				Body: d.Body, Headers: d.Headers, At: time.Now()})
+			c.mu.Unlock()
+			_ = d.Ack(false)
+		}
+	}()
+	t.Cleanup(func() { _ = conn.Close(); <-done })
+	return c
+}
+
+// Len is the number of deliveries so far.
+func (c *Collector) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.msgs)
+}
+
+// All returns a copy of the deliveries so far.
+func (c *Collector) All() []Delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Delivery(nil), c.msgs...)
+}
+
+// Distinct counts distinct message ids and duplicates.
+func (c *Collector) Distinct() (distinct, duplicates int) {
+	seen := map[string]bool{}
+	for _, d := range c.All() {
+		if seen[d.MessageID] {
+			duplicates++
+			continue
+		}
+		seen[d.MessageID] = true
+	}
+	return len(seen), duplicates
+}

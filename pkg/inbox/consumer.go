@@ -1,0 +1,272 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Consumer consumes a queue through the inbox: a pool of workers, each delivery handled
+// in one transaction with its inbox row and ACKed only after that transaction's outcome
+// is durable. It reconnects after a broker restart and, unless disabled, runs the retry
+// task and the retention purge beside the workers.
+type Consumer struct {
+	cfg     Config
+	inbox   *Inbox
+	retrier *Retrier
+	purger  *Purger
+	ownPub  *AMQPPublisher
+	dial    Dialer
+	log     *zap.Logger
+
+	// beforeAck, if set, runs after the outcome is durable and before the ACK. Tests
+	// use it to kill the process in exactly that window.
+	beforeAck func(Message, Outcome)
+}
+
+// Option adds an optional dependency to New.
+type Option func(*options)
+
+type options struct {
+	dedup   DedupStore
+	metrics Metrics
+	dial    Dialer
+	pub     Publisher
+}
+
+// WithDedup enables the Redis fast path (see NewRedisDedup).
+func WithDedup(d DedupStore) Option { return func(o *options) { o.dedup = d } }
+
+// WithMetrics sets the metrics hooks.
+func WithMetrics(m Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// WithDialer sets how TCP connections to the broker are opened (the consumer's and the
+// retry publisher's).
+func WithDialer(d Dialer) Option { return func(o *options) { o.dial = d } }
+
+// WithPublisher replaces the retry task's publisher (by default its own AMQP connection
+// to cfg.URL).
+func WithPublisher(p Publisher) Option { return func(o *options) { o.pub = p } }
+
+// New returns a Consumer. db must reach the database holding both cfg.Table and the
+// handler's business tables: they share a transaction.
+func New(cfg Config, db *sql.DB, h Handler, log *zap.Logger, opts ...Option) (*Consumer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil || h == nil || log == nil {
+		return nil, errors.New("inbox: New needs a database, a handler and a logger")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	log = log.Named("inbox")
+	c := &Consumer{cfg: cfg, dial: o.dial, log: log,
+		inbox: newInbox(cfg, db, h, o.dedup, o.metrics, log)}
+	if !cfg.DisableRetryTask {
+		pub := o.pub
+		if pub == nil {
+			c.ownPub = NewAMQPPublisher(cfg.URL, cfg.ConsumerName+"-inbox-retry", o.dial)
+			pub = c.ownPub
+		}
+		c.retrier, _ = NewRetrier(cfg, db, pub, log) // cfg is already valid
+	}
+	if !cfg.DisableRetention {
+		c.purger, _ = NewPurger(cfg, db, log)
+	}
+	return c, nil
+}
+
+// Inbox returns the inbox behind the consumer, for feeding it messages from elsewhere.
+func (c *Consumer) Inbox() *Inbox { return c.inbox }
+
+// Run consumes until ctx is cancelled, then stops taking deliveries, lets in-flight
+// handlers finish (up to ShutdownTimeout) and ACKs them, and returns nil. It returns an
+// error only when the consumer cannot start: the inbox table is missing, or the broker
+// refuses the queue or the credentials.
+func (c *Consumer) Run(ctx context.Context) error {
+	if err := c.checkTable(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if c.ownPub != nil {
+			_ = c.ownPub.Close()
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.consume(gctx) })
+	if c.retrier != nil {
+		g.Go(func() error { return c.retrier.Run(gctx) })
+	}
+	if c.purger != nil {
+		g.Go(func() error { return c.purger.Run(gctx) })
+	}
+	return g.Wait()
+}
+
+func (c *Consumer) checkTable(ctx context.Context) error {
+	rows, err := c.inbox.db.QueryContext(ctx, `SELECT id FROM `+c.cfg.Table+` LIMIT 0`)
+	if err != nil {
+		return fmt.Errorf("checking inbox table %q (apply schema/consumer_message.sql): %w", c.cfg.Table, err)
+	}
+	return rows.Close()
+}
+
+// consume runs broker sessions, reconnecting with backoff, until ctx is done.
+func (c *Consumer) consume(ctx context.Context) error {
+	delay, started := c.cfg.ReconnectDelay, false
+	for {
+		consumed, err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !started && permanent(err) {
+			return fmt.Errorf("starting consumer on queue %q: %w", c.cfg.Queue, err)
+		}
+		if consumed {
+			started, delay = true, c.cfg.ReconnectDelay
+		}
+		c.log.Warn("broker session ended; reconnecting", zap.String("queue", c.cfg.Queue),
+			zap.Duration("delay", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, c.cfg.ReconnectMaxDelay)
+	}
+}
+
+// permanent reports broker refusals that a reconnect will not cure.
+func permanent(err error) bool {
+	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) {
+		return true
+	}
+	var ae *amqp.Error
+	return errors.As(err, &ae) && (ae.Code == amqp.NotFound || ae.Code == amqp.AccessRefused ||
+		ae.Code == amqp.NotAllowed)
+}
+
+// session consumes on one connection until it drops or ctx is done. consumed reports
+// whether the consumer got as far as receiving.
+func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(c.cfg.ConsumerName + "-inbox")
+	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{Dial: c.dial, Properties: props})
+	if err != nil {
+		return false, fmt.Errorf("connecting to broker: %w", redactURL(err, c.cfg.URL))
+	}
+	// Closing the connection returns every unACKed delivery to the queue.
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("opening channel: %w", err)
+	}
+	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
+		return false, fmt.Errorf("setting prefetch %d: %w", c.cfg.Prefetch, err)
+	}
+	// Buffered: the client library blocks on an unread notification.
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	deliveries, err := ch.Consume(c.cfg.Queue, c.cfg.ConsumerTag, false, false, false, false, nil)
+	if err != nil {
+		return false, fmt.Errorf("consuming queue %q: %w", c.cfg.Queue, err)
+	}
+	c.log.Info("consuming", zap.String("queue", c.cfg.Queue), zap.String("consumer", c.cfg.ConsumerName),
+		zap.Int("workers", c.cfg.Workers), zap.Int("prefetch", c.cfg.Prefetch))
+
+	// Handlers run on a context that shutdown does not cancel, so in-flight work
+	// finishes and is ACKed; only ShutdownTimeout cancels it.
+	work, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	var wg sync.WaitGroup
+	for i := 0; i < c.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.worker(ctx, work, deliveries)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+
+	select {
+	case <-done: // deliveries closed: the channel or connection is gone
+	case <-ctx.Done():
+		t := time.NewTimer(c.cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			c.log.Warn("shutdown timeout; cancelling in-flight handlers (their messages will be redelivered)",
+				zap.Duration("timeout", c.cfg.ShutdownTimeout))
+			hardStop()
+			<-done
+		}
+		return true, nil
+	}
+	select {
+	case e := <-closed:
+		if e != nil {
+			return true, fmt.Errorf("channel closed by broker: %w", e)
+		}
+	default:
+	}
+	return true, errors.New("delivery channel closed (connection lost)")
+}
+
+// worker handles deliveries until they stop or ctx is done.
+func (c *Consumer) worker(ctx, work context.Context, deliveries <-chan amqp.Delivery) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok := <-deliveries:
+			if !ok {
+				return
+			}
+			if ctx.Err() != nil {
+				return // not started: closing the connection requeues it
+			}
+			c.handle(ctx, work, d)
+		}
+	}
+}
+
+func (c *Consumer) handle(ctx, work context.Context, d amqp.Delivery) {
+	m := Message{ID: d.MessageId, Body: d.Body, ContentType: d.ContentType,
+		Exchange: d.Exchange, RoutingKey: d.RoutingKey, Redelivered: d.Redelivered}
+	out, err := c.inbox.Process(work, m)
+	if err != nil {
+		if work.Err() != nil {
+			return // cancelled at shutdown: left unACKed, redelivered later
+		}
+		c.log.Warn("inbox could not record the message; requeueing it", zap.String("message_id", m.ID),
+			zap.String("queue", c.cfg.Queue), zap.Duration("delay", c.cfg.RequeueDelay), zap.Error(err))
+		// Wait first so an unreachable database does not turn the queue into a spin.
+		select {
+		case <-time.After(c.cfg.RequeueDelay):
+		case <-ctx.Done():
+		}
+		if err := d.Nack(false, true); err != nil {
+			c.log.Debug("nack failed; the broker requeues on connection loss", zap.Error(err))
+		}
+		return
+	}
+	if c.beforeAck != nil {
+		c.beforeAck(m, out)
+	}
+	if err := d.Ack(false); err != nil {
+		// The outcome is recorded: the redelivery will be recognised as a duplicate.
+		c.log.Warn("ACK failed; the redelivery will be ACKed as a duplicate",
+			zap.String("message_id", m.ID), zap.Error(err))
+	}
+}

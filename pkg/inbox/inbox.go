@@ -1,0 +1,295 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// txAttempts is how often one delivery's transaction is run when InnoDB reports a
+// deadlock or lock wait timeout; after that the error is handled like any other.
+const txAttempts = 3
+
+// Inbox decides what one message does against consumer_message. It knows nothing of
+// AMQP: the Consumer feeds it deliveries and ACKs whatever Outcome it returns. An
+// error return means nothing durable is known; the delivery must be requeued, not
+// ACKed.
+type Inbox struct {
+	cfg     Config
+	db      *sql.DB
+	st      store
+	handler Handler
+	dedup   *dedupGuard
+	metrics Metrics
+	log     *zap.Logger
+}
+
+func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, log *zap.Logger) *Inbox {
+	if m == nil {
+		m = NopMetrics{}
+	}
+	return &Inbox{
+		cfg: cfg, db: db, handler: h, metrics: m, log: log,
+		st:    store{db: db, table: cfg.Table, consumer: cfg.ConsumerName},
+		dedup: newDedupGuard(dedup, cfg, log),
+	}
+}
+
+// Process handles one message and reports what was made durable.
+func (in *Inbox) Process(ctx context.Context, m Message) (Outcome, error) {
+	start := time.Now()
+	out, err := in.process(ctx, m)
+	if err == nil {
+		recordOutcome(in.metrics, out, time.Since(start))
+	}
+	return out, err
+}
+
+func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
+	if reason := idProblem(m.ID); reason != "" {
+		return in.reject(ctx, m, reason)
+	}
+	if in.dedup.seen(ctx, m.ID) {
+		return Duplicate, nil
+	}
+	var err error
+	for i := 1; i <= txAttempts; i++ {
+		var out Outcome
+		out, err = in.attempt(ctx, m, i == txAttempts)
+		if err == nil || !isTransient(err) || ctx.Err() != nil {
+			return out, err
+		}
+		in.log.Debug("inbox transaction hit a transient error; running it again",
+			zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
+	}
+	return 0, err
+}
+
+// attempt is the first-delivery flow: insert the row as SUCCESS and run the handler in
+// the same transaction. The row is never written before the handler's work can commit
+// with it, so a failing handler cannot leave a "done" mark behind.
+func (in *Inbox) attempt(ctx context.Context, m Message, last bool) (Outcome, error) {
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("beginning inbox transaction for message %s: %w", m.ID, err)
+	}
+	err = in.st.insertSuccess(ctx, tx, m, in.cfg.MaxRetries)
+	if isDuplicateKey(err) {
+		// The insert waited for any transaction holding the key, so the row is
+		// committed: find out what it says.
+		_ = tx.Rollback()
+		return in.existing(ctx, m, last)
+	}
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("inserting inbox row for message %s: %w", m.ID, err)
+	}
+	if herr := in.runHandler(ctx, tx, m); herr != nil {
+		_ = tx.Rollback()
+		return in.handlerFailed(ctx, m, herr, -1, last)
+	}
+	if err := tx.Commit(); err != nil {
+		// The outcome is unknown; a redelivery will find the row or not.
+		return 0, fmt.Errorf("committing inbox row and handler work for message %s: %w", m.ID, err)
+	}
+	in.dedup.markDone(ctx, m.ID)
+	return Processed, nil
+}
+
+// existing handles a message whose row is already there.
+//
+// SUCCESS and FAILED are final: ACK, no work. PENDING_RETRY means an earlier copy
+// failed and the retry task owns the message: it will republish it when due, so this
+// copy (a broker redelivery or a duplicate from the relay) is ACKed without running the
+// handler, even if the row is due. Running it here would ignore the backoff, and the
+// row still holds the body, so nothing is lost. RETRYING means the retry task
+// republished it: run the handler again while holding the row lock, and turn the row
+// SUCCESS with a version-checked update.
+func (in *Inbox) existing(ctx context.Context, m Message, last bool) (Outcome, error) {
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("beginning inbox transaction for message %s: %w", m.ID, err)
+	}
+	r, found, err := in.st.lockRow(ctx, tx, m.ID)
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("reading inbox row of message %s: %w", m.ID, err)
+	}
+	if !found {
+		_ = tx.Rollback()
+		return 0, errRowVanished
+	}
+	switch r.status {
+	case StatusSuccess:
+		_ = tx.Rollback()
+		in.dedup.markDone(ctx, m.ID)
+		in.logDuplicate(m, r)
+		return Duplicate, nil
+	case StatusFailed, StatusPendingRetry:
+		_ = tx.Rollback()
+		in.logDuplicate(m, r)
+		return Duplicate, nil
+	case StatusRetrying:
+	default:
+		_ = tx.Rollback()
+		in.log.Warn("inbox row has an unknown status; ACKing without work",
+			zap.String("message_id", m.ID), zap.String("status", r.status))
+		return Duplicate, nil
+	}
+	m.RetryCount = r.retryCount
+	if herr := in.runHandler(ctx, tx, m); herr != nil {
+		_ = tx.Rollback()
+		return in.handlerFailed(ctx, m, herr, r.version, last)
+	}
+	if err := in.st.markSuccess(ctx, tx, r); err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("marking retried message %s SUCCESS: %w", m.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing retried message %s: %w", m.ID, err)
+	}
+	in.dedup.markDone(ctx, m.ID)
+	in.log.Info("retried message succeeded", in.fields(m, zap.Int("retry_count", r.retryCount))...)
+	return Processed, nil
+}
+
+// handlerFailed runs after the handler's transaction was rolled back. version is the
+// version of the RETRYING row the attempt ran on, or -1 for a first delivery.
+func (in *Inbox) handlerFailed(ctx context.Context, m Message, herr error, version int, last bool) (Outcome, error) {
+	if ctx.Err() != nil {
+		// Cancelled mid-handler (hard shutdown): not the message's fault. Leave it to
+		// the broker's redelivery.
+		return 0, fmt.Errorf("handling message %s: %w", m.ID, ctx.Err())
+	}
+	if isTransient(herr) && !last {
+		return 0, herr // the whole transaction runs again
+	}
+	return in.recordFailure(ctx, m, herr, version)
+}
+
+// recordFailure writes PENDING_RETRY (with backoff) or FAILED in a transaction of its
+// own, the handler's having been rolled back.
+func (in *Inbox) recordFailure(ctx context.Context, m Message, herr error, version int) (Outcome, error) {
+	malformed := errors.Is(herr, ErrMalformed)
+	msg := errorText(herr)
+	for i := 0; i < txAttempts; i++ {
+		out, retry, err := in.recordFailureOnce(ctx, m, msg, malformed, version)
+		if !retry {
+			return out, err
+		}
+	}
+	return 0, fmt.Errorf("recording failure of message %s: row kept changing underneath", m.ID)
+}
+
+func (in *Inbox) recordFailureOnce(ctx context.Context, m Message, msg string, malformed bool,
+	version int) (out Outcome, retry bool, err error) {
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("beginning failure record for message %s: %w", m.ID, err)
+	}
+	defer func() {
+		if err != nil || retry || out == Duplicate {
+			_ = tx.Rollback()
+		}
+	}()
+	r, found, err := in.st.lockRow(ctx, tx, m.ID)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading inbox row of failed message %s: %w", m.ID, err)
+	}
+	var status string
+	var delay time.Duration
+	switch {
+	case !found:
+		status, delay = StatusPendingRetry, Backoff(0, in.cfg.RetryBackoff, in.cfg.RetryMaxBackoff)
+		if malformed {
+			status = StatusFailed
+		}
+		err = in.st.insertFailure(ctx, tx, m, m.ID, status, delay, msg, in.cfg.MaxRetries)
+		if isDuplicateKey(err) {
+			return 0, true, nil // a concurrent copy wrote the row: read it again
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("recording failure of message %s: %w", m.ID, err)
+		}
+	case version < 0 || r.status != StatusRetrying || r.version != version:
+		// Another copy of the message recorded an outcome while this attempt ran (it
+		// succeeded, failed first, or the retry task took the row back). That record
+		// stands; this failure adds nothing.
+		in.logDuplicate(m, r)
+		return Duplicate, false, nil
+	default:
+		status, delay = StatusPendingRetry, Backoff(r.retryCount, in.cfg.RetryBackoff, in.cfg.RetryMaxBackoff)
+		if malformed || r.retryCount >= r.maxRetryCount {
+			status = StatusFailed
+		}
+		if err = in.st.updateFailure(ctx, tx, r, status, delay, msg); err != nil {
+			return 0, false, fmt.Errorf("recording failed retry of message %s: %w", m.ID, err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("committing failure record of message %s: %w", m.ID, err)
+	}
+	fields := in.fields(m, zap.String("status", status), zap.Int("retry_count", r.retryCount),
+		zap.String("error", msg))
+	if status == StatusFailed {
+		in.log.Warn("message FAILED", fields...)
+		return Failed, false, nil
+	}
+	in.log.Info("handler failed; retry scheduled", append(fields, zap.Duration("backoff", delay))...)
+	return RetryScheduled, false, nil
+}
+
+// reject records FAILED a message whose id cannot key a row, under a derived id.
+func (in *Inbox) reject(ctx context.Context, m Message, reason string) (Outcome, error) {
+	id := derivedID(m)
+	tx, err := in.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("beginning rejection record: %w", err)
+	}
+	err = in.st.insertFailure(ctx, tx, m, id, StatusFailed, 0, reason, in.cfg.MaxRetries)
+	if isDuplicateKey(err) {
+		_ = tx.Rollback()
+		return Duplicate, nil // this very delivery was recorded before
+	}
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("recording rejected message as %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing rejected message %s: %w", id, err)
+	}
+	in.log.Warn("message FAILED: unusable message id",
+		zap.String("recorded_as", id), zap.String("reason", reason),
+		zap.String("exchange", m.Exchange), zap.String("routing_key", m.RoutingKey))
+	return Failed, nil
+}
+
+// runHandler turns a panic into an error so that one bad message costs a retry, not
+// the worker.
+func (in *Inbox) runHandler(ctx context.Context, tx *sql.Tx, m Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			in.log.Error("handler panicked", in.fields(m, zap.Any("panic", v),
+				zap.ByteString("stack", debug.Stack()))...)
+			err = &panicError{value: v}
+		}
+	}()
+	return in.handler(ctx, tx, m)
+}
+
+func (in *Inbox) logDuplicate(m Message, r rowState) {
+	in.log.Debug("duplicate delivery; ACK without work",
+		in.fields(m, zap.String("status", r.status), zap.Bool("redelivered", m.Redelivered))...)
+}
+
+func (in *Inbox) fields(m Message, extra ...zap.Field) []zap.Field {
+	return append([]zap.Field{
+		zap.String("consumer", in.cfg.ConsumerName), zap.String("message_id", m.ID),
+		zap.String("exchange", m.Exchange), zap.String("routing_key", m.RoutingKey),
+	}, extra...)
+}

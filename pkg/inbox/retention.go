@@ -1,0 +1,76 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Purger deletes SUCCESS rows older than Retention, in batches so that no single
+// DELETE holds many locks or fills the binlog with one huge event. FAILED rows are
+// kept: they are the record of what needs a human. Several Purgers may run at once;
+// they just share the work.
+type Purger struct {
+	cfg Config
+	st  store
+	log *zap.Logger
+}
+
+// NewPurger returns a Purger for cfg.ConsumerName's rows.
+func NewPurger(cfg Config, db *sql.DB, log *zap.Logger) (*Purger, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Purger{cfg: cfg, log: log.Named("retention"),
+		st: store{db: db, table: cfg.Table, consumer: cfg.ConsumerName}}, nil
+}
+
+// Run purges every RetentionInterval until ctx is done; errors are logged and retried
+// next round.
+func (p *Purger) Run(ctx context.Context) error {
+	t := time.NewTicker(p.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		n, err := p.PurgeOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("purging old SUCCESS rows failed", zap.String("consumer", p.cfg.ConsumerName), zap.Error(err))
+		} else if n > 0 {
+			p.log.Info("purged old SUCCESS rows", zap.String("consumer", p.cfg.ConsumerName), zap.Int64("rows", n))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// PurgeOnce deletes SUCCESS rows older than Retention, RetentionBatch at a time, and
+// returns how many it deleted.
+func (p *Purger) PurgeOnce(ctx context.Context) (int64, error) {
+	var total int64
+	for ctx.Err() == nil {
+		// ORDER BY keeps DELETE ... LIMIT deterministic, which statement-based
+		// replication requires.
+		res, err := p.st.db.ExecContext(ctx, `DELETE FROM `+p.st.table+`
+			WHERE consumer = ? AND status = 'SUCCESS' AND success_time < NOW(3) - INTERVAL ? MICROSECOND
+			ORDER BY success_time LIMIT ?`,
+			p.st.consumer, p.cfg.Retention.Microseconds(), p.cfg.RetentionBatch)
+		if err != nil {
+			return total, fmt.Errorf("deleting SUCCESS rows older than %s: %w", p.cfg.Retention, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("reading deleted row count: %w", err)
+		}
+		total += n
+		if n < int64(p.cfg.RetentionBatch) {
+			return total, nil
+		}
+	}
+	return total, ctx.Err()
+}

@@ -1,0 +1,197 @@
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// store holds the SQL of consumer_message for one consumer. Every timestamp comes from
+// the database clock (NOW(3)), so processes with skewed clocks agree on what is due.
+type store struct {
+	db       *sql.DB
+	table    string
+	consumer string
+}
+
+// rowState is the part of a row that decides what a delivery does.
+type rowState struct {
+	id            int64
+	status        string
+	retryCount    int
+	maxRetryCount int
+	version       int
+	errorMsg      string
+}
+
+// errVersionConflict means a version-checked update matched no row: someone else
+// changed the row since it was read.
+var errVersionConflict = errors.New("inbox row changed concurrently (version mismatch)")
+
+// errRowVanished means a duplicate-key error pointed at a row that a later read could
+// not find (purged in between). The attempt is simply run again.
+var errRowVanished = errors.New("inbox row vanished between insert and read")
+
+const maxErrorMsgLen = 1024
+
+// retryDelayArg is the argument of "NOW(3) + INTERVAL ? MICROSECOND" for a row entering
+// status: NULL unless the row will be retried, because NOW() + INTERVAL NULL is NULL and
+// next_retry_time stays empty on rows that are never retried.
+func retryDelayArg(status string, d time.Duration) any {
+	if status != StatusPendingRetry {
+		return nil
+	}
+	return d.Microseconds()
+}
+
+// insertSuccess is the first-delivery write: the row is SUCCESS from the start and
+// only becomes visible if the handler's work commits with it. A concurrent copy of the
+// message blocks on the unique key until this transaction ends.
+func (s *store) insertSuccess(ctx context.Context, tx *sql.Tx, m Message, maxRetries int) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+s.table+`
+		(consumer, message_id, status, content, content_type, exchange, routing_key,
+		 retry_count, max_retry_count, first_consume_time, last_consume_time, success_time)
+		VALUES (?, ?, 'SUCCESS', ?, ?, ?, ?, 0, ?, NOW(3), NOW(3), NOW(3))`,
+		s.consumer, m.ID, nonNil(m.Body), m.ContentType, m.Exchange, m.RoutingKey, maxRetries)
+	return err
+}
+
+// insertFailure records a message whose first attempt failed, or which was rejected
+// before any attempt (no usable message id).
+func (s *store) insertFailure(ctx context.Context, tx *sql.Tx, m Message, id, status string,
+	delay time.Duration, errMsg string, maxRetries int) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+s.table+`
+		(consumer, message_id, status, content, content_type, exchange, routing_key,
+		 retry_count, max_retry_count, next_retry_time, error_msg,
+		 first_consume_time, last_consume_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, NOW(3), NOW(3))`,
+		s.consumer, id, status, nonNil(m.Body), m.ContentType, m.Exchange, m.RoutingKey,
+		maxRetries, retryDelayArg(status, delay), errMsg)
+	return err
+}
+
+// lockRow reads the row of messageID and locks it until tx ends.
+func (s *store) lockRow(ctx context.Context, tx *sql.Tx, messageID string) (rowState, bool, error) {
+	var r rowState
+	var errMsg sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT id, status, retry_count, max_retry_count, version, error_msg
+		FROM `+s.table+` WHERE consumer = ? AND message_id = ? FOR UPDATE`,
+		s.consumer, messageID).Scan(&r.id, &r.status, &r.retryCount, &r.maxRetryCount, &r.version, &errMsg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	r.errorMsg = errMsg.String
+	return r, true, nil
+}
+
+// markSuccess turns a RETRYING row SUCCESS after its handler ran again.
+func (s *store) markSuccess(ctx context.Context, tx *sql.Tx, r rowState) error {
+	res, err := tx.ExecContext(ctx, `UPDATE `+s.table+`
+		SET status = 'SUCCESS', success_time = NOW(3), last_consume_time = NOW(3),
+		    next_retry_time = NULL, version = version + 1
+		WHERE id = ? AND version = ?`, r.id, r.version)
+	return checkOne(res, err)
+}
+
+// updateFailure records a failed retry: PENDING_RETRY after delay, or FAILED.
+func (s *store) updateFailure(ctx context.Context, tx *sql.Tx, r rowState, status string,
+	delay time.Duration, errMsg string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE `+s.table+`
+		SET status = ?, next_retry_time = NOW(3) + INTERVAL ? MICROSECOND, error_msg = ?,
+		    last_consume_time = NOW(3), version = version + 1
+		WHERE id = ? AND version = ?`,
+		status, retryDelayArg(status, delay), errMsg, r.id, r.version)
+	return checkOne(res, err)
+}
+
+func checkOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return errVersionConflict
+	}
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// isDuplicateKey reports MySQL error 1062 (ER_DUP_ENTRY).
+func isDuplicateKey(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// isTransient reports errors after which InnoDB has rolled the transaction back (or
+// will, if asked) and running it again is the cure: deadlock (1213) and lock wait
+// timeout (1205).
+func isTransient(err error) bool {
+	if errors.Is(err, errRowVanished) {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+// errorText is what goes into error_msg: valid UTF-8 (the column is utf8mb4 and a
+// strict server refuses invalid bytes) and no longer than the column.
+func errorText(err error) string {
+	return truncateUTF8(strings.ToValidUTF8(err.Error(), "?"), maxErrorMsgLen)
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// idProblem says why a message id cannot key a row, or "" if it can.
+func idProblem(id string) string {
+	switch {
+	case id == "":
+		return "message has no message id"
+	case len(id) > MaxMessageIDLen:
+		return fmt.Sprintf("message id is %d bytes, longer than %d", len(id), MaxMessageIDLen)
+	case !utf8.ValidString(id):
+		return "message id is not valid UTF-8"
+	}
+	return ""
+}
+
+// derivedID keys the FAILED row of a message whose own id is unusable. It is a hash of
+// the delivery, so a redelivery of the same message finds the same row instead of
+// adding one per delivery.
+func derivedID(m Message) string {
+	h := sha256.New()
+	for _, part := range []string{m.ID, m.Exchange, m.RoutingKey} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(m.Body)
+	return "invalid-id:" + hex.EncodeToString(h.Sum(nil))[:40]
+}

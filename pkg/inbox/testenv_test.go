@@ -1,0 +1,394 @@
+package inbox
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// Integration tests run against the real servers of the test stack. Each test gets its
+// own database, exchange and queue (and Redis key prefix), so tests are independent and
+// may run beside other packages' tests. An unreachable server fails the test; -short
+// skips integration tests instead.
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func primaryDSN() string { return envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/") }
+func amqpURL() string    { return envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/") }
+func redisAddr() string  { return envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379") }
+
+func randName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+const (
+	testSKU      = "sku-1"
+	initialStock = 100
+	routingKey   = "item"
+)
+
+type testEnv struct {
+	t        testing.TB
+	db       *sql.DB
+	dsn      string // DSN of the test database (no secrets printed)
+	conn     *amqp.Connection
+	ch       *amqp.Channel // confirm mode, for publishing and inspecting
+	exchange string
+	queue    string
+}
+
+func needIntegration(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (MariaDB/MySQL and RabbitMQ); skipped with -short")
+	}
+}
+
+// newTestEnv creates a database with the inbox schema and a stock table, and an exchange
+// bound to a queue. Everything is dropped when the test ends.
+func newTestEnv(t testing.TB) *testEnv {
+	t.Helper()
+	needIntegration(t)
+	e := &testEnv{t: t}
+	e.openDB()
+	e.openBroker()
+	return e
+}
+
+func (e *testEnv) openDB() {
+	t := e.t
+	cfg, err := mysql.ParseDSN(primaryDSN())
+	if err != nil {
+		t.Fatalf("RELAY_TEST_PRIMARY_DSN does not parse: %v", err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("opening MariaDB/MySQL at %s: %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		t.Fatalf("MariaDB/MySQL unreachable at %s (set RELAY_TEST_PRIMARY_DSN): %v", cfg.Addr, err)
+	}
+	name := randName("inbox_test_")
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name); err != nil {
+			t.Errorf("dropping database %s: %v", name, err)
+		}
+	})
+	cfg.DBName, cfg.ParseTime, cfg.InterpolateParams = name, true, true
+	e.dsn = cfg.FormatDSN()
+	e.db, err = sql.Open("mysql", e.dsn)
+	if err != nil {
+		t.Fatalf("opening test database: %v", err)
+	}
+	e.db.SetMaxOpenConns(32)
+	e.db.SetMaxIdleConns(32)
+	t.Cleanup(func() { _ = e.db.Close() })
+
+	ddl, err := os.ReadFile(filepath.Join("..", "..", "schema", "consumer_message.sql"))
+	if err != nil {
+		t.Fatalf("reading schema: %v", err)
+	}
+	e.exec(string(ddl))
+	e.exec(`CREATE TABLE stock (sku VARCHAR(64) PRIMARY KEY, quantity INT NOT NULL)`)
+	// No unique key on message_id: a double deduction must show up as two rows rather
+	// than be hidden by a second idempotency guard.
+	e.exec(`CREATE TABLE stock_log (id BIGINT AUTO_INCREMENT PRIMARY KEY,
+		message_id VARCHAR(128) NOT NULL, sku VARCHAR(64) NOT NULL, qty INT NOT NULL)`)
+	e.exec(`INSERT INTO stock VALUES (?, ?)`, testSKU, initialStock)
+}
+
+func (e *testEnv) openBroker() {
+	t := e.t
+	conn, err := amqp.Dial(amqpURL())
+	if err != nil {
+		t.Fatalf("RabbitMQ unreachable (set RELAY_TEST_AMQP_URL): %v", redactURL(err, amqpURL()))
+	}
+	e.conn = conn
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatalf("confirm mode: %v", err)
+	}
+	e.ch = ch
+	e.exchange, e.queue = randName("inbox_test_x_"), randName("inbox_test_q_")
+	if err := ch.ExchangeDeclare(e.exchange, "direct", true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring exchange: %v", err)
+	}
+	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring queue: %v", err)
+	}
+	if err := ch.QueueBind(e.queue, routingKey, e.exchange, false, nil); err != nil {
+		t.Fatalf("binding queue: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := amqp.Dial(amqpURL())
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer c.Close()
+		cch, err := c.Channel()
+		if err != nil {
+			return
+		}
+		_, _ = cch.QueueDelete(e.queue, false, false, false)
+		_ = cch.ExchangeDelete(e.exchange, false, false)
+	})
+}
+
+func (e *testEnv) exec(query string, args ...any) {
+	e.t.Helper()
+	if _, err := e.db.Exec(query, args...); err != nil {
+		e.t.Fatalf("exec %q: %v", strings.SplitN(query, "\n", 2)[0], err)
+	}
+}
+
+// config is a Config with test-sized intervals.
+func (e *testEnv) config() Config {
+	return Config{
+		URL: amqpURL(), Queue: e.queue, ConsumerName: "inventory",
+		Workers: 4, ReconnectDelay: 50 * time.Millisecond, RequeueDelay: 50 * time.Millisecond,
+		ShutdownTimeout: 20 * time.Second,
+		RetryBackoff:    20 * time.Millisecond, RetryMaxBackoff: 100 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, RetryStuckTimeout: 30 * time.Second,
+		DisableRetention: true,
+	}
+}
+
+type item struct {
+	SKU string `json:"sku"`
+	Qty int    `json:"qty"`
+}
+
+func itemBody(qty int) []byte {
+	b, _ := json.Marshal(item{SKU: testSKU, Qty: qty})
+	return b
+}
+
+// publish sends one persistent message and waits for the broker's confirm.
+func (e *testEnv) publish(id string, body []byte) {
+	e.t.Helper()
+	e.publishMany([]amqp.Publishing{{MessageId: id, Body: body}})
+}
+
+func (e *testEnv) publishMany(msgs []amqp.Publishing) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var pending []*amqp.DeferredConfirmation
+	for i, m := range msgs {
+		m.DeliveryMode, m.ContentType = amqp.Persistent, "application/json"
+		dc, err := e.ch.PublishWithDeferredConfirmWithContext(ctx, e.exchange, routingKey, true, false, m)
+		if err != nil {
+			e.t.Fatalf("publishing message %d: %v", i, err)
+		}
+		pending = append(pending, dc)
+	}
+	for _, dc := range pending {
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			e.t.Fatalf("publish not confirmed: ack=%v err=%v", ok, err)
+		}
+	}
+}
+
+// queueDepth is the number of ready messages (unACKed ones return to ready when their
+// consumer's connection closes).
+func (e *testEnv) queueDepth() int {
+	e.t.Helper()
+	q, err := e.ch.QueueDeclarePassive(e.queue, true, false, false, false, nil)
+	if err != nil {
+		e.t.Fatalf("inspecting queue: %v", err)
+	}
+	return q.Messages
+}
+
+func (e *testEnv) stock() int {
+	e.t.Helper()
+	var q int
+	if err := e.db.QueryRow(`SELECT quantity FROM stock WHERE sku = ?`, testSKU).Scan(&q); err != nil {
+		e.t.Fatalf("reading stock: %v", err)
+	}
+	return q
+}
+
+func (e *testEnv) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.QueryRow(query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count %q: %v", query, err)
+	}
+	return n
+}
+
+type inboxRow struct {
+	MessageID  string
+	Status     string
+	RetryCount int
+	ErrorMsg   string
+	Content    []byte
+	Version    int
+}
+
+func (e *testEnv) rows() []inboxRow {
+	e.t.Helper()
+	rs, err := e.db.Query(`SELECT message_id, status, retry_count, COALESCE(error_msg, ''), content, version
+		FROM consumer_message ORDER BY id`)
+	if err != nil {
+		e.t.Fatalf("reading inbox rows: %v", err)
+	}
+	defer rs.Close()
+	var out []inboxRow
+	for rs.Next() {
+		var r inboxRow
+		if err := rs.Scan(&r.MessageID, &r.Status, &r.RetryCount, &r.ErrorMsg, &r.Content, &r.Version); err != nil {
+			e.t.Fatalf("scanning inbox row: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// deductHandler is the business handler of the tests: it deducts stock and logs the
+// deduction, then asks fail whether to fail this call (after the writes, so a failure
+// proves they roll back).
+func deductHandler(calls *atomic.Int64, fail func(call int64) error) Handler {
+	return func(ctx context.Context, tx *sql.Tx, m Message) error {
+		n := calls.Add(1)
+		var it item
+		if err := json.Unmarshal(m.Body, &it); err != nil {
+			return Malformed(fmt.Errorf("decoding item: %w", err))
+		}
+		if it.SKU == "" || it.Qty <= 0 {
+			return Malformed(fmt.Errorf("item needs a sku and a positive qty, got %+v", it))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE stock SET quantity = quantity - ? WHERE sku = ?`, it.Qty, it.SKU); err != nil {
+			return fmt.Errorf("deducting stock: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_log (message_id, sku, qty) VALUES (?, ?, ?)`,
+			m.ID, it.SKU, it.Qty); err != nil {
+			return fmt.Errorf("logging deduction: %w", err)
+		}
+		if fail != nil {
+			return fail(n)
+		}
+		return nil
+	}
+}
+
+type runningConsumer struct {
+	c        *Consumer
+	counters *Counters
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// startConsumer runs a Consumer until stop (or the end of the test).
+func (e *testEnv) startConsumer(cfg Config, h Handler, opts ...Option) *runningConsumer {
+	e.t.Helper()
+	return e.startConsumerWith(cfg, h, nil, opts...)
+}
+
+func (e *testEnv) startConsumerWith(cfg Config, h Handler, setup func(*Consumer), opts ...Option) *runningConsumer {
+	e.t.Helper()
+	rc := &runningConsumer{counters: &Counters{}, done: make(chan error, 1)}
+	log := zaptest.NewLogger(e.t, zaptest.Level(zap.InfoLevel))
+	c, err := New(cfg, e.db, h, log, append([]Option{WithMetrics(rc.counters)}, opts...)...)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	if setup != nil {
+		setup(c)
+	}
+	rc.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	rc.cancel = cancel
+	go func() { rc.done <- c.Run(ctx) }()
+	e.t.Cleanup(func() { rc.stop(e.t) })
+	return rc
+}
+
+// stop cancels the consumer and waits for Run to return.
+func (rc *runningConsumer) stop(t testing.TB) {
+	t.Helper()
+	rc.stopOnce.Do(func() {
+		rc.cancel()
+		select {
+		case err := <-rc.done:
+			if err != nil {
+				t.Errorf("consumer Run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("consumer did not stop within 30s")
+		}
+	})
+}
+
+// waitFor polls cond until it holds or the deadline passes; state describes what was
+// last seen, for the failure message.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis unreachable at %s (set RELAY_TEST_REDIS_ADDR): %v", redisAddr(), err)
+	}
+	prefix := randName("inbox_test_") + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := client.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			client.Del(ctx, iter.Val())
+		}
+		_ = client.Close()
+	})
+	return client, prefix
+}
