@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
@@ -38,6 +40,9 @@ type App struct {
 	flavor string
 	server string
 	relay  atomic.Pointer[relay.Relay]
+
+	stopMu    sync.Mutex
+	stopHooks []func()
 }
 
 // Relay returns the running relay (nil before Run built it), for tests and
@@ -265,6 +270,20 @@ func (a *App) Run(ctx context.Context) error {
 	a.Log.Info("relay starting", zap.Bool("from_checkpoint", resumed), zap.String("gtid", start.GTIDSet),
 		zap.String("binlog_file", start.File), zap.Uint32("binlog_pos", start.Pos),
 		zap.String("checkpoint_key", a.Cfg.Checkpoint.Key))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, svc := range a.services() {
+		g.Go(func() error { return svc(gctx) })
+	}
+	g.Go(func() error {
+		defer a.stopServices()
+		return a.stream(gctx, r, start)
+	})
+	return g.Wait()
+}
+
+// stream runs the binlog path, restarting at the current position when the
+// saved one has been purged from the source.
+func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position) error {
 	for {
 		err := r.Run(ctx, start)
 		if !errors.Is(err, binlog.ErrPositionPurged) {

@@ -33,6 +33,8 @@ type Config struct {
 	Tables     []*outbox.Table `yaml:"-"`
 	RawTables  []yaml.Node     `yaml:"tables"`
 	Log        Log             `yaml:"log"`
+	Sweeper    Sweeper         `yaml:"sweeper"`
+	HTTP       HTTP            `yaml:"http"`
 }
 
 // MySQL is a server connection.

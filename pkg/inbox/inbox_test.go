@@ -112,7 +112,11 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	e.publish("order-7", itemBody(5))
 	waitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)
-		return n == 1, fmt.Sprintf("%d transactions in LOCK WAIT", n)
+		var st []string
+		rs, _ := e.db.Query(`SELECT CONCAT(trx_state, ':', COALESCE(trx_query,'')) FROM information_schema.INNODB_TRX`)
+		for rs.Next() { var x string; rs.Scan(&x); st = append(st, x) }
+		rs.Close()
+		return n == 1, fmt.Sprintf("%d transactions in LOCK WAIT %q", n, st)
 	})
 	close(release)
 	waitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {

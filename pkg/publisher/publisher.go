@@ -97,6 +97,9 @@ type Job struct {
 type Result struct {
 	Job Job
 	Err error
+	// Latency is publish-to-confirm time of the last publish (zero for
+	// markers and refused messages).
+	Latency time.Duration
 }
 
 // Failure reasons. Each result error wraps one of these.
@@ -126,6 +129,7 @@ type entry struct {
 	job       Job
 	seq       uint64 // delivery tag on the current channel; 0 = not published
 	published bool
+	sentAt    time.Time
 	refused   error // set when the message was refused before sending
 }
 
@@ -188,6 +192,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 			return err
 		}
 		e.published = true
+		e.sentAt = time.Now()
 		msgs++
 		return nil
 	}
@@ -328,7 +333,7 @@ func (p *Publisher) settle(inflight *[]*entry, msgs *int, c amqp.Confirmation, r
 		}
 		*msgs--
 		*inflight = (*inflight)[1:]
-		if err := emit(Result{Job: e.job, Err: err}); err != nil {
+		if err := emit(Result{Job: e.job, Err: err, Latency: time.Since(e.sentAt)}); err != nil {
 			return err
 		}
 		if e.seq == c.DeliveryTag {

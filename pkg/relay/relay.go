@@ -41,6 +41,8 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Server identifies the source in the checkpoint.
 	Server string
+	// Observer receives per-row outcomes (metrics); nil means none.
+	Observer Observer
 }
 
 // Defaults fills unset fields.
@@ -59,6 +61,9 @@ func (c *Config) Defaults() {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 }
 

@@ -74,12 +74,18 @@ func (s *settler) handle(ctx context.Context, res publisher.Result) error {
 		}
 		s.advanced = true
 	case rowFailure:
-		return s.fail(ctx, tag.row, tag.err)
+		return s.fail(ctx, tag.row, "", tag.err)
 	case *outbox.Row:
+		exchange := res.Job.Msg.Exchange
 		if res.Err != nil {
-			return s.fail(ctx, tag, res.Err)
+			return s.fail(ctx, tag, exchange, res.Err)
 		}
 		s.r.Stats.Published.Add(1)
+		var sinceCommit time.Duration
+		if tag.EventTime > 0 {
+			sinceCommit = time.Since(time.Unix(int64(tag.EventTime), 0))
+		}
+		s.r.cfg.Observer.Published(tag.Table, exchange, res.Latency, sinceCommit)
 		if tag.Table.Columns.Status == "" {
 			return nil
 		}
@@ -103,6 +109,7 @@ func (s *settler) flush(ctx context.Context) error {
 			n, err := s.r.status.MarkSent(ctx, t, ids)
 			if err == nil {
 				s.r.Stats.Marked.Add(n)
+				s.r.cfg.Observer.Marked(t, n)
 			}
 			return err
 		})
@@ -118,8 +125,9 @@ func (s *settler) flush(ctx context.Context) error {
 // fail sends a row to the retry path: PENDING with a later next_retry_time
 // and the reason, or FAILED when its retries are used up. The stream goes
 // on behind it.
-func (s *settler) fail(ctx context.Context, row *outbox.Row, cause error) error {
+func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
 	s.r.Stats.Failed.Add(1)
+	s.r.cfg.Observer.Failed(row.Table, exchange, cause)
 	t := row.Table
 	a := status.Attempt{
 		ID:           row.ID,
@@ -157,6 +165,7 @@ func (s *settler) save(ctx context.Context) error {
 	s.advanced = false
 	s.r.lastSaved.Store(&cp)
 	s.r.Stats.Checkpoints.Add(1)
+	s.r.cfg.Observer.Checkpointed(cp)
 	s.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
 	return nil
 }

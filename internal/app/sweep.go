@@ -1,0 +1,4 @@
+package app
+
+// sweeperService returns the sweeper to run inside `run`, or nil.
+func (a *App) sweeperService() service { return nil }
