@@ -128,3 +128,23 @@ func (c *Collector) Distinct() (distinct, duplicates int) {
 	}
 	return len(seen), duplicates
 }
+
+// NewExchange declares a topic exchange with no queue bound to it (so every
+// message to it is unroutable), deleted when the test ends.
+func NewExchange(t testing.TB) string {
+	t.Helper()
+	conn, err := amqp.Dial(AMQPURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable (run scripts/stack.sh up): %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	name := UniqueName("ex_unbound")
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring exchange: %v", err)
+	}
+	t.Cleanup(func() { _ = ch.ExchangeDelete(name, false, false); _ = conn.Close() })
+	return name
+}

@@ -258,6 +258,10 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 		// The reader keeps its own GTID set; no per-commit clone.
 		DiscardGTIDSet:  true,
 		HeartbeatPeriod: r.cfg.Heartbeat,
+		// go-mysql buffers 10240 parsed events by default (~80 MB of 8 KB
+		// row events); the reader's own bounded channel is the buffer that
+		// matters, so keep this one small and memory flat.
+		EventCacheCount: 256,
 		ReadTimeout:     r.cfg.Heartbeat*3 + 5*time.Second,
 		ParseTime:       true,
 		// Only INSERTs into outbox tables are decoded; UPDATE/DELETE events,

@@ -107,6 +107,10 @@ var (
 	ErrReturned = errors.New("returned by the broker as unroutable")
 	ErrNacked   = errors.New("nacked by the broker")
 	ErrTooLarge = errors.New("message too large")
+	// ErrNoExchange: publishing to a missing exchange is a channel error in
+	// AMQP 0-9-1 (404), not a return; exchanges are checked before use so
+	// one bad row cannot close the channel for every other.
+	ErrNoExchange = errors.New("exchange does not exist")
 )
 
 // Publisher is a single ordered publishing channel.
@@ -163,6 +167,8 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 		returned = map[string]string{}
 		backoff  = p.cfg.ReconnectMin
 		inOpen   = true
+		// exchanges verified to exist on the current connection
+		known = map[string]bool{}
 	)
 	defer func() { sess.close(); p.connected.Store(false) }()
 
@@ -207,6 +213,36 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 		}
 		msgs = 0
 		clear(returned)
+		clear(known)
+	}
+	// verify refuses a message whose exchange does not exist (checked once
+	// per exchange and connection with a passive declare on a scratch
+	// channel); an error means the connection itself failed.
+	verify := func(e *entry) error {
+		ex := e.job.Msg.Exchange
+		if ex == "" || known[ex] {
+			return nil
+		}
+		exists, err := exchangeExists(sess.conn, ex)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			e.refused = fmt.Errorf("%w: %q (404 NOT_FOUND)", ErrNoExchange, ex)
+			return nil
+		}
+		known[ex] = true
+		return nil
+	}
+	// send verifies then publishes one entry.
+	send := func(e *entry) error {
+		if err := verify(e); err != nil {
+			return err
+		}
+		if e.refused != nil {
+			return nil
+		}
+		return publish(e)
 	}
 
 	for {
@@ -236,7 +272,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 				if e.job.Msg == nil || e.refused != nil {
 					continue
 				}
-				if err := publish(e); err != nil {
+				if err := send(e); err != nil {
 					dropSession(err)
 					failed = true
 					break
@@ -266,7 +302,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 			}
 			inflight = append(inflight, e)
 			if job.Msg != nil && e.refused == nil {
-				if err := publish(e); err != nil {
+				if err := send(e); err != nil {
 					dropSession(err)
 					continue
 				}
@@ -341,6 +377,25 @@ func (p *Publisher) settle(inflight *[]*entry, msgs *int, c amqp.Confirmation, r
 		}
 	}
 	return nil
+}
+
+// exchangeExists declares the exchange passively on a scratch channel: a
+// 404 closes that channel only.
+func exchangeExists(conn *amqp.Connection, name string) (bool, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("opening a channel to check exchange %q: %w", name, err)
+	}
+	err = ch.ExchangeDeclarePassive(name, "topic", true, false, false, false, nil)
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound {
+		return false, nil
+	}
+	_ = ch.Close()
+	if err != nil {
+		return false, fmt.Errorf("checking exchange %q: %w", name, err)
+	}
+	return true, nil
 }
 
 func (p *Publisher) connect() (*session, error) {

@@ -92,3 +92,88 @@ func TestRelayDeliversInCommitOrder(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 }
+
+// Test 2: a rolled-back transaction publishes nothing.
+func TestRelayIgnoresRolledBackTransactions(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("rollback"), testenv.SeedTable(db.Name), ""))
+
+	tx, err := db.Primary.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if _, err := tx.Exec("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', '{}')",
+			fmt.Sprintf("rolled-back-%d", i), br.Exchange); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// A committed row after it: once it arrives, anything the rollback
+	// could have produced would have arrived before it.
+	after := insertOrders(t, db, br.Exchange, "after", 1, 1)
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "the committed row did not arrive")
+	msgs := got.All()
+	if len(msgs) != 1 || msgs[0].MessageID != after[0] {
+		ids := []string{}
+		for _, m := range msgs {
+			ids = append(ids, m.MessageID)
+		}
+		t.Fatalf("received %v, want only %s", ids, after[0])
+	}
+}
+
+// Test 5: a row to an exchange that does not exist, and one the broker
+// cannot route (no binding), are not marked SENT; they go to the retry path
+// with the broker's reason, and the rows after them still arrive.
+func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	unbound := testenv.NewExchange(t) // exists, but no queue is bound
+	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("unroutable"), testenv.SeedTable(db.Name), ""))
+
+	missing := testenv.UniqueName("no_such_exchange")
+	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES
+		('m-before', ?, 'k', '1'), ('m-missing', ?, 'k', '2'), ('m-unbound', ?, 'k', '3'), ('m-after', ?, 'k', '4')`,
+		br.Exchange, missing, unbound, br.Exchange)
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 2 }, "got %d messages", got.Len())
+	ids := []string{}
+	for _, m := range got.All() {
+		ids = append(ids, m.MessageID)
+	}
+	if fmt.Sprint(ids) != "[m-before m-after]" {
+		t.Fatalf("received %v, want [m-before m-after]", ids)
+	}
+	type rowState struct {
+		status  string
+		retries int
+		errMsg  sql.NullString
+	}
+	read := func(id string) rowState {
+		var r rowState
+		if err := db.Primary.QueryRow("SELECT status, retry_count, error_msg FROM producer_message WHERE message_id = ?", id).
+			Scan(&r.status, &r.retries, &r.errMsg); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return read("m-after").status == "SENT" }, "m-after not SENT")
+	if s := read("m-before"); s.status != "SENT" {
+		t.Fatalf("m-before is %s, want SENT", s.status)
+	}
+	m := read("m-missing")
+	if m.status != "PENDING" || m.retries != 1 || !strings.Contains(m.errMsg.String, "does not exist") || !strings.Contains(m.errMsg.String, missing) {
+		t.Fatalf("row to a missing exchange: %+v, want PENDING, retry 1, error naming the exchange", m)
+	}
+	u := read("m-unbound")
+	if u.status != "PENDING" || u.retries != 1 || !strings.Contains(u.errMsg.String, "NO_ROUTE") {
+		t.Fatalf("unroutable row: %+v, want PENDING, retry 1, error with the broker's NO_ROUTE", u)
+	}
+}
