@@ -1,0 +1,13 @@
+-- Least-privilege user for binlog-relay. Replace the password and the
+-- schema name (shop) with yours.
+--
+-- On the replica the relay streams from (and so, replicated, everywhere):
+--   REPLICATION SLAVE   to open the binlog stream
+--   REPLICATION CLIENT  to read the binlog position (MariaDB 10.5+ calls it BINLOG MONITOR)
+--   SELECT              on the outbox tables: start-up checks, sweeper pre-check, status
+-- On the primary:
+--   SELECT, UPDATE      on the outbox tables: SENT marks, sweeper claims
+--   (INSERT, DELETE on the outbox and its archive table only if the archive is on)
+CREATE USER IF NOT EXISTS 'relay'@'%' IDENTIFIED BY 'change-me';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'relay'@'%';
+GRANT SELECT, UPDATE ON shop.* TO 'relay'@'%';
