@@ -148,3 +148,11 @@ func NewExchange(t testing.TB) string {
 	t.Cleanup(func() { _ = ch.ExchangeDelete(name, false, false); _ = conn.Close() })
 	return name
 }
+
+// BindQueueTo binds a queue to another exchange with "#".
+func (b *Broker) BindQueueTo(t testing.TB, queue, exchange string) {
+	t.Helper()
+	if err := b.ch.QueueBind(queue, "#", exchange, false, nil); err != nil {
+		t.Fatalf("binding %s to %s: %v", queue, exchange, err)
+	}
+}

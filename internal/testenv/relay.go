@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,11 +30,19 @@ primary: {host: %s, port: %d, user: root}
 broker: {url: "%s"}
 redis: {addr: "%s"}
 checkpoint: {interval: 200ms}
-relay: {flush_interval: 50ms}
+relay: {flush_interval: 50ms%s}
 log: {level: info, format: json}
 tables:
 %s
-%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, tablesYAML, extra)
+%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, relayExtra(extra), tablesYAML, extra)
+}
+
+// relayExtra lets a test add "ordering: strict" to the relay section.
+func relayExtra(extra string) string {
+	if strings.Contains(extra, "#strict") {
+		return ", ordering: strict"
+	}
+	return ""
 }
 
 // SeedTable is the tables YAML for the seed producer_message table.

@@ -35,6 +35,14 @@ type Config struct {
 	ReconnectMax   time.Duration
 	// ConnectionName shows in the RabbitMQ management UI.
 	ConnectionName string
+	// Strict holds the stream on a failed message and retries it in place
+	// (with backoff between StrictRetryMin and StrictRetryMax) instead of
+	// reporting the failure: no later message overtakes it. Only one
+	// message is in flight at a time, which bounds throughput to one
+	// broker round trip per message.
+	Strict         bool
+	StrictRetryMin time.Duration
+	StrictRetryMax time.Duration
 }
 
 // Defaults fills unset fields.
@@ -53,6 +61,15 @@ func (c *Config) Defaults() {
 	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "binlog-relay"
+	}
+	if c.StrictRetryMin == 0 {
+		c.StrictRetryMin = time.Second
+	}
+	if c.StrictRetryMax == 0 {
+		c.StrictRetryMax = time.Minute
+	}
+	if c.Strict {
+		c.Window = 1
 	}
 }
 
@@ -113,6 +130,9 @@ var (
 	ErrNoExchange = errors.New("exchange does not exist")
 )
 
+// errHold stops settling while strict mode holds a failed message.
+var errHold = errors.New("holding a failed message for retry")
+
 // Publisher is a single ordered publishing channel.
 type Publisher struct {
 	cfg       Config
@@ -172,7 +192,25 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 	)
 	defer func() { sess.close(); p.connected.Store(false) }()
 
+	// Strict mode: a failed message goes back to the head and is retried
+	// after holdBackoff; nothing behind it moves meanwhile.
+	var (
+		holdTimer   <-chan time.Time
+		holdBackoff = p.cfg.StrictRetryMin
+	)
 	emit := func(r Result) error {
+		if p.cfg.Strict && r.Err != nil && r.Job.Msg != nil {
+			p.log.Warn("publish failed; strict ordering holds the stream and retries it",
+				zap.String("message_id", r.Job.Msg.Publishing.MessageId), zap.String("exchange", r.Job.Msg.Exchange),
+				zap.Error(r.Err), zap.Duration("retry_in", holdBackoff))
+			inflight = append([]*entry{{job: r.Job}}, inflight...)
+			holdTimer = time.After(holdBackoff)
+			holdBackoff = min(holdBackoff*2, p.cfg.StrictRetryMax)
+			return errHold
+		}
+		if r.Job.Msg != nil && r.Err == nil {
+			holdBackoff = p.cfg.StrictRetryMin
+		}
 		select {
 		case out <- r:
 			return nil
@@ -183,10 +221,11 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 	// settleHead emits leading markers and jobs that failed before publishing.
 	settleHead := func() error {
 		for len(inflight) > 0 && inflight[0].settleable() {
-			if err := emit(Result{Job: inflight[0].job, Err: inflight[0].refused}); err != nil {
+			e := inflight[0]
+			inflight = inflight[1:]
+			if err := emit(Result{Job: e.job, Err: e.refused}); err != nil {
 				return err
 			}
-			inflight = inflight[1:]
 		}
 		return nil
 	}
@@ -284,12 +323,21 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 		}
 
 		var inCh <-chan Job
-		if inOpen && msgs < p.cfg.Window && len(inflight) < 4*p.cfg.Window {
+		if inOpen && holdTimer == nil && msgs < p.cfg.Window && len(inflight) < 4*p.cfg.Window {
 			inCh = in
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-holdTimer:
+			holdTimer = nil
+			if err := send(inflight[0]); err != nil {
+				dropSession(err)
+				continue
+			}
+			if err := settleHead(); err != nil && !errors.Is(err, errHold) {
+				return err
+			}
 		case job, ok := <-inCh:
 			if !ok {
 				inOpen = false
@@ -307,7 +355,7 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 					continue
 				}
 			}
-			if err := settleHead(); err != nil {
+			if err := settleHead(); err != nil && !errors.Is(err, errHold) {
 				return err
 			}
 		case r := <-sess.returns:
@@ -321,10 +369,13 @@ func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) e
 			// wire, and amqp091 hands returns over before it dispatches the
 			// ack, so every return for this tag is already buffered.
 			drainReturns(sess.returns, returned)
-			if err := p.settle(&inflight, &msgs, c, returned, emit); err != nil {
+			if err := p.settle(&inflight, &msgs, c, returned, emit); err != nil && !errors.Is(err, errHold) {
 				return err
 			}
-			if err := settleHead(); err != nil {
+			if holdTimer != nil {
+				continue
+			}
+			if err := settleHead(); err != nil && !errors.Is(err, errHold) {
 				return err
 			}
 		}
@@ -348,10 +399,10 @@ func (p *Publisher) settle(inflight *[]*entry, msgs *int, c amqp.Confirmation, r
 	for len(*inflight) > 0 {
 		e := (*inflight)[0]
 		if e.settleable() {
+			*inflight = (*inflight)[1:]
 			if err := emit(Result{Job: e.job, Err: e.refused}); err != nil {
 				return err
 			}
-			*inflight = (*inflight)[1:]
 			continue
 		}
 		if e.seq > c.DeliveryTag {

@@ -177,3 +177,38 @@ func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 		t.Fatalf("unroutable row: %+v, want PENDING, retry 1, error with the broker's NO_ROUTE", u)
 	}
 }
+
+// ordering: strict holds the stream on a failed row and retries it in
+// place: nothing behind it is published until it goes through.
+func TestRelayStrictOrderingHoldsTheStream(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	unbound := testenv.NewExchange(t)
+	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("strict"), testenv.SeedTable(db.Name),
+		"retry: {base: 100ms, max: 400ms} #strict\n"))
+	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES
+		('s1', ?, 'k', '1'), ('s2', ?, 'k', '2'), ('s3', ?, 'k', '3')`, br.Exchange, unbound, br.Exchange)
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "s1 did not arrive")
+	// s2 cannot be routed for a while: the stream must hold behind it.
+	time.Sleep(1500 * time.Millisecond)
+	if n := got.Len(); n != 1 {
+		t.Fatalf("%d messages arrived while s2 was unroutable; strict ordering must hold s3 back", n)
+	}
+	var status string
+	if err := db.Primary.QueryRow("SELECT status FROM producer_message WHERE message_id='s2'").Scan(&status); err != nil || status != "PENDING" {
+		t.Fatalf("s2 is %q (%v) while held, want PENDING", status, err)
+	}
+	// Make s2 routable: bind a queue to its exchange.
+	bindAt := time.Now()
+	br.BindQueueTo(t, br.Queue, unbound)
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 3 }, "got %d of 3", got.Len())
+	msgs := got.All()
+	if msgs[1].MessageID != "s2" || msgs[2].MessageID != "s3" {
+		t.Fatalf("order %s %s %s, want s1 s2 s3", msgs[0].MessageID, msgs[1].MessageID, msgs[2].MessageID)
+	}
+	if msgs[2].At.Before(bindAt) {
+		t.Fatal("s3 arrived before s2 could be routed")
+	}
+}
