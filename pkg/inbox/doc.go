@@ -17,9 +17,10 @@
 //     handler's work; there is no moment where it says "done" for work that did not
 //     happen.
 //  4. The INSERT hits the unique key (consumer, message_id): the row exists. SUCCESS,
-//     FAILED or PENDING_RETRY: ACK without work. RETRYING (the retry task republished
-//     it): lock the row, run the handler again, turn the row SUCCESS with a
-//     version-checked update, COMMIT, ACK.
+//     FAILED or PENDING_RETRY: ACK without work (a PENDING_RETRY message belongs to the
+//     retry task, which keeps its backoff and republishes the stored body when due).
+//     RETRYING (the retry task republished it): lock the row, run the handler again,
+//     turn the row SUCCESS with a version-checked update, COMMIT, ACK.
 //  5. The handler returns an error: roll its work back, then record PENDING_RETRY with
 //     a backoff, or FAILED when the retries are used up or the error wraps
 //     ErrMalformed, with the error text; ACK. A failing message never loops in the
@@ -49,4 +50,7 @@
 //
 // Pass a Metrics (WithMetrics) to count processed, duplicate, retried and failed
 // deliveries; Counters is a ready-made implementation.
+//
+// docs/inbox.md describes the table, the state machine and every Config field;
+// examples/order-inventory runs the whole outbox-to-inbox flow.
 package inbox

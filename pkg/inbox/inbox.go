@@ -52,7 +52,7 @@ func (in *Inbox) Process(ctx context.Context, m Message) (Outcome, error) {
 
 func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
 	if reason := idProblem(m.ID); reason != "" {
-		return in.reject(ctx, m, reason)
+		return in.reject(ctx, m, derivedID(m), reason, true)
 	}
 	if in.dedup.seen(ctx, m.ID) {
 		return Duplicate, nil
@@ -87,6 +87,11 @@ func (in *Inbox) attempt(ctx context.Context, m Message, last bool) (Outcome, er
 	}
 	if err != nil {
 		_ = tx.Rollback()
+		if isTooLarge(err) {
+			// Requeueing would loop forever: the row can never be written.
+			return in.reject(ctx, m, m.ID, fmt.Sprintf(
+				"message body of %d bytes exceeds the database's max_allowed_packet; body not stored", len(m.Body)), false)
+		}
 		return 0, fmt.Errorf("inserting inbox row for message %s: %w", m.ID, err)
 	}
 	if herr := in.runHandler(ctx, tx, m); herr != nil {
@@ -244,14 +249,19 @@ func (in *Inbox) recordFailureOnce(ctx context.Context, m Message, msg string, m
 	return RetryScheduled, false, nil
 }
 
-// reject records FAILED a message whose id cannot key a row, under a derived id.
-func (in *Inbox) reject(ctx context.Context, m Message, reason string) (Outcome, error) {
-	id := derivedID(m)
+// reject records FAILED, under id, a message that cannot be handled at all: its own id
+// is unusable (id is then derived from the delivery) or its body cannot be stored
+// (keepBody false).
+func (in *Inbox) reject(ctx context.Context, m Message, id, reason string, keepBody bool) (Outcome, error) {
 	tx, err := in.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("beginning rejection record: %w", err)
 	}
-	err = in.st.insertFailure(ctx, tx, m, id, StatusFailed, 0, reason, in.cfg.MaxRetries)
+	stored := m
+	if !keepBody {
+		stored.Body = nil
+	}
+	err = in.st.insertFailure(ctx, tx, stored, id, StatusFailed, 0, reason, in.cfg.MaxRetries)
 	if isDuplicateKey(err) {
 		_ = tx.Rollback()
 		return Duplicate, nil // this very delivery was recorded before
@@ -263,7 +273,8 @@ func (in *Inbox) reject(ctx context.Context, m Message, reason string) (Outcome,
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("committing rejected message %s: %w", id, err)
 	}
-	in.log.Warn("message FAILED: unusable message id",
+	in.log.Warn("message FAILED without running the handler",
+		zap.String("consumer", in.cfg.ConsumerName), zap.String("message_id", m.ID),
 		zap.String("recorded_as", id), zap.String("reason", reason),
 		zap.String("exchange", m.Exchange), zap.String("routing_key", m.RoutingKey))
 	return Failed, nil

@@ -153,6 +153,17 @@ func isTransient(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// isTooLarge reports a statement bigger than max_allowed_packet: refused by the driver
+// before sending (DSN maxAllowedPacket=0 makes it use the server's limit) or by the
+// server (1153 ER_NET_PACKET_TOO_LARGE, 1301 ER_WARN_ALLOWED_PACKET_OVERFLOWED).
+func isTooLarge(err error) bool {
+	if errors.Is(err, mysql.ErrPktTooLarge) {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1153 || me.Number == 1301)
+}
+
 // errorText is what goes into error_msg: valid UTF-8 (the column is utf8mb4 and a
 // strict server refuses invalid bytes) and no longer than the column.
 func errorText(err error) string {

@@ -312,7 +312,13 @@ type runningConsumer struct {
 	counters *Counters
 	stopOnce sync.Once
 	cancel   context.CancelFunc
-	done     chan error
+	done     chan struct{} // closed when Run returns
+	err      error         // what Run returned, once done is closed
+}
+
+func (rc *runningConsumer) run(ctx context.Context) {
+	defer close(rc.done)
+	rc.err = rc.c.Run(ctx)
 }
 
 // startConsumer runs a Consumer until stop (or the end of the test).
@@ -323,7 +329,7 @@ func (e *testEnv) startConsumer(cfg Config, h Handler, opts ...Option) *runningC
 
 func (e *testEnv) startConsumerWith(cfg Config, h Handler, setup func(*Consumer), opts ...Option) *runningConsumer {
 	e.t.Helper()
-	rc := &runningConsumer{counters: &Counters{}, done: make(chan error, 1)}
+	rc := &runningConsumer{counters: &Counters{}, done: make(chan struct{})}
 	log := zaptest.NewLogger(e.t, zaptest.Level(zap.InfoLevel))
 	c, err := New(cfg, e.db, h, log, append([]Option{WithMetrics(rc.counters)}, opts...)...)
 	if err != nil {
@@ -335,7 +341,7 @@ func (e *testEnv) startConsumerWith(cfg Config, h Handler, setup func(*Consumer)
 	rc.c = c
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
-	go func() { rc.done <- c.Run(ctx) }()
+	go rc.run(ctx)
 	e.t.Cleanup(func() { rc.stop(e.t) })
 	return rc
 }
@@ -346,9 +352,9 @@ func (rc *runningConsumer) stop(t testing.TB) {
 	rc.stopOnce.Do(func() {
 		rc.cancel()
 		select {
-		case err := <-rc.done:
-			if err != nil {
-				t.Errorf("consumer Run returned %v", err)
+		case <-rc.done:
+			if rc.err != nil {
+				t.Errorf("consumer Run returned %v", rc.err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("consumer did not stop within 30s")

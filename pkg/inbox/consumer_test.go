@@ -1,0 +1,249 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// connKiller dials the broker and can cut every connection it made, which is what a
+// broker crash or a network failure looks like from the client.
+type connKiller struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	dials int
+}
+
+func (k *connKiller) dial(network, addr string) (net.Conn, error) {
+	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
+	if err == nil {
+		k.mu.Lock()
+		k.conns = append(k.conns, c)
+		k.dials++
+		k.mu.Unlock()
+	}
+	return c, err
+}
+
+func (k *connKiller) killAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+	k.conns = nil
+}
+
+func (k *connKiller) dialCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dials
+}
+
+func publishRange(e *testEnv, from, to int) {
+	var msgs []amqp.Publishing
+	for i := from; i < to; i++ {
+		msgs = append(msgs, amqp.Publishing{MessageId: fmt.Sprintf("m-%d", i), Body: itemBody(1)})
+	}
+	e.publishMany(msgs)
+}
+
+// After the broker connection dies the consumer reconnects and carries on; what was in
+// flight is redelivered and absorbed.
+func TestConsumerReconnectsAfterConnectionLoss(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.exec(`UPDATE stock SET quantity = 1000`)
+	var k connKiller
+	var calls atomic.Int64
+	rc := e.startConsumer(e.config(), deductHandler(&calls, nil), WithDialer(k.dial))
+	publishRange(e, 0, 100)
+	waitFor(t, 20*time.Second, "some messages processed", func() (bool, string) {
+		s := rc.counters.Snapshot()
+		return s.Processed >= 30, fmt.Sprintf("%+v", s)
+	})
+	k.killAll() // mid-stream: some deliveries are in flight
+	publishRange(e, 100, 200)
+	waitFor(t, 30*time.Second, "all 200 messages SUCCESS", func() (bool, string) {
+		n := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
+		return n == 200, fmt.Sprintf("%d SUCCESS rows, dials %d", n, k.dialCount())
+	})
+	waitFor(t, 20*time.Second, "queue drained", func() (bool, string) {
+		d := e.queueDepth()
+		return d == 0, fmt.Sprintf("depth %d", d)
+	})
+	rc.stop(t)
+	if k.dialCount() < 2 {
+		t.Errorf("dialled %d times, want a reconnect", k.dialCount())
+	}
+	if got := e.stock(); got != 1000-200 {
+		t.Errorf("stock = %d, want %d", got, 800)
+	}
+	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != 200 {
+		t.Errorf("stock_log rows = %d, want 200", got)
+	}
+}
+
+// Cancelling Run lets the in-flight handler finish and ACKs it; deliveries not yet
+// started go back to the queue untouched.
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	cfg := e.config()
+	cfg.Workers, cfg.Prefetch = 1, 1
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	rc := e.startConsumer(cfg, deductHandler(&calls, func(call int64) error {
+		if call == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	e.publish("g-1", itemBody(1))
+	e.publish("g-2", itemBody(1))
+	<-entered
+	rc.cancel()
+	select {
+	case <-rc.done:
+		t.Fatalf("Run returned (%v) while a handler was in flight", rc.err)
+	default:
+	}
+	close(release)
+	select {
+	case <-rc.done:
+		if rc.err != nil {
+			t.Fatalf("Run returned %v, want nil after cancel", rc.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after the in-flight handler finished")
+	}
+	if rows := e.rows(); len(rows) != 1 || rows[0].MessageID != "g-1" || rows[0].Status != StatusSuccess {
+		t.Errorf("rows = %+v, want only g-1 SUCCESS", rows)
+	}
+	// g-1 was ACKed (else it would be back); g-2 was never started and is back.
+	if d := e.queueDepth(); d != 1 {
+		t.Errorf("queue depth = %d, want 1 (g-2 only)", d)
+	}
+}
+
+// Past ShutdownTimeout a stuck handler is cancelled: its transaction rolls back and the
+// message is left for redelivery, not recorded as failed.
+func TestShutdownTimeoutCancelsStuckHandler(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	cfg := e.config()
+	cfg.ShutdownTimeout = 200 * time.Millisecond
+	entered := make(chan struct{})
+	rc := e.startConsumer(cfg, func(ctx context.Context, tx *sql.Tx, m Message) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE stock SET quantity = 0`); err != nil {
+			return err
+		}
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	e.publish("stuck", itemBody(1))
+	<-entered
+	rc.stop(t)
+	if rows := e.rows(); len(rows) != 0 {
+		t.Errorf("rows = %+v, want none: a cancelled handler is not the message's failure", rows)
+	}
+	if got := e.stock(); got != initialStock {
+		t.Errorf("stock = %d, want %d (rolled back)", got, initialStock)
+	}
+	if d := e.queueDepth(); d != 1 {
+		t.Errorf("queue depth = %d, want 1 (left for redelivery)", d)
+	}
+}
+
+// When the inbox cannot write (here: its table is gone) nothing durable is known, so
+// the delivery is requeued, never ACKed, until the database recovers.
+func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	core, logs := observer.New(zap.InfoLevel)
+	var calls atomic.Int64
+	rc := &runningConsumer{counters: &Counters{}, done: make(chan struct{})}
+	c, err := New(e.config(), e.db, deductHandler(&calls, nil), zap.New(core), WithMetrics(rc.counters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rc.c, rc.cancel = c, cancel
+	go rc.run(ctx)
+	t.Cleanup(func() { rc.stop(t) })
+	waitFor(t, 10*time.Second, "consumer started", func() (bool, string) {
+		return logs.FilterMessage("consuming").Len() == 1, "not yet"
+	})
+
+	e.exec(`RENAME TABLE consumer_message TO consumer_message_away`)
+	e.publish("order-db", itemBody(2))
+	waitFor(t, 20*time.Second, "the delivery requeued twice", func() (bool, string) {
+		n := logs.FilterMessage("inbox could not record the message; requeueing it").Len()
+		return n >= 2, fmt.Sprintf("%d requeues", n)
+	})
+	e.exec(`RENAME TABLE consumer_message_away TO consumer_message`)
+	waitFor(t, 20*time.Second, "order-db processed after recovery", func() (bool, string) {
+		s := rc.counters.Snapshot()
+		return s.Processed == 1, fmt.Sprintf("%+v", s)
+	})
+	rc.stop(t)
+	if got := e.stock(); got != initialStock-2 {
+		t.Errorf("stock = %d, want %d", got, initialStock-2)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+	if d := e.queueDepth(); d != 0 {
+		t.Errorf("queue depth = %d, want 0", d)
+	}
+}
+
+// A consumer pointed at a queue that does not exist fails at start with an error that
+// names the queue, instead of reconnecting forever.
+func TestMissingQueueFailsFast(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	cfg := e.config()
+	cfg.Queue = e.queue + "_missing"
+	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), cfg.Queue) || !strings.Contains(err.Error(), "NOT_FOUND") {
+		t.Fatalf("Run() = %v, want a NOT_FOUND error naming the queue", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Run took until the deadline instead of failing fast")
+	}
+}
+
+// A consumer whose inbox table is missing refuses to start and says what to apply.
+func TestMissingTableFailsFast(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	cfg := e.config()
+	cfg.Table = "no_such_inbox"
+	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "schema/consumer_message.sql") {
+		t.Fatalf("Run() = %v, want an error pointing at the schema", err)
+	}
+}

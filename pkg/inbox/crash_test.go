@@ -1,0 +1,118 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Test 5: the process dies after the business commit and before the ACK. The broker
+// redelivers the message to a fresh consumer, which must recognise it and ACK it
+// without doing the work again.
+//
+// The dying process is this test binary run again (-test.run=TestCrashHelperProcess)
+// with the settings in its environment; it SIGKILLs itself in the window between the
+// commit and the ACK.
+func TestCrashAfterCommitBeforeAck(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.publish("order-5", itemBody(7))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		"INBOX_CRASH_HELPER=1", "INBOX_CRASH_DSN="+e.dsn, "INBOX_CRASH_QUEUE="+e.queue)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("helper process did not die: err=%v\n%s", err, out)
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("helper process ended with %v, want death by SIGKILL\n%s", err, out)
+	}
+
+	// The helper's transaction committed: the work is done and recorded.
+	if got := e.stock(); got != initialStock-7 {
+		t.Fatalf("stock after the crash = %d, want %d: the helper's commit is missing", got, initialStock-7)
+	}
+	if rows := e.rows(); len(rows) != 1 || rows[0].Status != StatusSuccess {
+		t.Fatalf("inbox rows after the crash = %+v, want one SUCCESS row", rows)
+	}
+	// The ACK never left, so the broker puts the message back once it sees the
+	// connection die.
+	waitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
+		d := e.queueDepth()
+		return d == 1, fmt.Sprintf("queue depth %d", d)
+	})
+
+	var calls atomic.Int64
+	var redelivered atomic.Bool
+	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), func(c *Consumer) {
+		c.beforeAck = func(m Message, o Outcome) {
+			if m.ID == "order-5" && o == Duplicate {
+				redelivered.Store(m.Redelivered)
+			}
+		}
+	})
+	waitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
+		s := rc.counters.Snapshot()
+		return s.Duplicates == 1, fmt.Sprintf("%+v", s)
+	})
+	rc.stop(t)
+
+	if n := calls.Load(); n != 0 {
+		t.Errorf("handler ran %d times after the crash, want 0", n)
+	}
+	if !redelivered.Load() {
+		t.Errorf("the duplicate was not flagged redelivered by the broker")
+	}
+	if got := e.stock(); got != initialStock-7 {
+		t.Errorf("stock = %d, want %d (deducted once)", got, initialStock-7)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
+		t.Errorf("stock_log rows = %d, want 1", n)
+	}
+	if d := e.queueDepth(); d != 0 {
+		t.Errorf("queue holds %d messages, want 0", d)
+	}
+}
+
+// TestCrashHelperProcess is the process TestCrashAfterCommitBeforeAck kills; it does
+// nothing in a normal run.
+func TestCrashHelperProcess(t *testing.T) {
+	if os.Getenv("INBOX_CRASH_HELPER") != "1" {
+		t.Skip("helper process of TestCrashAfterCommitBeforeAck")
+	}
+	db, err := sql.Open("mysql", os.Getenv("INBOX_CRASH_DSN"))
+	if err != nil {
+		t.Fatalf("opening database: %v", err)
+	}
+	cfg := Config{URL: amqpURL(), Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
+		Workers: 1, DisableRetryTask: true, DisableRetention: true}
+	var calls atomic.Int64
+	c, err := New(cfg, db, deductHandler(&calls, nil), zap.NewExample())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c.beforeAck = func(m Message, o Outcome) {
+		if o == Processed {
+			fmt.Println("committed", m.ID, "- dying before the ACK")
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never ACK
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	t.Fatalf("helper was not killed (Run returned %v)", err)
+}
