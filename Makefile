@@ -34,8 +34,10 @@ unit:
 test: stack-up lint
 	$(GO) test -count=1 -p 1 -timeout 25m ./...
 
+# Orders -> outbox -> binlog-relay -> RabbitMQ -> inventory through pkg/inbox
+# (examples/order-inventory): prints counts by status and checks the stock.
 demo: stack-up build
-	scripts/demo.sh
+	ORDERS=$(or $(ORDERS),2000) examples/order-inventory/demo.sh
 
 bench: stack-up build
 	$(GO) run ./bench $(BENCH_FLAGS)

@@ -37,7 +37,8 @@ redis-cli -h 127.0.0.1 -p 6379 DEL binlog-relay:order-inventory-demo:checkpoint 
 "${RELAY_BIN:-$ROOT/bin/binlog-relay}" run --config relay.yaml > /tmp/order-inventory-relay.log 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do
-  curl -fsS http://127.0.0.1:9474/readyz >/dev/null 2>&1 && break
+  grep -q "binlog stream connected" /tmp/order-inventory-relay.log 2>/dev/null &&
+    grep -q "broker connected" /tmp/order-inventory-relay.log && break
   kill -0 "${pids[1]}" 2>/dev/null || { tail -20 /tmp/order-inventory-relay.log; exit 1; }
   sleep 0.1
 done
@@ -55,4 +56,6 @@ cat /tmp/order-inventory-verify.out
 mysql_primary "$DB" -e "SELECT status, COUNT(*) FROM producer_message GROUP BY status;
   SELECT status, COUNT(*) FROM consumer_message GROUP BY status;
   SELECT sku, initial_quantity - quantity AS deducted FROM stock ORDER BY sku LIMIT 5"
+echo "== binlog-relay status"
+"${RELAY_BIN:-$ROOT/bin/binlog-relay}" status --config relay.yaml
 grep -q "every order deducted exactly once" /tmp/order-inventory-verify.out
