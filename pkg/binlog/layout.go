@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -16,17 +18,36 @@ import (
 // needs, for one TABLE_MAP event.
 type layout struct {
 	tme      *replication.TableMapEvent
-	names    []string // needed column names
-	idx      []int    // their positions in the row image
-	unsigned []bool   // integer column declared UNSIGNED
+	names    []string   // needed column names
+	idx      []int      // their positions in the row image
+	unsigned []bool     // integer column declared UNSIGNED
+	datetime []bool     // DATETIME column: a wall-clock time without a zone
+	enum     [][]string // ENUM column: its values, for turning an index into the value
 }
 
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
 	row := &outbox.Row{Table: t, Values: make(map[string]any, len(l.names))}
 	for i, name := range l.names {
 		v := values[l.idx[i]]
-		if l.unsigned[i] {
+		switch {
+		case l.unsigned[i]:
 			v = toUnsigned(v)
+		case l.datetime[i]:
+			// go-mysql gives a DATETIME's wall clock in UTC; it is a time
+			// in the table's zone (route.time_zone).
+			if tm, ok := v.(time.Time); ok {
+				v = time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
+			}
+		case l.enum[i] != nil:
+			// The binlog logs an ENUM as its 1-based index (0 is the
+			// invalid-value ''); a status column compares by value.
+			if n, ok := v.(int64); ok {
+				if n >= 1 && int(n) <= len(l.enum[i]) {
+					v = l.enum[i][n-1]
+				} else {
+					v = ""
+				}
+			}
 		}
 		if b, ok := v.([]byte); ok {
 			// go-mysql may hand out slices of the packet buffer.
@@ -72,7 +93,9 @@ func neededColumns(t *outbox.Table) []string {
 // (binlog_row_metadata=FULL, MySQL 8.0.1+ / MariaDB 10.5+), which makes an
 // ALTER TABLE while streaming harmless: each row is decoded with the names
 // of its own table map. Otherwise the schema read from the source is used,
-// refreshed after DDL on the table.
+// re-read when the stream passes DDL on the table, and checked against the
+// event's column count and types so a schema that moved on is an error, not
+// values in the wrong place.
 func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replication.TableMapEvent) (*layout, error) {
 	key := tableKey(t.Schema, t.Name)
 	r.layoutMu.Lock()
@@ -82,25 +105,50 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		return cached, nil
 	}
 	names := tme.ColumnNameString()
+	// Signedness is in MINIMAL metadata already, enum values only in FULL.
+	unsignedMap := tme.UnsignedMap()
+	enumMap := tme.EnumStrValueMap()
 	if len(names) == 0 {
 		if r.schemas == nil {
 			return nil, fmt.Errorf("table %s: the source does not log column names (set binlog_row_metadata=FULL) and no schema source is configured", t.FullName())
 		}
-		var err error
-		names, err = r.schemas.Columns(ctx, t.Schema, t.Name)
+		cols, err := r.schemas.Columns(ctx, t.Schema, t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("reading columns of %s: %w", t.FullName(), err)
 		}
+		if len(cols) != int(tme.ColumnCount) {
+			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; set binlog_row_metadata=FULL so column names come with each row",
+				t.FullName(), tme.ColumnCount, len(cols))
+		}
+		fromSchema := unsignedMap == nil
+		if fromSchema {
+			unsignedMap = map[int]bool{}
+		}
+		if enumMap == nil {
+			enumMap = map[int][]string{}
+		}
+		for i, c := range cols {
+			if !typeMatches(tme, i, c.DataType) {
+				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); set binlog_row_metadata=FULL so column names come with each row",
+					t.FullName(), i+1, c.DataType, realType(tme, i))
+			}
+			names = append(names, c.Name)
+			if fromSchema && c.Unsigned {
+				unsignedMap[i] = true
+			}
+			if c.Enum != nil && realType(tme, i) == mysql.MYSQL_TYPE_ENUM {
+				enumMap[i] = c.Enum
+			}
+		}
 	}
 	if len(names) != int(tme.ColumnCount) {
-		return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; set binlog_row_metadata=FULL so column names come with each row",
+		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; set binlog_row_metadata=FULL so column names come with each row",
 			t.FullName(), tme.ColumnCount, len(names))
 	}
 	pos := map[string]int{}
 	for i, n := range names {
 		pos[strings.ToLower(n)] = i
 	}
-	unsignedMap := tme.UnsignedMap()
 	lay := &layout{tme: tme}
 	for _, col := range neededColumns(t) {
 		i, ok := pos[strings.ToLower(col)]
@@ -109,9 +157,16 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 			// for this row, and routing reports it (never a crash).
 			continue
 		}
+		typ := realType(tme, i)
 		lay.names = append(lay.names, col)
 		lay.idx = append(lay.idx, i)
 		lay.unsigned = append(lay.unsigned, unsignedMap[i])
+		lay.datetime = append(lay.datetime, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2)
+		var enum []string
+		if typ == mysql.MYSQL_TYPE_ENUM {
+			enum = enumMap[i]
+		}
+		lay.enum = append(lay.enum, enum)
 	}
 	r.layoutMu.Lock()
 	r.layouts[key] = lay
@@ -119,39 +174,122 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 	return lay, nil
 }
 
-// noteDDL forgets the cached schema of an outbox table a DDL statement
-// names, so the next row re-reads it (only matters without FULL metadata).
+// realType is a column's type as declared: the binlog logs ENUM and SET as
+// STRING with the real type in the high byte of the metadata.
+func realType(tme *replication.TableMapEvent, i int) byte {
+	typ := tme.ColumnType[i]
+	if typ == mysql.MYSQL_TYPE_STRING && i < len(tme.ColumnMeta) {
+		if rt := byte(tme.ColumnMeta[i] >> 8); rt == mysql.MYSQL_TYPE_ENUM || rt == mysql.MYSQL_TYPE_SET {
+			return rt
+		}
+	}
+	return typ
+}
+
+// binlogTypes are the binlog column types each information_schema DATA_TYPE
+// is logged as.
+var binlogTypes = map[string][]byte{
+	"tinyint":    {mysql.MYSQL_TYPE_TINY},
+	"smallint":   {mysql.MYSQL_TYPE_SHORT},
+	"mediumint":  {mysql.MYSQL_TYPE_INT24},
+	"int":        {mysql.MYSQL_TYPE_LONG},
+	"integer":    {mysql.MYSQL_TYPE_LONG},
+	"bigint":     {mysql.MYSQL_TYPE_LONGLONG},
+	"decimal":    {mysql.MYSQL_TYPE_NEWDECIMAL, mysql.MYSQL_TYPE_DECIMAL},
+	"float":      {mysql.MYSQL_TYPE_FLOAT},
+	"double":     {mysql.MYSQL_TYPE_DOUBLE},
+	"bit":        {mysql.MYSQL_TYPE_BIT},
+	"year":       {mysql.MYSQL_TYPE_YEAR},
+	"date":       {mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE},
+	"time":       {mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2},
+	"datetime":   {mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2},
+	"timestamp":  {mysql.MYSQL_TYPE_TIMESTAMP, mysql.MYSQL_TYPE_TIMESTAMP2},
+	"char":       {mysql.MYSQL_TYPE_STRING},
+	"binary":     {mysql.MYSQL_TYPE_STRING},
+	"varchar":    {mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING},
+	"varbinary":  {mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING},
+	"tinytext":   {mysql.MYSQL_TYPE_BLOB},
+	"text":       {mysql.MYSQL_TYPE_BLOB},
+	"mediumtext": {mysql.MYSQL_TYPE_BLOB},
+	"longtext":   {mysql.MYSQL_TYPE_BLOB},
+	"tinyblob":   {mysql.MYSQL_TYPE_BLOB},
+	"blob":       {mysql.MYSQL_TYPE_BLOB},
+	"mediumblob": {mysql.MYSQL_TYPE_BLOB},
+	"longblob":   {mysql.MYSQL_TYPE_BLOB},
+	"json":       {mysql.MYSQL_TYPE_JSON, mysql.MYSQL_TYPE_BLOB},
+	"enum":       {mysql.MYSQL_TYPE_ENUM},
+	"set":        {mysql.MYSQL_TYPE_SET},
+}
+
+// typeMatches reports whether column i of the event can be the column the
+// schema describes. Types it does not know (spatial, MariaDB's UUID and
+// INET6) are accepted.
+func typeMatches(tme *replication.TableMapEvent, i int, dataType string) bool {
+	want, known := binlogTypes[strings.ToLower(dataType)]
+	if !known {
+		return true
+	}
+	got := realType(tme, i)
+	for _, w := range want {
+		if got == w {
+			return true
+		}
+	}
+	return false
+}
+
+// noteDDL runs when the stream passes a statement that may be DDL. Without
+// column names in the binlog, the cached schema of an outbox table the
+// statement names is dropped and read again now, at the statement's place
+// in the stream, so rows after it are decoded with the new layout.
 func (r *Reader) noteDDL(schema, query string) {
 	if r.schemas == nil {
 		return
 	}
 	q := strings.ToLower(query)
 	for key, t := range r.tables {
-		if strings.Contains(q, strings.ToLower(t.Name)) {
-			r.schemas.Forget(t.Schema, t.Name)
-			r.layoutMu.Lock()
-			delete(r.layouts, key)
-			r.layoutMu.Unlock()
+		if !strings.Contains(q, strings.ToLower(t.Name)) {
+			continue
 		}
+		r.schemas.Forget(t.Schema, t.Name)
+		r.layoutMu.Lock()
+		delete(r.layouts, key)
+		r.layoutMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := r.schemas.Columns(ctx, t.Schema, t.Name); err != nil {
+			// The next row of the table reads it again.
+			r.schemas.Forget(t.Schema, t.Name)
+		}
+		cancel()
 	}
 }
 
-// SchemaSource gives a table's column names in ordinal order.
+// Column is one column of a table as a SchemaSource reads it.
+type Column struct {
+	Name string
+	// DataType is information_schema's DATA_TYPE (varchar, bigint, enum...).
+	DataType string
+	Unsigned bool
+	// Enum holds an ENUM column's values in order.
+	Enum []string
+}
+
+// SchemaSource gives a table's columns in ordinal order.
 type SchemaSource interface {
-	Columns(ctx context.Context, schema, table string) ([]string, error)
+	Columns(ctx context.Context, schema, table string) ([]Column, error)
 	Forget(schema, table string)
 }
 
-// InfoSchema reads column names from information_schema on the source and
-// caches them until Forget.
+// InfoSchema reads columns from information_schema on the source and caches
+// them until Forget.
 type InfoSchema struct {
 	DB    *sql.DB
 	mu    sync.Mutex
-	cache map[string][]string
+	cache map[string][]Column
 }
 
 // Columns returns the table's columns in ordinal order.
-func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]string, error) {
+func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Column, error) {
 	key := tableKey(schema, table)
 	s.mu.Lock()
 	cols, ok := s.cache[key]
@@ -160,16 +298,22 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]strin
 		return cols, nil
 	}
 	rows, err := s.DB.QueryContext(ctx,
-		`SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+		`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
 		schema, table)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
+		var c Column
+		var colType string
+		if err := rows.Scan(&c.Name, &c.DataType, &colType); err != nil {
 			return nil, err
+		}
+		c.DataType = strings.ToLower(c.DataType)
+		c.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
+		if c.DataType == "enum" {
+			c.Enum = parseEnum(colType)
 		}
 		cols = append(cols, c)
 	}
@@ -178,7 +322,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]strin
 	}
 	s.mu.Lock()
 	if s.cache == nil {
-		s.cache = map[string][]string{}
+		s.cache = map[string][]Column{}
 	}
 	s.cache[key] = cols
 	s.mu.Unlock()
@@ -190,4 +334,39 @@ func (s *InfoSchema) Forget(schema, table string) {
 	s.mu.Lock()
 	delete(s.cache, tableKey(schema, table))
 	s.mu.Unlock()
+}
+
+// parseEnum reads the values of a COLUMN_TYPE such as enum('A','B'); a
+// quote inside a value is doubled.
+func parseEnum(colType string) []string {
+	open := strings.IndexByte(colType, '(')
+	if open < 0 {
+		return nil
+	}
+	var (
+		vals []string
+		cur  strings.Builder
+		in   bool
+	)
+	s := colType[open+1:]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case !in && c == '\'':
+			in = true
+			cur.Reset()
+		case in && c == '\'' && i+1 < len(s) && s[i+1] == '\'':
+			cur.WriteByte('\'')
+			i++
+		case in && c == '\\' && i+1 < len(s):
+			cur.WriteByte(s[i+1])
+			i++
+		case in && c == '\'':
+			in = false
+			vals = append(vals, cur.String())
+		case in:
+			cur.WriteByte(c)
+		}
+	}
+	return vals
 }

@@ -2,12 +2,15 @@ package outbox
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 )
 
 // Presets are the outbox schemas the relay takes as they are. Each has its DDL
 // in schema/ and is overridable field by field from the config.
 var Presets = map[string]Table{
+	// The seed's producer_message (schema/producer_message.sql). Its producers
+	// insert SENDING as well as PENDING; both mean "publish me".
 	"producer-message": {
 		Name: "producer_message",
 		Columns: Columns{
@@ -18,8 +21,9 @@ var Presets = map[string]Table{
 		},
 		Statuses: Statuses{Pending: "PENDING", Sending: "SENDING", Sent: "SENT", Failed: "FAILED",
 			Publishable: []string{"PENDING", "SENDING"}},
-		Route: Route{Exchange: "{exchange}", RoutingKey: "{routing_key}"},
 	},
+	// local_message (schema/local_message.sql): TINYINT status 0/1/2, no max
+	// retry, error or version column.
 	"local-message": {
 		Name: "local_message",
 		Columns: Columns{
@@ -28,40 +32,46 @@ var Presets = map[string]Table{
 			NextRetryTime: "next_retry_time", CreatedAt: "created_at", UpdatedAt: "updated_at",
 			Headers: []string{"biz_type"},
 		},
-		Statuses: Statuses{Pending: "0", Sent: "1", Failed: "2", Publishable: []string{"0"}, Numeric: true},
-		Route:    Route{Exchange: "{exchange}", RoutingKey: "{routing_key}"},
-		// local_message has no max retry column.
+		Statuses:   Statuses{Pending: "0", Sent: "1", Failed: "2", Publishable: []string{"0"}, Numeric: true},
 		MaxRetries: 5,
 	},
+	// t_message_record (schema/message_record.sql): RocketMQ-style topic and
+	// tag are the exchange and routing key (and are copied into headers).
 	"message-record": {
 		Name: "t_message_record",
 		Columns: Columns{
-			ID: "id", MessageID: "message_id", Payload: "message_body", Status: "status",
-			RetryCount: "retry_count", Error: "error_message", CreatedAt: "create_time",
-			UpdatedAt: "update_time", Headers: []string{"topic", "tag"},
+			ID: "id", MessageID: "message_id", Exchange: "topic", RoutingKey: "tag",
+			Payload: "message_body", Status: "status", RetryCount: "retry_count", Error: "error_message",
+			CreatedAt: "create_time", UpdatedAt: "update_time", Headers: []string{"topic", "tag"},
 		},
 		Statuses:   Statuses{Pending: "PENDING", Sent: "SENT", Failed: "FAILED", Publishable: []string{"PENDING"}},
-		Route:      Route{Exchange: "{topic}", RoutingKey: "{tag}"},
 		MaxRetries: 5,
 	},
+	// Debezium's outbox (schema/debezium_outbox.sql). No status: every insert
+	// is published and nothing is written back. Routed by aggregate type (one
+	// exchange per aggregate; route.exchange_map renames them), event type as
+	// the routing key.
 	"debezium": {
 		Name: "outbox",
 		Columns: Columns{
 			ID: "id", MessageID: "id", Payload: "payload",
 			Headers: []string{"aggregatetype", "aggregateid", "type"},
 		},
-		// Debezium outbox rows have no status: every insert is published, and
-		// routing is by aggregate type (one exchange per aggregate by default).
 		Route: Route{Exchange: "{aggregatetype}", RoutingKey: "{type}", ContentType: "application/json"},
 	},
+	// Eventuate Tram's message table (schema/eventuate_message.sql): string
+	// ids, published 0/1, a JSON object of headers expanded into AMQP
+	// headers, creation_time in epoch milliseconds. The destination is both
+	// exchange and routing key.
 	"eventuate": {
 		Name: "message",
 		Columns: Columns{
 			ID: "id", MessageID: "id", Payload: "payload", Status: "published",
 			CreatedAt: "creation_time", Headers: []string{"headers"},
 		},
-		Statuses: Statuses{Pending: "0", Sent: "1", Publishable: []string{"0"}, Numeric: true},
-		Route:    Route{Exchange: "{destination}", RoutingKey: "{destination}"},
+		Statuses:       Statuses{Pending: "0", Sent: "1", Publishable: []string{"0"}, Numeric: true},
+		Route:          Route{Exchange: "{destination}", RoutingKey: "{destination}", ExpandHeaders: true},
+		CreatedAtEpoch: "ms",
 	},
 }
 
@@ -84,5 +94,8 @@ func Preset(name string) (Table, error) {
 	p.Preset = name
 	p.Columns.Headers = append([]string(nil), p.Columns.Headers...)
 	p.Statuses.Publishable = append([]string(nil), p.Statuses.Publishable...)
+	// yaml merges a config's route.exchange_map into an existing map: never
+	// into the preset's own.
+	p.Route.ExchangeMap = maps.Clone(p.Route.ExchangeMap)
 	return p, nil
 }

@@ -10,6 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+	// The zone database is embedded so route.time_zone works on hosts and
+	// images without /usr/share/zoneinfo.
+	_ "time/tzdata"
 )
 
 // Columns maps the relay's notions to the table's column names. An empty name
@@ -55,6 +59,19 @@ type Route struct {
 	ExchangeMapColumn string            `yaml:"exchange_map_column"`
 	ExchangeMap       map[string]string `yaml:"exchange_map"`
 	ContentType       string            `yaml:"content_type"`
+	// ExpandHeaders turns a header column holding a JSON object (Eventuate's
+	// headers) into one AMQP header per key instead of one header holding
+	// the JSON text. A value that is not a JSON object is copied as text.
+	ExpandHeaders bool `yaml:"expand_headers"`
+	// ExpandPayload unwraps a payload that is a JSON string literal (JSON
+	// that was encoded twice, e.g. "{\"a\":1}" stored in a JSON column) and
+	// publishes the string's content. Any other payload is published byte for
+	// byte, which is also what happens when this is off (the default).
+	ExpandPayload bool `yaml:"expand_payload"`
+	// TimeZone is the IANA zone (default UTC) in which DATETIME columns are
+	// read (they carry no zone) and in which DATETIME and TIMESTAMP values
+	// are rendered, as RFC 3339, in headers and templates.
+	TimeZone string `yaml:"time_zone"`
 }
 
 // Table is one outbox table.
@@ -67,6 +84,12 @@ type Table struct {
 	Route    Route    `yaml:"route"`
 	// MaxRetries applies when the table has no max retry column.
 	MaxRetries int `yaml:"max_retries"`
+	// CreatedAtEpoch says how columns.created_at is stored: empty for
+	// DATETIME or TIMESTAMP, "s" or "ms" for an integer count since the Unix
+	// epoch (Eventuate's creation_time is BIGINT milliseconds).
+	CreatedAtEpoch string `yaml:"created_at_epoch"`
+
+	loc *time.Location // route.time_zone, loaded by Validate
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
@@ -76,6 +99,18 @@ var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
 func CheckIdent(field, name string) error {
 	if !identRe.MatchString(name) {
 		return fmt.Errorf("%s: %q is not a valid identifier (use only A-Z a-z 0-9 _ $)", field, name)
+	}
+	return nil
+}
+
+// checkStatusValue refuses status values that could break out of the SQL
+// literal the relay writes them as: quotes, backslashes (an escape unless
+// NO_BACKSLASH_ESCAPES) and control characters.
+func checkStatusValue(field, v string) error {
+	for _, r := range v {
+		if r == '\'' || r == '"' || r == '\\' || r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s: %q may not contain quotes, backslashes or control characters", field, v)
+		}
 	}
 	return nil
 }
@@ -90,6 +125,7 @@ func (t *Table) FullName() string { return t.Schema + "." + t.Name }
 func (t *Table) QuotedName() string { return QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) }
 
 // Validate checks the table definition; field names the YAML path prefix.
+// It also loads route.time_zone, which Location then returns.
 func (t *Table) Validate(field string) error {
 	var errs []error
 	add := func(err error) {
@@ -128,15 +164,26 @@ func (t *Table) Validate(field string) error {
 		if len(t.Statuses.Publishable) == 0 {
 			add(fmt.Errorf("%s.statuses.publishable: required when columns.status is set", field))
 		}
-		if t.Statuses.Numeric {
-			for name, v := range map[string]string{"pending": t.Statuses.Pending, "sending": t.Statuses.Sending, "sent": t.Statuses.Sent, "failed": t.Statuses.Failed} {
-				if v == "" {
-					continue
+		values := []struct{ name, v string }{{"pending", t.Statuses.Pending}, {"sending", t.Statuses.Sending},
+			{"sent", t.Statuses.Sent}, {"failed", t.Statuses.Failed}}
+		for i, v := range t.Statuses.Publishable {
+			values = append(values, struct{ name, v string }{fmt.Sprintf("publishable[%d]", i), v})
+		}
+		for _, sv := range values {
+			if sv.v == "" {
+				if strings.HasPrefix(sv.name, "publishable") {
+					add(fmt.Errorf("%s.statuses.%s: empty", field, sv.name))
 				}
-				if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-					add(fmt.Errorf("%s.statuses.%s: %q is not a number but statuses.numeric is true", field, name, v))
-				}
+				continue
 			}
+			if t.Statuses.Numeric {
+				// Numeric values are written into SQL bare: only a number may pass.
+				if _, err := strconv.ParseInt(sv.v, 10, 64); err != nil {
+					add(fmt.Errorf("%s.statuses.%s: %q is not a number but statuses.numeric is true", field, sv.name, sv.v))
+				}
+				continue
+			}
+			add(checkStatusValue(field+".statuses."+sv.name, sv.v))
 		}
 	}
 	if t.Route.Exchange == "" && t.Columns.Exchange == "" && len(t.Route.ExchangeMap) == 0 {
@@ -148,13 +195,27 @@ func (t *Table) Validate(field string) error {
 	if t.Route.ExchangeMapColumn != "" {
 		add(CheckIdent(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
 	}
-	for _, tmpl := range []struct{ name, s string }{{"exchange", t.Route.Exchange}, {"routing_key", t.Route.RoutingKey}} {
+	ex, rk := t.RouteTemplates()
+	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}} {
 		if _, err := ParseTemplate(tmpl.s); err != nil {
 			add(fmt.Errorf("%s.route.%s: %w", field, tmpl.name, err))
 		}
 	}
 	if t.MaxRetries < 0 {
 		add(fmt.Errorf("%s.max_retries: must be >= 0", field))
+	}
+	switch t.CreatedAtEpoch {
+	case "", "s", "ms":
+	default:
+		add(fmt.Errorf("%s.created_at_epoch: %q is not empty, \"s\" or \"ms\"", field, t.CreatedAtEpoch))
+	}
+	if t.Route.TimeZone != "" {
+		loc, err := time.LoadLocation(t.Route.TimeZone)
+		if err != nil {
+			add(fmt.Errorf("%s.route.time_zone: %q is not an IANA time zone (e.g. UTC, Asia/Shanghai)", field, t.Route.TimeZone))
+		} else {
+			t.loc = loc
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -167,6 +228,21 @@ func (t *Table) columnFields() map[string]string {
 		"max_retry_count": c.MaxRetryCount, "next_retry_time": c.NextRetryTime, "error": c.Error,
 		"created_at": c.CreatedAt, "updated_at": c.UpdatedAt, "version": c.Version,
 	}
+}
+
+// RouteTemplates returns the exchange and routing key templates in force:
+// route.exchange / route.routing_key when set, otherwise the columns
+// columns.exchange / columns.routing_key ("{exchange}"), otherwise empty. So
+// overriding a preset's columns.exchange moves the route with it.
+func (t *Table) RouteTemplates() (exchange, routingKey string) {
+	exchange, routingKey = t.Route.Exchange, t.Route.RoutingKey
+	if exchange == "" && t.Columns.Exchange != "" {
+		exchange = "{" + t.Columns.Exchange + "}"
+	}
+	if routingKey == "" && t.Columns.RoutingKey != "" {
+		routingKey = "{" + t.Columns.RoutingKey + "}"
+	}
+	return exchange, routingKey
 }
 
 // MappedColumns lists every column the configuration names (for the start-up
@@ -223,4 +299,42 @@ func (t *Table) IsPublishable(v any) bool {
 		}
 	}
 	return false
+}
+
+// Location is the zone of route.time_zone (UTC when unset or not yet
+// validated).
+func (t *Table) Location() *time.Location {
+	if t.loc == nil {
+		return time.UTC
+	}
+	return t.loc
+}
+
+// FormatValue renders a decoded value as text for headers, templates and
+// message ids: times as RFC 3339 in the table's zone, anything else as
+// ValueString does.
+func (t *Table) FormatValue(v any) string {
+	if tm, ok := v.(time.Time); ok {
+		return tm.In(t.Location()).Format(time.RFC3339Nano)
+	}
+	return ValueString(v)
+}
+
+// CreatedBefore is a SQL condition selecting rows created more than age ago,
+// with its argument, whatever the created column's storage. It uses the
+// server's clock, like the DEFAULT CURRENT_TIMESTAMP that filled the column.
+// ok is false when the table has no created column.
+func (t *Table) CreatedBefore(age time.Duration) (cond string, arg any, ok bool) {
+	col := t.Columns.CreatedAt
+	if col == "" {
+		return "", nil, false
+	}
+	switch t.CreatedAtEpoch {
+	case "ms":
+		return QuoteIdent(col) + " < UNIX_TIMESTAMP(NOW(3)) * 1000 - ?", age.Milliseconds(), true
+	case "s":
+		return QuoteIdent(col) + " < UNIX_TIMESTAMP(NOW(3)) - ?", int64(age / time.Second), true
+	default:
+		return QuoteIdent(col) + " < NOW(3) - INTERVAL ? MICROSECOND", age.Microseconds(), true
+	}
 }

@@ -3,6 +3,8 @@
 package router
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -42,11 +44,12 @@ type tableRoute struct {
 func New(tables []*outbox.Table, appID string) (*Router, error) {
 	r := &Router{tables: map[*outbox.Table]*tableRoute{}, AppID: appID}
 	for _, t := range tables {
-		ex, err := outbox.ParseTemplate(t.Route.Exchange)
+		exT, rkT := t.RouteTemplates()
+		ex, err := outbox.ParseTemplate(exT)
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.exchange: %w", t.FullName(), err)
 		}
-		rk, err := outbox.ParseTemplate(t.Route.RoutingKey)
+		rk, err := outbox.ParseTemplate(rkT)
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.routing_key: %w", t.FullName(), err)
 		}
@@ -66,38 +69,55 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
 	}
-	exchange, err := r.exchange(row, tr)
+	lookup := func(column string) (any, bool) {
+		v, ok := row.Get(column)
+		if !ok || v == nil {
+			return v, ok
+		}
+		return t.FormatValue(v), true
+	}
+	exchange, err := r.exchange(row, tr, lookup)
 	if err != nil {
 		return nil, err
 	}
-	rk, missing := tr.routingKey.Render(row.Get)
+	rk, missing := tr.routingKey.Render(lookup)
 	if missing != "" {
 		return nil, fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
 	}
 	msgID := MessageID(row)
+	body := outbox.ValueBytes(row.Values[t.Columns.Payload])
+	if t.Route.ExpandPayload {
+		body = unwrapJSONString(body)
+	}
 	pub := amqp.Publishing{
 		MessageId:    msgID,
 		ContentType:  tr.contentType,
 		DeliveryMode: amqp.Persistent,
 		Timestamp:    time.Now().UTC(),
 		AppId:        r.AppID,
-		Body:         outbox.ValueBytes(row.Values[t.Columns.Payload]),
+		Body:         body,
 	}
 	if len(t.Columns.Headers) > 0 {
 		pub.Headers = amqp.Table{}
 		for _, h := range t.Columns.Headers {
-			if v, ok := row.Values[h]; ok && v != nil {
-				pub.Headers[h] = outbox.ValueString(v)
+			v, ok := row.Values[h]
+			if !ok || v == nil {
+				// NULL (or a column the table no longer has): no header.
+				continue
 			}
+			if t.Route.ExpandHeaders && expandJSONObject(pub.Headers, v) {
+				continue
+			}
+			pub.Headers[h] = t.FormatValue(v)
 		}
 	}
 	return &Message{Row: row, Exchange: exchange, RoutingKey: rk, Publishing: pub}, nil
 }
 
-func (r *Router) exchange(row *outbox.Row, tr *tableRoute) (string, error) {
+func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
 	t := row.Table
 	if len(t.Route.ExchangeMap) > 0 {
-		key := outbox.ValueString(row.Values[t.Route.ExchangeMapColumn])
+		key := t.FormatValue(row.Values[t.Route.ExchangeMapColumn])
 		if ex, ok := t.Route.ExchangeMap[key]; ok {
 			return ex, nil
 		}
@@ -105,7 +125,7 @@ func (r *Router) exchange(row *outbox.Row, tr *tableRoute) (string, error) {
 			return "", fmt.Errorf("%w: %s=%q has no entry in route.exchange_map", ErrNoRoute, t.Route.ExchangeMapColumn, key)
 		}
 	}
-	ex, missing := tr.exchange.Render(row.Get)
+	ex, missing := tr.exchange.Render(lookup)
 	if missing != "" {
 		return "", fmt.Errorf("%w: exchange column %q is NULL or missing", ErrNoRoute, missing)
 	}
@@ -121,8 +141,65 @@ func MessageID(row *outbox.Row) string {
 	t := row.Table
 	if t.Columns.MessageID != "" {
 		if v, ok := row.Values[t.Columns.MessageID]; ok && v != nil {
-			return outbox.ValueString(v)
+			return t.FormatValue(v)
 		}
 	}
-	return t.FullName() + ":" + outbox.ValueString(row.ID)
+	return t.FullName() + ":" + t.FormatValue(row.ID)
+}
+
+// expandJSONObject copies the keys of a JSON object value into headers and
+// reports whether v was one. Strings stay strings, booleans booleans,
+// integral numbers become int64 and other numbers float64; null is left out;
+// nested objects and arrays are kept as their JSON text.
+func expandJSONObject(headers amqp.Table, v any) bool {
+	raw := bytes.TrimSpace(outbox.ValueBytes(v))
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil || dec.More() {
+		return false
+	}
+	for k, val := range obj {
+		switch val[0] {
+		case '"':
+			var s string
+			if json.Unmarshal(val, &s) == nil {
+				headers[k] = s
+			}
+		case 't', 'f':
+			headers[k] = val[0] == 't'
+		case 'n':
+			// null: no header
+		case '{', '[':
+			var buf bytes.Buffer
+			if json.Compact(&buf, val) == nil {
+				headers[k] = buf.String()
+			}
+		default:
+			n := json.Number(val)
+			if i, err := n.Int64(); err == nil {
+				headers[k] = i
+			} else if f, err := n.Float64(); err == nil {
+				headers[k] = f
+			}
+		}
+	}
+	return true
+}
+
+// unwrapJSONString returns the content of a payload that is a single JSON
+// string literal, and any other payload unchanged.
+func unwrapJSONString(body []byte) []byte {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) < 2 || trimmed[0] != '"' {
+		return body
+	}
+	var s string
+	if err := json.Unmarshal(trimmed, &s); err != nil {
+		return body
+	}
+	return []byte(s)
 }

@@ -1,0 +1,67 @@
+package outbox
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestValueString(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{nil, ""},
+		{"PENDING", "PENDING"},
+		{[]byte("漢字 😀"), "漢字 😀"},
+		{int8(-1), "-1"},
+		{int16(2), "2"},
+		{int32(3), "3"},
+		{int64(math.MinInt64), "-9223372036854775808"},
+		{uint8(255), "255"},
+		{uint64(math.MaxUint64), "18446744073709551615"},
+		{float64(1.5), "1.5"},
+		{time.Date(2024, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), "2024-01-02T02:04:05Z"},
+	} {
+		if got := ValueString(c.v); got != c.want {
+			t.Errorf("ValueString(%#v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
+
+func TestValueBytesCopies(t *testing.T) {
+	buf := []byte{0, 1, 2, 0xff}
+	got := ValueBytes(buf)
+	buf[0] = 9
+	if !bytes.Equal(got, []byte{0, 1, 2, 0xff}) {
+		t.Fatalf("ValueBytes aliases its input: %v", got)
+	}
+	if got := ValueBytes(""); got == nil || len(got) != 0 {
+		t.Fatalf("empty string: %#v", got)
+	}
+	if got := ValueBytes(nil); got != nil {
+		t.Fatalf("nil: %#v", got)
+	}
+}
+
+func TestValueUint64(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want uint64
+		ok   bool
+	}{
+		{uint64(math.MaxUint64), math.MaxUint64, true},
+		{int64(5), 5, true},
+		{int64(-5), 0, false},
+		{"18446744073709551615", math.MaxUint64, true},
+		{[]byte("42"), 42, true},
+		{"uuid-ish", 0, false},
+		{nil, 0, false},
+	} {
+		got, ok := ValueUint64(c.v)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("ValueUint64(%#v) = %d, %v", c.v, got, ok)
+		}
+	}
+}
