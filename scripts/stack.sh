@@ -35,14 +35,15 @@ ensure_packages() {
   local pair missing=()
   for pair in mariadbd:mariadb-server mariadb-install-db:mariadb-server mariadb:mariadb-client \
       mariadb-admin:mariadb-client redis-server:redis-server redis-cli:redis-tools \
-      rabbitmq-server:rabbitmq-server rabbitmqctl:rabbitmq-server openssl:openssl; do
+      rabbitmq-server:rabbitmq-server rabbitmqctl:rabbitmq-server openssl:openssl \
+      promtool:prometheus; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
   (( ${#missing[@]} )) || return 0
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   log "installing with apt-get: ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/tmp/stack-apt.log 2>&1 \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/stack-apt.log 2>&1 \
     || { tail -n 30 /tmp/stack-apt.log >&2; die "apt-get install failed"; }
 }
 

@@ -251,7 +251,7 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "finding the start position: %v", err)
 		return
 	}
-	stls, err := a.Cfg.Source.TLS.TLSConfig("source")
+	stls, err := a.Cfg.Source.TLSConfig("source")
 	if err != nil {
 		c.add(Error, where, "%v", err)
 		return
@@ -322,7 +322,7 @@ func (c *checker) checkPrimary(ctx context.Context) {
 
 func (c *checker) checkBroker() {
 	a := c.a
-	btls, err := a.Cfg.Broker.TLS.TLSConfig("broker")
+	btls, err := a.Cfg.Broker.TLSConfig()
 	if err != nil {
 		c.add(Error, "broker", "%v", err)
 		return

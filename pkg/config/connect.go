@@ -1,11 +1,13 @@
 package config
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -17,6 +19,11 @@ import (
 // TLSConfig builds a tls.Config, or nil when TLS is off.
 func (t TLS) TLSConfig(field string) (*tls.Config, error) {
 	if !t.Enabled {
+		// Files named without enabled: true would otherwise mean a plain
+		// connection the operator believes is encrypted.
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" {
+			return nil, fmt.Errorf("%s.tls: ca_file, cert_file, key_file or server_name is set but tls.enabled is false: set enabled: true (or remove them)", field)
+		}
 		return nil, nil
 	}
 	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
@@ -41,6 +48,34 @@ func (t TLS) TLSConfig(field string) (*tls.Config, error) {
 	return c, nil
 }
 
+// TLSConfig is the MySQL connection's TLS, with the server name defaulting
+// to the host: go-mysql's binlog client hands the config to tls.Client as it
+// is, and Go refuses a handshake with neither a server name nor
+// InsecureSkipVerify.
+func (m MySQL) TLSConfig(field string) (*tls.Config, error) {
+	c, err := m.TLS.TLSConfig(field)
+	if err != nil || c == nil {
+		return c, err
+	}
+	if c.ServerName == "" && !c.InsecureSkipVerify {
+		c.ServerName = m.Host
+	}
+	return c, nil
+}
+
+// TLSConfig is the broker's TLS. TLS needs an amqps:// URL: with amqp://
+// the AMQP client would ignore the settings and connect in plain text.
+func (b Broker) TLSConfig() (*tls.Config, error) {
+	c, err := b.TLS.TLSConfig("broker")
+	if err != nil || c == nil {
+		return c, err
+	}
+	if u, perr := url.Parse(b.URL); perr == nil && u.Scheme != "amqps" {
+		return nil, errors.New("broker.tls: TLS is enabled but broker.url is not amqps://: use amqps://host:5671/")
+	}
+	return c, nil
+}
+
 // Addr is host:port.
 func (m MySQL) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
 
@@ -61,12 +96,16 @@ func (m MySQL) DSN(field string) (string, error) {
 	c.Timeout = 5 * time.Second
 	c.ReadTimeout = 60 * time.Second
 	c.WriteTimeout = 60 * time.Second
-	tc, err := m.TLS.TLSConfig(field)
+	tc, err := m.TLSConfig(field)
 	if err != nil {
 		return "", err
 	}
 	if tc != nil {
-		name := "binlog-relay-" + field
+		// The driver's TLS registry is process-wide: the name carries the
+		// settings, so two relays in one process (tests) with different
+		// certificates do not get each other's.
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s|%+v", m.Host, m.TLS))
+		name := fmt.Sprintf("binlog-relay-%s-%x", field, sum[:8])
 		if _, loaded := tlsRegistry.LoadOrStore(name, true); !loaded {
 			if err := mysql.RegisterTLSConfig(name, tc); err != nil {
 				return "", fmt.Errorf("%s.tls: %w", field, err)

@@ -1,8 +1,150 @@
 package config
 
-// HTTP configures the metrics and health endpoints (see internal/app/http.go).
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultHTTPAddr is where /metrics, /healthz and /readyz listen when
+// http.addr is not set: loopback only, so nothing is exposed by default.
+const DefaultHTTPAddr = "127.0.0.1:9464"
+
+// HTTP configures the metrics and health endpoints (see internal/app/http.go)
+// and what feeds the metrics that need a query of their own.
 type HTTP struct {
-	// Addr is where /metrics, /healthz and /readyz listen; empty turns the
-	// server off.
-	Addr string `yaml:"addr"`
+	// Addr is where /metrics, /healthz and /readyz listen. Unset means
+	// DefaultHTTPAddr; "" or "off" turns the server (and the backlog and
+	// queue pollers) off.
+	Addr *string `yaml:"addr"`
+	// ReadyMaxLag is the binlog lag above which /readyz says not ready
+	// (default 30s).
+	ReadyMaxLag time.Duration `yaml:"ready_max_lag"`
+	// BacklogInterval is how often the outbox backlog is counted on the
+	// replica (default 15s).
+	BacklogInterval time.Duration `yaml:"backlog_interval"`
+	// RetryRatioInterval is how often the retry ratio is computed (default
+	// 1m, never more often than the backlog): it reads every row updated in
+	// the last hour, which costs more than the counts.
+	RetryRatioInterval time.Duration `yaml:"retry_ratio_interval"`
+	// Queues are RabbitMQ queues whose depth is read from the management API
+	// (none by default, which turns the queue poller off).
+	Queues []string `yaml:"queues"`
+	// VHost of those queues (default "/").
+	VHost string `yaml:"vhost"`
+	// ManagementURL is the RabbitMQ management API, e.g.
+	// "http://monitor:${RABBIT_MONITOR_PASSWORD}@rabbit:15672". By default it
+	// is derived from broker.url: same host and credentials, port 15672,
+	// https when the broker URL is amqps.
+	ManagementURL string `yaml:"management_url"`
+	// QueueInterval is how often queue depth is read (default 15s).
+	QueueInterval time.Duration `yaml:"queue_interval"`
+}
+
+// ListenAddr is the address to serve on; explicit tells whether the config
+// named it (a taken default port is then not fatal). An empty addr means off.
+func (h HTTP) ListenAddr() (addr string, explicit bool) {
+	if h.Addr == nil {
+		return DefaultHTTPAddr, false
+	}
+	a := strings.TrimSpace(*h.Addr)
+	if strings.EqualFold(a, "off") {
+		return "", true
+	}
+	return a, true
+}
+
+// MaxLag is ReadyMaxLag with its default.
+func (h HTTP) MaxLag() time.Duration {
+	if h.ReadyMaxLag > 0 {
+		return h.ReadyMaxLag
+	}
+	return 30 * time.Second
+}
+
+// Backlog is BacklogInterval with its default.
+func (h HTTP) Backlog() time.Duration {
+	if h.BacklogInterval > 0 {
+		return h.BacklogInterval
+	}
+	return 15 * time.Second
+}
+
+// RetryRatio is RetryRatioInterval with its default.
+func (h HTTP) RetryRatio() time.Duration {
+	if h.RetryRatioInterval > 0 {
+		return h.RetryRatioInterval
+	}
+	return time.Minute
+}
+
+// QueuePoll is QueueInterval with its default.
+func (h HTTP) QueuePoll() time.Duration {
+	if h.QueueInterval > 0 {
+		return h.QueueInterval
+	}
+	return 15 * time.Second
+}
+
+// QueueVHost is VHost with its default.
+func (h HTTP) QueueVHost() string {
+	if h.VHost != "" {
+		return h.VHost
+	}
+	return "/"
+}
+
+// Management returns the management API URL (with credentials): the
+// configured one, or one derived from the broker URL.
+func (h HTTP) Management(brokerURL string) (string, error) {
+	if h.ManagementURL != "" {
+		return h.ManagementURL, nil
+	}
+	u, err := url.Parse(brokerURL)
+	if err != nil || u.Host == "" {
+		return "", errors.New("http.management_url: not set, and broker.url gives no host to derive it from")
+	}
+	m := &url.URL{Scheme: "http", Host: net.JoinHostPort(u.Hostname(), "15672"), User: u.User}
+	if u.Scheme == "amqps" {
+		m.Scheme = "https"
+	}
+	if m.User == nil {
+		// RabbitMQ's default user, as amqp091 assumes for a URL without one.
+		m.User = url.UserPassword("guest", "guest")
+	}
+	return m.String(), nil
+}
+
+// Validate names the field at fault. Errors never carry a password.
+func (h HTTP) Validate() error {
+	var errs []error
+	if addr, _ := h.ListenAddr(); addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("http.addr: %q is not host:port (use \"off\" to disable)", addr))
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"http.ready_max_lag", h.ReadyMaxLag}, {"http.backlog_interval", h.BacklogInterval},
+		{"http.retry_ratio_interval", h.RetryRatioInterval}, {"http.queue_interval", h.QueueInterval}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", d.field))
+		}
+	}
+	if h.ManagementURL != "" {
+		u, err := url.Parse(h.ManagementURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("http.management_url: must be an http:// or https:// URL"))
+		}
+	}
+	for i, q := range h.Queues {
+		if strings.TrimSpace(q) == "" {
+			errs = append(errs, fmt.Errorf("http.queues[%d]: empty queue name", i))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,67 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/pkg/metrics"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+)
+
+func TestReadyzReasonsNameEachConnection(t *testing.T) {
+	cfg := &config.Config{
+		Source: config.MySQL{Host: "replica.test", Port: 3306},
+		Broker: config.Broker{URL: "amqp://relay:s3cret@rabbit.test:5672/"},
+		Redis:  config.Redis{Addr: "redis.test:6379"},
+	}
+	a := &App{Cfg: cfg, Log: zap.NewNop()}
+	if ok, why := a.Ready(); ok || len(why) != 1 || !strings.Contains(why[0], "not running yet") {
+		t.Fatalf("before build: %v %v", ok, why)
+	}
+	r := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
+	p := publisher.New(publisher.Config{URL: cfg.Broker.URL}, zap.NewNop())
+	a.watch(r, p)
+	ok, why := a.Ready()
+	text := strings.Join(why, "; ")
+	if ok || len(why) != 3 {
+		t.Fatalf("nothing connected, yet: %v %q", ok, text)
+	}
+	for _, want := range []string{"source replica.test:3306", "broker amqp://relay:xxxxx@rabbit.test:5672/", "redis redis.test:6379"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("reasons %q lack %q", text, want)
+		}
+	}
+	if strings.Contains(text, "s3cret") {
+		t.Errorf("reasons carry the password: %s", text)
+	}
+}
+
+func TestMetricsCheckpointInfoLineIsSpaced(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	o := &opsObserver{Metrics: metrics.New(), log: zap.New(core), last: time.Now().Add(-time.Minute)}
+	tb := &outbox.Table{Schema: "shop", Name: "producer_message"}
+	for range 3 {
+		o.Published(tb, "orders", time.Millisecond, time.Second)
+	}
+	o.Failed(tb, "orders", publisher.ErrNacked)
+	for i := range 50 {
+		o.Checkpointed(checkpoint.Checkpoint{GTIDSet: "0-1-9", File: "binlog.000001", Pos: uint32(100 + i), SavedAt: time.Now()})
+	}
+	lines := logs.FilterMessage("checkpoint saved").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d info lines for 50 saves in a moment, want 1", len(lines))
+	}
+	f := lines[0].ContextMap()
+	if f["published"] != int64(3) || f["failed"] != int64(1) || f["binlog_pos"] != uint32(100) || f["gtid"] != "0-1-9" {
+		t.Errorf("checkpoint line fields: %v", f)
+	}
+}

@@ -1,0 +1,180 @@
+// Package faultproxy is a loopback TCP proxy for tests that need a server to
+// "go away" without touching the shared server itself: put the proxy between
+// the relay and the server, Cut it, Restore it. Cut resets every live
+// connection (RST, so the client notices at once instead of waiting for a
+// heartbeat) and resets new ones as they arrive, which is what a client sees
+// of a crashed or firewalled server. ListenTLS also terminates TLS, so a
+// plain-TCP server can stand behind a TLS client.
+package faultproxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy forwards connections on a loopback port to a target address.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	tls    *tls.Config
+
+	mu     sync.Mutex
+	cut    bool
+	closed bool
+	conns  map[net.Conn]struct{} // both ends of every live pair
+	wg     sync.WaitGroup
+}
+
+// Listen starts a proxy on 127.0.0.1 (a free port) forwarding to target.
+func Listen(target string) (*Proxy, error) { return listen(target, nil) }
+
+// ListenTLS is Listen with TLS terminated at the proxy: clients speak TLS to
+// it (with cfg's certificate), the target gets plain TCP.
+func ListenTLS(target string, cfg *tls.Config) (*Proxy, error) {
+	if cfg == nil {
+		return nil, errors.New("faultproxy: ListenTLS needs a tls.Config")
+	}
+	return listen(target, cfg)
+}
+
+func listen(target string, cfg *tls.Config) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, tls: cfg, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Port is the proxy's port.
+func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// Cut resets every live connection and every new one until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	live := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		live = append(live, c)
+	}
+	p.mu.Unlock()
+	for _, c := range live {
+		reset(c)
+	}
+}
+
+// Restore lets connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// Live is the number of proxied connections open now.
+func (p *Proxy) Live() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+// Close stops the proxy and resets every connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refuse := p.cut || p.closed
+		p.mu.Unlock()
+		if refuse {
+			reset(c)
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		reset(client)
+		return
+	}
+	if !p.track(client, server) {
+		reset(client)
+		reset(server)
+		return
+	}
+	defer p.untrack(client, server)
+	var front io.ReadWriter = client
+	if p.tls != nil {
+		tc := tls.Server(client, p.tls)
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			// The client refused our certificate (or offered none when one
+			// is required): it reports why; nothing to forward.
+			reset(client)
+			reset(server)
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		front = tc
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(server, front); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(front, server); done <- struct{}{} }()
+	<-done
+	// One side ended: end the other, so neither waits on a half-open pair.
+	reset(client)
+	reset(server)
+	<-done
+}
+
+func (p *Proxy) track(a, b net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut || p.closed {
+		return false
+	}
+	p.conns[a], p.conns[b] = struct{}{}, struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(a, b net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, a)
+	delete(p.conns, b)
+}
+
+// reset closes with SO_LINGER 0, so the peer gets an RST: a read or write on
+// the other side fails at once rather than after a timeout.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}

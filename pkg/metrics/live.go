@@ -1,0 +1,167 @@
+package metrics
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+)
+
+// Stream is what the live metrics read from the binlog reader.
+type Stream interface {
+	Lag(now time.Time) time.Duration
+	LastCommit() (binlog.Commit, bool)
+	Connected() bool
+}
+
+// Conn is anything with a connection state.
+type Conn interface{ Connected() bool }
+
+// ConnFunc adapts a function to Conn.
+type ConnFunc func() bool
+
+// Connected calls f.
+func (f ConnFunc) Connected() bool { return f() }
+
+// Connection targets, the values of the connection_up "target" label.
+const (
+	TargetSource = "source"
+	TargetBroker = "broker"
+	TargetRedis  = "redis"
+)
+
+// liveCollector reads state at scrape time: lag, positions, connection
+// state. Nothing here is updated per row.
+type liveCollector struct {
+	lag, pos, gtid, cpAge, cpPos, cpSaved, up, ready *prometheus.Desc
+
+	mu     sync.Mutex
+	stream Stream
+	conns  map[string]Conn
+	readyF func() bool
+	cp     *checkpoint.Checkpoint
+	now    func() time.Time
+}
+
+func newLiveCollector() *liveCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &liveCollector{
+		lag: d("binlog_lag_seconds", "How far the binlog stream is behind the source: the last event's timestamp against its arrival, "+
+			"plus any silence longer than the heartbeat period. Stays near 0 when the source is idle (heartbeats arrive); grows when the stream is stuck or cut."),
+		pos:     d("binlog_position", "Position (end of the last whole transaction read) in the binlog file named by the label.", "binlog_file"),
+		gtid:    d("binlog_gtid_sequence", "Sequence number of the last transaction read, by GTID source (MariaDB domain-server, MySQL source UUID).", "gtid_source"),
+		cpAge:   d("checkpoint_age_seconds", "Time since the last checkpoint was saved. Saves happen only when transactions were read, so this grows on an idle source; watch lag for stalls."),
+		cpPos:   d("checkpoint_position", "Saved checkpoint position in the binlog file named by the label.", "binlog_file"),
+		cpSaved: d("checkpoint_saved_timestamp_seconds", "Unix time the last checkpoint was saved."),
+		up:      d("connection_up", "1 when the connection is up: source (binlog stream), broker (RabbitMQ), redis (checkpoint store).", "target"),
+		ready:   d("ready", "1 when /readyz reports ready."),
+		conns:   map[string]Conn{},
+		now:     time.Now,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.lag, c.pos, c.gtid, c.cpAge, c.cpPos, c.cpSaved, c.up, c.ready} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	stream, readyF, cp := c.stream, c.readyF, c.cp
+	conns := make(map[string]Conn, len(c.conns))
+	for k, v := range c.conns {
+		conns[k] = v
+	}
+	c.mu.Unlock()
+	now := c.now()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if stream != nil {
+		gauge(c.lag, stream.Lag(now).Seconds())
+		if last, ok := stream.LastCommit(); ok {
+			if last.File != "" {
+				gauge(c.pos, float64(last.Pos), last.File)
+			}
+			if src, seq, ok := SplitGTID(last.GTID.String()); ok {
+				gauge(c.gtid, float64(seq), src)
+			}
+		}
+	}
+	if cp != nil {
+		gauge(c.cpAge, now.Sub(cp.SavedAt).Seconds())
+		gauge(c.cpSaved, float64(cp.SavedAt.UnixNano())/1e9)
+		if cp.File != "" {
+			gauge(c.cpPos, float64(cp.Pos), cp.File)
+		}
+	}
+	for target, conn := range conns {
+		gauge(c.up, boolFloat(conn.Connected()), target)
+	}
+	if readyF != nil {
+		gauge(c.ready, boolFloat(readyF()))
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *liveCollector) setCheckpoint(cp checkpoint.Checkpoint) {
+	c.mu.Lock()
+	c.cp = &cp
+	c.mu.Unlock()
+}
+
+// WatchStream makes the binlog reader's lag and position (and its
+// connection, as target "source") visible.
+func (m *Metrics) WatchStream(s Stream) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.stream = s
+	m.live.conns[TargetSource] = s
+}
+
+// WatchConn makes a connection's state visible as connection_up{target}.
+func (m *Metrics) WatchConn(target string, c Conn) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.conns[target] = c
+}
+
+// WatchReady exports the readiness verdict as binlog_relay_ready.
+func (m *Metrics) WatchReady(f func() bool) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.readyF = f
+}
+
+// SplitGTID splits one transaction's GTID into its source and sequence
+// number: "0-1-42" (MariaDB domain-server-seq) gives ("0-1", 42),
+// "3E11FA47-71CA-11E1-9E33-C80AA9429562:42" (MySQL uuid:gno) gives the
+// uuid and 42. The full GTID is not a label: it changes with every
+// transaction and would make a new series each time.
+func SplitGTID(g string) (source string, seq uint64, ok bool) {
+	i := strings.LastIndexAny(g, ":-")
+	if i <= 0 || i == len(g)-1 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(g[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return g[:i], n, true
+}
