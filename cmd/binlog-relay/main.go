@@ -26,7 +26,10 @@ const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 usage:
   binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
   binlog-relay check  --config relay.yaml   verify servers, grants and tables
-  binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts
+  binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
+  binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
+  binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name]
+                                            put FAILED rows back to PENDING, retry count reset
   binlog-relay version
 `
 
@@ -47,8 +50,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
+	var requeue app.RequeueOptions
+	if cmd == "requeue" {
+		requeue.Flags(fs)
+	}
 	if err := fs.Parse(rest); err != nil {
 		return 2
+	}
+	if cmd == "requeue" {
+		if err := requeue.Validate(); err != nil {
+			fmt.Fprintln(stderr, "binlog-relay:", err)
+			return 2
+		}
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
@@ -90,6 +103,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "status":
 		if err := a.Status(ctx, stdout); err != nil {
+			fmt.Fprintln(stderr, "binlog-relay:", err)
+			return 1
+		}
+		return 0
+	case "sweep":
+		log.Info("binlog-relay sweeper starting", zap.String("version", version), zap.String("name", cfg.Name))
+		if err := a.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("binlog-relay sweeper stopped", zap.Error(err))
+			return 1
+		}
+		return 0
+	case "requeue":
+		if err := a.Requeue(ctx, requeue, stdout); err != nil {
 			fmt.Fprintln(stderr, "binlog-relay:", err)
 			return 1
 		}

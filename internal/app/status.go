@@ -55,6 +55,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(w, "  %-10s %d\n", s, n)
 		}
 		rows.Close()
+		a.lifecycleStatus(ctx, w, t)
 	}
 	return nil
 }

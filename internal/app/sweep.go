@@ -1,4 +1,95 @@
 package app
 
-// sweeperService returns the sweeper to run inside `run`, or nil.
-func (a *App) sweeperService() service { return nil }
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/pkg/status"
+	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
+)
+
+// sweeperService returns the sweeper to run inside `run`, or nil when
+// sweeper.enabled is false.
+func (a *App) sweeperService() service {
+	if !a.Cfg.SweeperEnabled() {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		s, err := a.newSweeper()
+		if err != nil {
+			return err
+		}
+		return s.Run(ctx)
+	}
+}
+
+// newSweeper wires a sweeper with a publisher of its own (one ordered
+// confirming channel beside the binlog path's): the replica for its
+// pre-checks, the primary for claims and status writes.
+func (a *App) newSweeper() (*sweeper.Sweeper, error) {
+	cfg := a.Cfg
+	rt, err := router.New(cfg.Tables, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	btls, err := cfg.Broker.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	pub := publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
+		ConnectionName: cfg.Name + "-sweeper"}, a.Log.Named("sweeper.publisher"))
+	s, err := sweeper.New(cfg.Sweeper, cfg.Tables, a.Source, a.Primary, pub, rt,
+		status.NewWriter(a.Primary, cfg.Retry), a.Log.Named("sweeper"))
+	if err != nil {
+		return nil, err
+	}
+	s.SetObserver(a.Metrics())
+	return s, nil
+}
+
+// Sweep runs the sweeper alone (`binlog-relay sweep`) until ctx ends. Any
+// number may run on any machines beside `run`: claims skip each other's
+// rows.
+func (a *App) Sweep(ctx context.Context) error {
+	if err := a.Source.PingContext(ctx); err != nil {
+		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.Cfg.Source.Redacted(), err)
+	}
+	if err := a.Primary.PingContext(ctx); err != nil {
+		return fmt.Errorf("primary %s: %w", a.Cfg.Primary.Redacted(), err)
+	}
+	s, err := a.newSweeper()
+	if err != nil {
+		return err
+	}
+	a.Log.Info("sweeper starting", zap.String("name", a.Cfg.Name))
+	return s.Run(ctx)
+}
+
+// lifecycleStatus prints a table's oldest pending age, FAILED count and
+// retry ratio (share of the rows updated in the last hour that were retried
+// 3 times or more), read from the source like the rest of `status`.
+func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table) {
+	l, err := sweeper.ReadLifecycle(ctx, a.Source, t)
+	if err != nil {
+		fmt.Fprintf(w, "  lifecycle  %v\n", err)
+		return
+	}
+	if l.HasPending {
+		fmt.Fprintf(w, "  oldest pending  %s\n", l.OldestPending)
+	} else {
+		fmt.Fprintf(w, "  oldest pending  none\n")
+	}
+	if l.Failed >= 0 {
+		fmt.Fprintf(w, "  failed          %d\n", l.Failed)
+	}
+	if l.RetryRatio >= 0 {
+		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried 3+ times)\n",
+			100*l.RetryRatio, l.Retried3, l.Recent)
+	}
+}

@@ -71,24 +71,7 @@ func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int6
 	if t.Columns.Status == "" || len(ids) == 0 {
 		return 0, nil
 	}
-	c := t.Columns
-	var b strings.Builder
-	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(t.Statuses.Sent))
-	if c.Version != "" {
-		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
-	}
-	if c.UpdatedAt != "" {
-		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
-	}
-	fmt.Fprintf(&b, " WHERE %s IN (", outbox.QuoteIdent(c.ID))
-	for i := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('?')
-	}
-	fmt.Fprintf(&b, ") AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(t.Statuses.Publishable))
-	res, err := w.DB.ExecContext(ctx, b.String(), ids...)
+	res, err := w.DB.ExecContext(ctx, sentStatement(t, len(ids), t.Statuses.Publishable), ids...)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}
@@ -125,9 +108,67 @@ const (
 	Failed
 )
 
+// Execer runs a statement: the *sql.DB, or a transaction that holds the
+// rows' locks (the sweeper settles its claims in one).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// MarkClaimedSent marks rows a sweeper claimed SENT in one statement. Only
+// rows still in one of the from statuses move and, when the table has a
+// version column and version is given, only those still at that version:
+// a row someone else took over meanwhile is left alone.
+func (w *Writer) MarkClaimedSent(ctx context.Context, ex Execer, t *outbox.Table, ids []any, from []string, version *int64) (int64, error) {
+	c := t.Columns
+	if c.Status == "" || len(ids) == 0 {
+		return 0, nil
+	}
+	q := sentStatement(t, len(ids), from)
+	args := ids
+	if version != nil && c.Version != "" {
+		q += fmt.Sprintf(" AND %s = ?", outbox.QuoteIdent(c.Version))
+		args = append(append([]any(nil), ids...), *version)
+	}
+	res, err := ex.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("marking %d claimed rows of %s sent: %w", len(ids), t.FullName(), err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// sentStatement is UPDATE ... SET status = SENT WHERE id IN (?, ...) AND
+// status IN (from), with version+1 and updated_at = NOW(3) when the table
+// has them.
+func sentStatement(t *outbox.Table, n int, from []string) string {
+	c := t.Columns
+	var b strings.Builder
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(t.Statuses.Sent))
+	if c.Version != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	}
+	if c.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
+	}
+	fmt.Fprintf(&b, " WHERE %s IN (", outbox.QuoteIdent(c.ID))
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+	}
+	fmt.Fprintf(&b, ") AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(from))
+	return b.String()
+}
+
 // MarkRetry records a failed publish: retry_count+1, next_retry_time =
 // now + backoff and the reason; FAILED once the retries are used up.
 func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Outcome, error) {
+	return w.MarkRetryOn(ctx, w.DB, t, a)
+}
+
+// MarkRetryOn is MarkRetry run on ex (a transaction holding the row's lock).
+func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a Attempt) (Outcome, error) {
 	c := t.Columns
 	if c.Status == "" {
 		// Nothing to record in a table without status (Debezium style):
@@ -176,7 +217,7 @@ func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Out
 		fmt.Fprintf(&b, " AND %s = ?", outbox.QuoteIdent(c.Version))
 		args = append(args, a.Version)
 	}
-	res, err := w.DB.ExecContext(ctx, b.String(), args...)
+	res, err := ex.ExecContext(ctx, b.String(), args...)
 	if err != nil {
 		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
 	}
