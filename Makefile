@@ -43,7 +43,7 @@ bench: stack-up build
 	$(GO) run ./bench $(BENCH_FLAGS)
 
 chaos: stack-up build
-	$(GO) test -count=1 -run TestChaos -timeout 30m ./test/chaos/ -chaos.duration=5m
+	$(GO) test -count=1 -v -run TestChaos -timeout 30m ./test/chaos/ -chaos.duration=5m
 
 clean:
 	rm -rf bin

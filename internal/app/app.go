@@ -43,6 +43,10 @@ type App struct {
 
 	stopMu    sync.Mutex
 	stopHooks []func()
+
+	ops ops // metrics and health (http.go)
+
+	src *sources // source.hosts, nil with one source (ha.go)
 }
 
 // Relay returns the running relay (nil before Run built it), for tests and
@@ -58,6 +62,13 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	}
 	if a.Source, err = sql.Open("mysql", dsn); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
+	}
+	if len(cfg.Source.Hosts) > 1 { // a.Source dials whichever is read now (ha.go)
+		if a.src, err = newSources(cfg.Source, log.Named("source")); err != nil {
+			return nil, err
+		}
+		_ = a.Source.Close()
+		a.Source = sql.OpenDB(a.src)
 	}
 	a.Source.SetMaxOpenConns(4)
 	if dsn, err = cfg.Primary.DSN("primary"); err != nil {
@@ -211,7 +222,8 @@ func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) 
 }
 
 // build makes the relay's stages.
-func (a *App) build(ctx context.Context) (*relay.Relay, error) {
+// Checkpoints go to store; guard (may be nil) is asked before each publish.
+func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() error) (*relay.Relay, error) {
 	cfg := a.Cfg
 	flavor, err := a.Flavor(ctx)
 	if err != nil {
@@ -221,44 +233,51 @@ func (a *App) build(ctx context.Context) (*relay.Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	stls, err := cfg.Source.TLS.TLSConfig("source")
+	stls, err := cfg.Source.TLSConfig("source")
 	if err != nil {
 		return nil, err
 	}
 	reader := binlog.New(binlog.Config{
 		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
 		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
-		Heartbeat: cfg.Relay.Heartbeat,
+		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
 	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
 	rt, err := router.New(cfg.Tables, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
-	btls, err := cfg.Broker.TLS.TLSConfig("broker")
+	btls, err := cfg.Broker.TLSConfig()
 	if err != nil {
 		return nil, err
 	}
 	pub := publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
-		ConnectionName: cfg.Name}, a.Log.Named("publisher"))
+		ConnectionName: cfg.Name, Strict: cfg.Relay.Ordering == "strict",
+		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max}, a.Log.Named("publisher"))
 	sw := status.NewWriter(a.Primary, cfg.Retry)
+	a.watch(reader, pub)
 	return relay.New(relay.Config{
 		BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
-		DrainTimeout: cfg.Relay.DrainTimeout, Server: server,
-	}, reader, rt, pub, sw, a.Store, a.Log.Named("relay")), nil
+		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
+		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
+	}, reader, rt, pub, sw, store, a.Log.Named("relay")), nil
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the
 // source no longer has is reported and the stream restarts at the current
 // position: what was committed in the gap stays PENDING for the sweeper.
 func (a *App) Run(ctx context.Context) error {
+	a.pickSource(ctx)
 	if problems := a.Check(ctx); HasErrors(problems) {
 		for _, p := range problems {
 			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
 		}
 		return fmt.Errorf("start-up checks failed: %s", FirstError(problems))
 	}
-	r, err := a.build(ctx)
+	if a.Cfg.HA.Enabled {
+		return a.runLeader(ctx) // ha.go
+	}
+	r, err := a.build(ctx, a.Store, nil)
 	if err != nil {
 		return err
 	}

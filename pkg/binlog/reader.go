@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +43,13 @@ type Config struct {
 	// StopTimeout bounds how long a stop waits for the open transaction to
 	// end, so a stop lands on a transaction boundary.
 	StopTimeout time.Duration
+	// Failover, when set, picks the server to stream from: before the first
+	// connection (failed is "") and after FailoverAfter connections in a row
+	// failed without reading an event (failed is the server's host:port).
+	// It returns once the chosen server can serve pos (it may wait for a
+	// lagging replica); an error stops the reader.
+	Failover      func(ctx context.Context, pos Position, failed string) (host string, port uint16, err error)
+	FailoverAfter int
 }
 
 // Defaults fills unset fields.
@@ -59,6 +68,9 @@ func (c *Config) Defaults() {
 	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = 10 * time.Second
+	}
+	if c.FailoverAfter == 0 {
+		c.FailoverAfter = 3
 	}
 }
 
@@ -120,6 +132,7 @@ type Reader struct {
 	lastEventTime atomic.Int64 // unix seconds of the last event's header
 	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
 	connected     atomic.Bool
+	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
 }
 
 // New builds a reader for the given outbox tables. schemas is used only when
@@ -138,6 +151,16 @@ func tableKey(schema, table string) string { return strings.ToLower(schema + "."
 
 // Connected reports whether the binlog stream is up.
 func (r *Reader) Connected() bool { return r.connected.Load() }
+
+// LastCommit is the last whole transaction the stream read (not
+// necessarily published or checkpointed yet), for metrics.
+func (r *Reader) LastCommit() (Commit, bool) {
+	c := r.lastCommit.Load()
+	if c == nil {
+		return Commit{}, false
+	}
+	return *c, true
+}
 
 // Lag is how far the stream is behind the source: zero when idle and the
 // source's heartbeats are arriving, growing when nothing arrives at all.
@@ -186,6 +209,10 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 	})
 	defer stopWatch()
 	backoff := r.cfg.ReconnectMin
+	failures := 0
+	if err := r.failover(streamCtx, tracker, ""); err != nil {
+		return err
+	}
 	for {
 		progressed, err := s.run(streamCtx)
 		r.connected.Store(false)
@@ -201,7 +228,16 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			return fatal.err
 		}
 		if progressed {
-			backoff = r.cfg.ReconnectMin
+			backoff, failures = r.cfg.ReconnectMin, 0
+		}
+		if failures++; r.cfg.Failover != nil && failures >= r.cfg.FailoverAfter {
+			r.log.Warn("binlog stream keeps failing; failing over", zap.Error(err), zap.Int("attempts", failures),
+				zap.String("source", r.addr()), zap.String("gtid", tracker.Position().GTIDSet))
+			if err := r.failover(streamCtx, tracker, r.addr()); err != nil {
+				return err
+			}
+			backoff, failures = r.cfg.ReconnectMin, 0
+			continue
 		}
 		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", backoff),
 			zap.String("gtid", tracker.Position().GTIDSet))
@@ -212,6 +248,27 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 		}
 		backoff = min(backoff*2, r.cfg.ReconnectMax)
 	}
+}
+
+func (r *Reader) addr() string {
+	return net.JoinHostPort(r.cfg.Host, strconv.Itoa(int(r.cfg.Port)))
+}
+
+// failover asks cfg.Failover for the server to stream from next. Host and
+// Port are only read and written on Run's goroutine.
+func (r *Reader) failover(ctx context.Context, tracker *Tracker, failed string) error {
+	if r.cfg.Failover == nil {
+		return nil
+	}
+	host, port, err := r.cfg.Failover(ctx, tracker.Position(), failed)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping
+		}
+		return fmt.Errorf("choosing a source: %w", err)
+	}
+	r.cfg.Host, r.cfg.Port = host, port
+	return nil
 }
 
 // fatalError stops the reader instead of reconnecting.
@@ -380,6 +437,7 @@ func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error 
 	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
 	s.skipRows = 0
 	s.open.Store(false)
+	s.r.lastCommit.Store(&c)
 	if err := send(ctx, s.out, Event{Kind: KindCommit, Commit: c}); err != nil {
 		return err
 	}

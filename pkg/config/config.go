@@ -7,8 +7,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +38,7 @@ type Config struct {
 	Log        Log             `yaml:"log"`
 	Sweeper    Sweeper         `yaml:"sweeper"`
 	HTTP       HTTP            `yaml:"http"`
+	HA         HA              `yaml:"ha"`
 }
 
 // MySQL is a server connection.
@@ -47,6 +51,10 @@ type MySQL struct {
 	// ServerID (source only) is the replica id the relay announces; 0 picks
 	// a random one.
 	ServerID uint32 `yaml:"server_id"`
+	// Hosts (source only) lists replicas as host[:port], in order of
+	// preference: on a failure that persists the relay moves to the next
+	// and resumes by GTID (docs/ha.md). Instead of host/port.
+	Hosts []string `yaml:"hosts"`
 	// Flavor is mysql, mariadb or auto (detected).
 	Flavor string `yaml:"flavor"`
 	TLS    TLS    `yaml:"tls"`
@@ -85,6 +93,21 @@ type Redis struct {
 type Checkpoint struct {
 	Key      string        `yaml:"key"`
 	Interval time.Duration `yaml:"interval"`
+	// OutageWindow is how long publishing goes on while the checkpoint
+	// cannot be saved (Redis down), the position held in memory; past it
+	// the relay holds until Redis answers. Default 30s.
+	OutageWindow time.Duration `yaml:"outage_window"`
+}
+
+// HA is the leader lease (docs/ha.md).
+type HA struct {
+	// Enabled: relays with the same name elect one leader through a lease
+	// in Redis; the others wait as standbys. Off (the default), the relay
+	// streams on its own.
+	Enabled bool `yaml:"enabled"`
+	// LeaseTTL is how long the lease lives unrenewed: a standby takes over
+	// this long after the leader dies. Default 5s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
 // Relay tunes the binlog path.
@@ -94,6 +117,9 @@ type Relay struct {
 	Buffer        int           `yaml:"buffer"`
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
 	Heartbeat     time.Duration `yaml:"heartbeat"`
+	// Ordering is relaxed (a failed row goes to the retry path and the
+	// stream flows on) or strict (the stream holds and retries it in place).
+	Ordering string `yaml:"ordering"`
 }
 
 // Log configures zap.
@@ -141,6 +167,13 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(expanded, &root); err != nil {
+		return nil, fmt.Errorf("parsing config: %w", err)
+	}
+	if err := errors.Join(unknownKeys(&root, reflect.TypeFor[Config](), "")...); err != nil {
+		return nil, err
+	}
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
@@ -168,6 +201,9 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 // unknown keys refused.
 func decodeTable(node *yaml.Node, i int) (*outbox.Table, error) {
 	field := fmt.Sprintf("tables[%d]", i)
+	if err := errors.Join(unknownKeys(node, reflect.TypeFor[outbox.Table](), field)...); err != nil {
+		return nil, err
+	}
 	var head struct {
 		Preset string `yaml:"preset"`
 	}
@@ -180,16 +216,86 @@ func decodeTable(node *yaml.Node, i int) (*outbox.Table, error) {
 		}
 		t = &p
 	}
-	b, err := yaml.Marshal(node)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(t); err != nil {
+	// Decoded in place (not re-marshalled) so anchors and merge keys that
+	// point at other parts of the file still resolve; unknownKeys above is
+	// what refuses unknown keys.
+	if err := node.Decode(t); err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return t, nil
+}
+
+// unknownKeys walks a YAML node against the Go type it decodes into and
+// reports every key the type has no field for, by its full path
+// ("tables[0].columns.routing_ky"), so a typo in a mapping is named rather
+// than silently ignored or reported by Go type name.
+func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
+	for node != nil && node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node == nil || t == reflect.TypeFor[yaml.Node]() {
+		return nil
+	}
+	// A type that decodes itself decides what its keys are.
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	join := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	var errs []error
+	switch {
+	case node.Kind == yaml.DocumentNode:
+		for _, n := range node.Content {
+			errs = append(errs, unknownKeys(n, t, path)...)
+		}
+	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
+		fields := map[string]reflect.Type{}
+		var known []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			fields[name] = f.Type
+			known = append(known, name)
+		}
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, val := node.Content[i].Value, node.Content[i+1]
+			if key == "<<" { // a merge key: its mapping(s) belong here
+				if val.Kind == yaml.SequenceNode {
+					for _, m := range val.Content {
+						errs = append(errs, unknownKeys(m, t, path)...)
+					}
+				} else {
+					errs = append(errs, unknownKeys(val, t, path)...)
+				}
+				continue
+			}
+			ft, ok := fields[key]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: unknown key (line %d; known here: %s)", join(key), node.Content[i].Line, strings.Join(known, ", ")))
+				continue
+			}
+			errs = append(errs, unknownKeys(val, ft, join(key))...)
+		}
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && node.Kind == yaml.SequenceNode:
+		for i, n := range node.Content {
+			errs = append(errs, unknownKeys(n, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			errs = append(errs, unknownKeys(node.Content[i+1], t.Elem(), join(node.Content[i].Value))...)
+		}
+	}
+	return errs
 }
 
 func (c *Config) applyDefaults() {
@@ -213,6 +319,18 @@ func (c *Config) applyDefaults() {
 	if c.Checkpoint.Interval == 0 {
 		c.Checkpoint.Interval = time.Second
 	}
+	if c.Checkpoint.OutageWindow == 0 {
+		c.Checkpoint.OutageWindow = 30 * time.Second
+	}
+	if c.HA.LeaseTTL == 0 {
+		c.HA.LeaseTTL = 5 * time.Second
+	}
+	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
+		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
+	}
+	if c.Relay.Ordering == "" {
+		c.Relay.Ordering = "relaxed"
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -220,6 +338,7 @@ func (c *Config) applyDefaults() {
 		c.Log.Format = "json"
 	}
 	c.Retry.Defaults()
+	c.Sweeper.Defaults()
 	for _, t := range c.Tables {
 		if t.MaxRetries == 0 {
 			t.MaxRetries = 5
@@ -288,14 +407,40 @@ func (c *Config) Validate() error {
 	} else if err := checkAMQPURL(c.Broker.URL); err != nil {
 		errs = append(errs, fmt.Errorf("broker.url: %w", err))
 	}
+	for i, h := range c.Source.Hosts {
+		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
+			errs = append(errs, fmt.Errorf("source.hosts[%d]: %q is not host or host:port", i, h))
+		}
+	}
+	if len(c.Source.Hosts) > 0 && net.JoinHostPort(SplitHostString(c.Source.Hosts[0], c.Source.Port)) != c.Source.Addr() {
+		errs = append(errs, errors.New("source.host: set source.host/port or source.hosts, not both"))
+	}
+	if len(c.Primary.Hosts) > 0 {
+		errs = append(errs, errors.New("primary.hosts: only the source takes a list of servers"))
+	}
+	if c.Checkpoint.OutageWindow < 0 {
+		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
+	}
+	if c.HA.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("ha.lease_ttl: %s is under 1s", c.HA.LeaseTTL))
+	}
 	if c.Checkpoint.Interval < 0 {
 		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
 	}
 	if c.Relay.BatchSize < 0 {
 		errs = append(errs, errors.New("relay.batch_size: must be positive"))
 	}
+	if c.Relay.Ordering != "relaxed" && c.Relay.Ordering != "strict" {
+		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", c.Relay.Ordering))
+	}
 	if c.Log.Format != "json" && c.Log.Format != "console" {
 		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
+	}
+	if err := c.Sweeper.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Tables) == 0 {
 		errs = append(errs, errors.New("tables: at least one outbox table is required"))
@@ -312,4 +457,23 @@ func (c *Config) Validate() error {
 		seen[strings.ToLower(t.FullName())] = i
 	}
 	return errors.Join(errs...)
+}
+
+// SplitHost parses one source.hosts entry, host or host:port, with def as
+// the port when none is given; the port is -1 when it is not a number.
+func SplitHost(hostport string, def int) (string, int) {
+	host, port := SplitHostString(hostport, def)
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return host, -1
+	}
+	return host, n
+}
+
+// SplitHostString is SplitHost with the port as text.
+func SplitHostString(hostport string, def int) (string, string) {
+	if host, port, err := net.SplitHostPort(hostport); err == nil {
+		return host, port
+	}
+	return strings.Trim(hostport, "[]"), strconv.Itoa(def)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,14 @@ type Config struct {
 	Server string
 	// Observer receives per-row outcomes (metrics); nil means none.
 	Observer Observer
+	// Guard, when set, is asked before each row goes to the publisher; an
+	// error stops the pipeline at once, without draining (a leader whose
+	// lease ran out must not publish another row).
+	Guard func() error
+	// StoreOutageWindow is how long publishing goes on while the checkpoint
+	// cannot be saved, the position held in memory; past it the pipeline
+	// holds until the store answers. Zero holds at once.
+	StoreOutageWindow time.Duration
 }
 
 // Defaults fills unset fields.
@@ -100,6 +109,22 @@ type Relay struct {
 	Stats  Stats
 
 	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+
+	abortMu    sync.Mutex
+	abortCause error
+	abortRun   context.CancelCauseFunc
+}
+
+// Abort stops the pipeline at once, without draining: nothing more is
+// published, marked or saved, and Run returns cause. A leader that lost its
+// lease calls it. It may come before Run starts.
+func (r *Relay) Abort(cause error) {
+	r.abortMu.Lock()
+	defer r.abortMu.Unlock()
+	r.abortCause = cause
+	if r.abortRun != nil {
+		r.abortRun(cause)
+	}
 }
 
 // Started reports whether the binlog stream and the broker are both
@@ -133,10 +158,16 @@ type rowFailure struct {
 // transaction boundary, in-flight messages are confirmed and marked, and the
 // final checkpoint is saved. An error from any stage stops them all.
 func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
-	hardCtx, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer hardCancel()
-	stopDrain := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.DrainTimeout, hardCancel) })
+	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardCancel(nil)
+	stopDrain := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.DrainTimeout, func() { hardCancel(nil) }) })
 	defer stopDrain()
+	r.abortMu.Lock()
+	r.abortRun = hardCancel
+	if r.abortCause != nil {
+		hardCancel(r.abortCause)
+	}
+	r.abortMu.Unlock()
 
 	g, gctx := errgroup.WithContext(hardCtx)
 	readerCtx, cancelReader := context.WithCancel(ctx)
@@ -164,6 +195,9 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 		return r.settle(gctx, start, results)
 	})
 	err := g.Wait()
+	if cause := context.Cause(hardCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause // aborted
+	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		if hardCtx.Err() != nil {
 			return fmt.Errorf("stop did not drain within %s: in-flight rows will be replayed on restart", r.cfg.DrainTimeout)
@@ -179,6 +213,11 @@ func (r *Relay) route(ctx context.Context, events <-chan binlog.Event, jobs chan
 		var job publisher.Job
 		switch ev.Kind {
 		case binlog.KindRow:
+			if r.cfg.Guard != nil {
+				if err := r.cfg.Guard(); err != nil {
+					return err
+				}
+			}
 			msg, err := r.router.Route(ev.Row)
 			if err != nil {
 				job = publisher.Job{Tag: rowFailure{row: ev.Row, err: err}}

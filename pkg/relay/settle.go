@@ -24,6 +24,9 @@ type settler struct {
 	pending  map[*outbox.Table][]any
 	count    int
 	advanced bool // commits applied since the last save
+	// storeDown is when saving the checkpoint started failing (zero while
+	// it works): publishing goes on for StoreOutageWindow after it.
+	storeDown time.Time
 }
 
 func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-chan publisher.Result) error {
@@ -46,7 +49,7 @@ func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-cha
 				if err := s.flush(ctx); err != nil {
 					return err
 				}
-				return s.save(ctx)
+				return s.save(ctx, true)
 			}
 			if err := s.handle(ctx, res); err != nil {
 				return err
@@ -59,7 +62,7 @@ func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-cha
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
-			if err := s.save(ctx); err != nil {
+			if err := s.save(ctx, false); err != nil {
 				return err
 			}
 		}
@@ -153,14 +156,37 @@ func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, ca
 	return nil
 }
 
-func (s *settler) save(ctx context.Context) error {
+// save stores the position. While the store is unreachable the pipeline
+// keeps publishing for StoreOutageWindow with the position held here (a
+// crash then replays from the last save, so the window bounds the replay),
+// then holds until the store answers. The final save of a drain holds at
+// once. A fenced write (the lease is lost) stops the pipeline.
+func (s *settler) save(ctx context.Context, final bool) error {
 	if !s.advanced {
 		return nil
 	}
 	cp := checkpoint.FromPosition(s.tracker.Position(), s.r.cfg.Server, time.Now())
-	err := retry(ctx, s.r.log, "saving the checkpoint", func() error { return s.r.store.Save(ctx, cp) })
+	err := s.r.store.Save(ctx, cp)
+	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {
+		if s.storeDown.IsZero() {
+			s.storeDown = time.Now()
+			s.r.log.Warn("saving the checkpoint failed; publishing on with the position held in memory",
+				zap.Duration("outage_window", s.r.cfg.StoreOutageWindow), zap.String("gtid", cp.GTIDSet), zap.Error(err))
+		}
+		if !final && time.Since(s.storeDown) < s.r.cfg.StoreOutageWindow {
+			return nil
+		}
+		s.r.log.Error("the checkpoint could not be saved for longer than the outage window: publishing holds until it can",
+			zap.Duration("outage_window", s.r.cfg.StoreOutageWindow), zap.Duration("down_for", time.Since(s.storeDown).Round(time.Second)))
+		err = retry(ctx, s.r.log, "saving the checkpoint", func() error { return s.r.store.Save(ctx, cp) })
+	}
 	if err != nil {
 		return err
+	}
+	if !s.storeDown.IsZero() {
+		s.r.log.Info("checkpoint saved again after an outage", zap.Duration("down_for", time.Since(s.storeDown).Round(time.Second)),
+			zap.String("gtid", cp.GTIDSet))
+		s.storeDown = time.Time{}
 	}
 	s.advanced = false
 	s.r.lastSaved.Store(&cp)
@@ -201,6 +227,9 @@ func retry(ctx context.Context, log *zap.Logger, what string, op func() error) e
 		}
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, checkpoint.ErrFenced) {
+			return err // the lease is lost: retrying cannot help
 		}
 		log.Warn(what+" failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
 		select {
