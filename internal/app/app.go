@@ -246,13 +246,10 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	btls, err := cfg.Broker.TLSConfig()
+	pub, err := a.newPublisher(cfg.Name, cfg.Relay.Ordering == "strict", a.Log.Named("publisher"))
 	if err != nil {
 		return nil, err
 	}
-	pub := publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
-		ConnectionName: cfg.Name, Strict: cfg.Relay.Ordering == "strict",
-		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max}, a.Log.Named("publisher"))
 	sw := status.NewWriter(a.Primary, cfg.Retry)
 	a.watch(reader, pub)
 	return relay.New(relay.Config{
@@ -261,6 +258,19 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
 		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
 	}, reader, rt, pub, sw, store, a.Log.Named("relay")), nil
+}
+
+// newPublisher builds a broker publisher (one ordered confirming channel)
+// from the broker config.
+func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publisher.Publisher, error) {
+	cfg := a.Cfg
+	btls, err := cfg.Broker.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
+		ConnectionName: connName, Strict: strict,
+		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max}, log), nil
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/publisher"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/status"
 	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
@@ -38,12 +37,10 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	btls, err := cfg.Broker.TLSConfig()
+	pub, err := a.newPublisher(cfg.Name+"-sweeper", false, a.Log.Named("sweeper.publisher"))
 	if err != nil {
 		return nil, err
 	}
-	pub := publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
-		ConnectionName: cfg.Name + "-sweeper"}, a.Log.Named("sweeper.publisher"))
 	s, err := sweeper.New(cfg.Sweeper, cfg.Tables, a.Source, a.Primary, pub, rt,
 		status.NewWriter(a.Primary, cfg.Retry), a.Log.Named("sweeper"))
 	if err != nil {
