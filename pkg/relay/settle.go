@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
@@ -16,17 +17,30 @@ import (
 )
 
 // settler is the last stage: it batches SENT marks, records failures and
-// saves the checkpoint. Results arrive in binlog order, so after a flush
-// every commit seen so far is safe to save.
+// hands batches to the marker, which runs the SENT updates and saves the
+// checkpoint. Results arrive in binlog order and batches are written in
+// order, so once a batch is written every commit before its position has
+// all its rows confirmed and marked: that position is safe to save. The
+// updates run beside the settling (not inside it) so the primary's round
+// trip never stalls the confirms behind it.
 type settler struct {
 	r        *Relay
 	tracker  *binlog.Tracker
 	pending  map[*outbox.Table][]any
 	count    int
-	advanced bool // commits applied since the last save
-	// storeDown is when saving the checkpoint started failing (zero while
-	// it works): publishing goes on for StoreOutageWindow after it.
-	storeDown time.Time
+	advanced bool // commits applied since the last batch
+	batches  chan<- batch
+}
+
+// batch is one hand-over from the settler to the marker.
+type batch struct {
+	marks map[*outbox.Table][]any
+	// pos is the position after the last commit settled before the batch,
+	// nil when no commit came since the previous batch.
+	pos *binlog.Position
+	// save asks for a checkpoint save after the marks; final is the drain's
+	// last batch.
+	save, final bool
 }
 
 func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-chan publisher.Result) error {
@@ -34,10 +48,22 @@ func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-cha
 	if err != nil {
 		return err
 	}
-	s := &settler{r: r, tracker: tracker, pending: map[*outbox.Table][]any{}}
-	flushTick := time.NewTicker(r.cfg.FlushInterval)
+	g, gctx := errgroup.WithContext(ctx)
+	batches := make(chan batch, 2)
+	m := &marker{r: r}
+	g.Go(func() error { return m.run(gctx, batches) })
+	s := &settler{r: r, tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
+	g.Go(func() error {
+		defer close(batches)
+		return s.run(gctx, results)
+	})
+	return g.Wait()
+}
+
+func (s *settler) run(ctx context.Context, results <-chan publisher.Result) error {
+	flushTick := time.NewTicker(s.r.cfg.FlushInterval)
 	defer flushTick.Stop()
-	saveTick := time.NewTicker(r.cfg.CheckpointInterval)
+	saveTick := time.NewTicker(s.r.cfg.CheckpointInterval)
 	defer saveTick.Stop()
 	for {
 		select {
@@ -46,23 +72,17 @@ func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-cha
 		case res, ok := <-results:
 			if !ok {
 				// Drained: mark the rest and save where we stand.
-				if err := s.flush(ctx); err != nil {
-					return err
-				}
-				return s.save(ctx, true)
+				return s.flush(ctx, true, true)
 			}
 			if err := s.handle(ctx, res); err != nil {
 				return err
 			}
 		case <-flushTick.C:
-			if err := s.flush(ctx); err != nil {
+			if err := s.flush(ctx, false, false); err != nil {
 				return err
 			}
 		case <-saveTick.C:
-			if err := s.flush(ctx); err != nil {
-				return err
-			}
-			if err := s.save(ctx, false); err != nil {
+			if err := s.flush(ctx, true, false); err != nil {
 				return err
 			}
 		}
@@ -95,33 +115,74 @@ func (s *settler) handle(ctx context.Context, res publisher.Result) error {
 		s.pending[tag.Table] = append(s.pending[tag.Table], tag.ID)
 		s.count++
 		if s.count >= s.r.cfg.BatchSize {
-			return s.flush(ctx)
+			return s.flush(ctx, false, false)
 		}
 	}
 	return nil
 }
 
-// flush marks every confirmed row SENT, one statement per table, retrying
-// until the primary takes it: the checkpoint must not pass unmarked rows.
-func (s *settler) flush(ctx context.Context) error {
-	for t, ids := range s.pending {
-		if len(ids) == 0 {
-			continue
-		}
-		err := retry(ctx, s.r.log, "marking rows sent", func() error {
-			n, err := s.r.status.MarkSent(ctx, t, ids)
-			if err == nil {
-				s.r.Stats.Marked.Add(n)
-				s.r.cfg.Observer.Marked(t, n)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		s.pending[t] = ids[:0]
+// flush hands the confirmed rows, and the position reached, to the marker.
+// The channel between them is small: a slow primary holds the pipeline.
+func (s *settler) flush(ctx context.Context, save, final bool) error {
+	// A save request always goes through: the marker may hold a position
+	// that an earlier batch brought and no save has stored yet.
+	if s.count == 0 && !s.advanced && !save {
+		return nil
 	}
-	s.count = 0
+	b := batch{save: save, final: final}
+	if s.count > 0 {
+		b.marks, s.pending, s.count = s.pending, map[*outbox.Table][]any{}, 0
+	}
+	if s.advanced {
+		pos := s.tracker.Position()
+		b.pos, s.advanced = &pos, false
+	}
+	select {
+	case s.batches <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// marker writes batches in order: the SENT updates (one statement per
+// table, retried until the primary takes it: the checkpoint must not pass
+// unmarked rows), then the checkpoint when one is due.
+type marker struct {
+	r *Relay
+	// latest is the position after the last written batch; dirty means it
+	// was not saved yet.
+	latest binlog.Position
+	dirty  bool
+	// storeDown is when saving the checkpoint started failing (zero while
+	// it works): publishing goes on for StoreOutageWindow after it.
+	storeDown time.Time
+}
+
+func (m *marker) run(ctx context.Context, batches <-chan batch) error {
+	for b := range batches {
+		for t, ids := range b.marks {
+			err := retry(ctx, m.r.log, "marking rows sent", func() error {
+				n, err := m.r.status.MarkSent(ctx, t, ids)
+				if err == nil {
+					m.r.Stats.Marked.Add(n)
+					m.r.cfg.Observer.Marked(t, n)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if b.pos != nil {
+			m.latest, m.dirty = *b.pos, true
+		}
+		if b.save || b.final {
+			if err := m.save(ctx, b.final); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -161,38 +222,38 @@ func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, ca
 // crash then replays from the last save, so the window bounds the replay),
 // then holds until the store answers. The final save of a drain holds at
 // once. A fenced write (the lease is lost) stops the pipeline.
-func (s *settler) save(ctx context.Context, final bool) error {
-	if !s.advanced {
+func (m *marker) save(ctx context.Context, final bool) error {
+	if !m.dirty {
 		return nil
 	}
-	cp := checkpoint.FromPosition(s.tracker.Position(), s.r.cfg.Server, time.Now())
-	err := s.r.store.Save(ctx, cp)
+	cp := checkpoint.FromPosition(m.latest, m.r.cfg.Server, time.Now())
+	err := m.r.store.Save(ctx, cp)
 	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {
-		if s.storeDown.IsZero() {
-			s.storeDown = time.Now()
-			s.r.log.Warn("saving the checkpoint failed; publishing on with the position held in memory",
-				zap.Duration("outage_window", s.r.cfg.StoreOutageWindow), zap.String("gtid", cp.GTIDSet), zap.Error(err))
+		if m.storeDown.IsZero() {
+			m.storeDown = time.Now()
+			m.r.log.Warn("saving the checkpoint failed; publishing on with the position held in memory",
+				zap.Duration("outage_window", m.r.cfg.StoreOutageWindow), zap.String("gtid", cp.GTIDSet), zap.Error(err))
 		}
-		if !final && time.Since(s.storeDown) < s.r.cfg.StoreOutageWindow {
+		if !final && time.Since(m.storeDown) < m.r.cfg.StoreOutageWindow {
 			return nil
 		}
-		s.r.log.Error("the checkpoint could not be saved for longer than the outage window: publishing holds until it can",
-			zap.Duration("outage_window", s.r.cfg.StoreOutageWindow), zap.Duration("down_for", time.Since(s.storeDown).Round(time.Second)))
-		err = retry(ctx, s.r.log, "saving the checkpoint", func() error { return s.r.store.Save(ctx, cp) })
+		m.r.log.Error("the checkpoint could not be saved for longer than the outage window: publishing holds until it can",
+			zap.Duration("outage_window", m.r.cfg.StoreOutageWindow), zap.Duration("down_for", time.Since(m.storeDown).Round(time.Second)))
+		err = retry(ctx, m.r.log, "saving the checkpoint", func() error { return m.r.store.Save(ctx, cp) })
 	}
 	if err != nil {
 		return err
 	}
-	if !s.storeDown.IsZero() {
-		s.r.log.Info("checkpoint saved again after an outage", zap.Duration("down_for", time.Since(s.storeDown).Round(time.Second)),
+	if !m.storeDown.IsZero() {
+		m.r.log.Info("checkpoint saved again after an outage", zap.Duration("down_for", time.Since(m.storeDown).Round(time.Second)),
 			zap.String("gtid", cp.GTIDSet))
-		s.storeDown = time.Time{}
+		m.storeDown = time.Time{}
 	}
-	s.advanced = false
-	s.r.lastSaved.Store(&cp)
-	s.r.Stats.Checkpoints.Add(1)
-	s.r.cfg.Observer.Checkpointed(cp)
-	s.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
+	m.dirty = false
+	m.r.lastSaved.Store(&cp)
+	m.r.Stats.Checkpoints.Add(1)
+	m.r.cfg.Observer.Checkpointed(cp)
+	m.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
 	return nil
 }
 
