@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// setupBroker declares the run's topic exchange and a durable queue bound to
+// it with "#", and starts the consumer that every step reads deliveries from.
+func (e *env) setupBroker() error {
+	conn, err := amqp.Dial(e.o.amqpURL)
+	if err != nil {
+		return fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.ExchangeDeclare(e.exchange, "topic", true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declaring exchange: %w", err)
+	}
+	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declaring queue: %w", err)
+	}
+	if err := ch.QueueBind(e.queue, "#", e.exchange, false, nil); err != nil {
+		return fmt.Errorf("binding queue: %w", err)
+	}
+	if e.o.noConsumer {
+		return nil
+	}
+	e.consumer, err = startConsumer(e.o.amqpURL, e.queue)
+	return err
+}
+
+func (e *env) teardownBroker() {
+	conn, err := amqp.Dial(e.o.amqpURL)
+	if err != nil {
+		progress("removing exchange and queue: %v", err)
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	_, _ = ch.QueueDelete(e.queue, false, false, false)
+	_ = ch.ExchangeDelete(e.exchange, false, false)
+}
+
+// consumer reads the queue with auto-ack and hands each delivery to the
+// current sink. Deliveries whose message id is not the sink's are dropped.
+type consumer struct {
+	conn *amqp.Connection
+	cur  atomic.Pointer[sink]
+	done chan struct{}
+}
+
+func startConsumer(url, queue string) (*consumer, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	deliveries, err := ch.Consume(queue, "bench", true, true, false, false, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("consuming %s: %w", queue, err)
+	}
+	c := &consumer{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for d := range deliveries {
+			now := time.Now()
+			if s := c.cur.Load(); s != nil {
+				s.add(d.MessageId, d.Body, now)
+			}
+		}
+	}()
+	return c, nil
+}
+
+func (c *consumer) close() {
+	_ = c.conn.Close()
+	<-c.done
+}
+
+// expect starts a sink for message ids with prefix; want is the count that
+// completes it. With latency set it records commit-to-delivery times.
+func (c *consumer) expect(prefix string, want int, latency bool) *sink {
+	s := &sink{prefix: prefix, want: want, seen: make(map[string]struct{}, want), full: make(chan struct{}), latency: latency}
+	c.cur.Store(s)
+	return s
+}
+
+// sink collects one run's deliveries.
+type sink struct {
+	prefix  string
+	want    int
+	latency bool
+
+	mu          sync.Mutex
+	seen        map[string]struct{}
+	lat         []time.Duration // first delivery of each message
+	dups        int
+	first, last time.Time
+	full        chan struct{}
+}
+
+func (s *sink) add(id string, body []byte, at time.Time) {
+	if !strings.HasPrefix(id, s.prefix) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.seen[id]; dup {
+		s.dups++
+		return
+	}
+	s.seen[id] = struct{}{}
+	if s.first.IsZero() {
+		s.first = at
+	}
+	s.last = at
+	if s.latency {
+		if t, ok := bodyTime(body); ok {
+			s.lat = append(s.lat, at.Sub(t))
+		}
+	}
+	if len(s.seen) == s.want {
+		close(s.full)
+	}
+}
+
+// bodyTime reads the "t" field (µs since the epoch) that payload writes
+// first in the body.
+func bodyTime(b []byte) (time.Time, bool) {
+	const head = `{"t":`
+	if len(b) < len(head) || string(b[:len(head)]) != head {
+		return time.Time{}, false
+	}
+	end := len(head)
+	for end < len(b) && b[end] >= '0' && b[end] <= '9' {
+		end++
+	}
+	us, err := strconv.ParseInt(string(b[len(head):end]), 10, 64)
+	if err != nil || us == 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(us), true
+}
+
+// wait blocks until the sink is complete or within passes.
+func (s *sink) wait(ctx context.Context, within time.Duration) error {
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-s.full:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		n, _ := s.counts()
+		return fmt.Errorf("%w: %d of %d messages delivered after %s", errTimeout, n, s.want, within)
+	}
+}
+
+func (s *sink) counts() (distinct, dups int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen), s.dups
+}
+
+func (s *sink) span() (first, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, s.last
+}
+
+// percentiles of the recorded latencies: p50, p99 and max.
+func (s *sink) percentiles() (p50, p99, mx time.Duration, n int) {
+	s.mu.Lock()
+	lat := slices.Clone(s.lat)
+	s.mu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0, 0, 0
+	}
+	slices.Sort(lat)
+	at := func(q float64) time.Duration { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
+	return at(0.50), at(0.99), lat[len(lat)-1], len(lat)
+}
+
+// brokerLimit publishes brokerMsgs persistent, mandatory messages with
+// confirms from one channel, keeping up to window unconfirmed (the relay's
+// default broker.window), to the run's exchange, and times them from the
+// first publish to the last delivery at the consumer: the ceiling any relay
+// can reach on this stack.
+func (e *env) brokerLimit(ctx context.Context, rep *report) error {
+	const window = 1024
+	n := e.o.brokerMsgs
+	prefix := e.nextPrefix("b")
+	s := e.consumer.expect(prefix, n, false)
+	conn, err := amqp.Dial(e.o.amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, window+16))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 16))
+	body := []byte(payload(time.Time{}, e.o.payload))
+	var (
+		outstanding = make(chan struct{}, window)
+		nacks       atomic.Int64
+		confirmed   = make(chan struct{})
+		lastConfirm time.Time
+	)
+	go func() {
+		defer close(confirmed)
+		for i := 0; i < n; i++ {
+			c, ok := <-confirms
+			if !ok {
+				return
+			}
+			if !c.Ack {
+				nacks.Add(1)
+			}
+			<-outstanding
+		}
+		lastConfirm = time.Now()
+	}()
+	cpu0 := sampleCPU(e.procs)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		select {
+		case outstanding <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
+			MessageId: prefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
+			Timestamp: time.Now(), AppId: "bench", Body: body,
+		})
+		if err != nil {
+			return fmt.Errorf("publishing: %w", err)
+		}
+	}
+	<-confirmed
+	if err := s.wait(ctx, 120*time.Second); err != nil {
+		return err
+	}
+	if len(returns) > 0 || nacks.Load() > 0 {
+		return fmt.Errorf("%d returned, %d nacked", len(returns), nacks.Load())
+	}
+	_, last := s.span()
+	cpu := cpuBetween(cpu0, sampleCPU(e.procs))
+	rate := float64(n) / last.Sub(start).Seconds()
+	e.brokerRate = rate
+	rep.add("broker_limit_msgs_per_s", rate, "msg/s")
+	rep.add("broker_limit_confirmed_msgs_per_s", float64(n)/lastConfirm.Sub(start).Seconds(), "msg/s")
+	rep.addCPU("broker_limit", "broker limit", n, cpu)
+	progress("broker limit: %d messages in %s (%.0f msg/s to the last delivery)", n, last.Sub(start).Round(time.Millisecond), rate)
+	return nil
+}

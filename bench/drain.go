@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// drainResult is one backlog drain.
+type drainResult struct {
+	rate      float64       // messages/s from start to the last delivery
+	first     time.Duration // start to the first delivery
+	load      load          // primary, from start until every row is SENT
+	msgs      int
+	rss       int64
+	relayCPU  time.Duration
+	totalTime time.Duration
+	cpu       cpuUse // by process of the stack, from start until every row is SENT
+}
+
+// drainRelay: the relay saves a checkpoint and stops; the backlog is
+// committed; the relay starts again from that checkpoint and drains it from
+// the binlog.
+func (e *env) drainRelay(ctx context.Context) (drainResult, error) {
+	var r drainResult
+	name := fmt.Sprintf("bench-drain-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
+	p, err := e.startRelay(ctx, name, true)
+	if err != nil {
+		return r, err
+	}
+	warm := e.nextPrefix("w")
+	s := e.consumer.expect(warm, 1, false)
+	if err := e.insertRows(ctx, e.primary, warm, 1, 1, "PENDING"); err != nil {
+		p.kill()
+		return r, err
+	}
+	if err := s.wait(ctx, 30*time.Second); err != nil {
+		p.kill()
+		return r, fmt.Errorf("warm-up row: %w", err)
+	}
+	if err := e.waitCheckpoint(ctx, name, 10*time.Second); err != nil {
+		p.kill()
+		return r, err
+	}
+	if err := p.stop(); err != nil {
+		return r, err
+	}
+	prefix := e.nextPrefix("dr")
+	n := e.o.backlog
+	if err := e.insertRows(ctx, e.primary, prefix, n, 1000, "PENDING"); err != nil {
+		return r, err
+	}
+	if err := e.quiesce(ctx); err != nil {
+		return r, err
+	}
+	s = e.consumer.expect(prefix, n, false)
+	before, err := e.sampleLoad(ctx)
+	if err != nil {
+		return r, err
+	}
+	cpu0 := sampleCPU(e.procs)
+	start := time.Now()
+	if p, err = e.startRelay(ctx, name, true); err != nil {
+		return r, err
+	}
+	defer p.kill()
+	if err := s.wait(ctx, 10*time.Minute); err != nil {
+		return r, err
+	}
+	if e.relayMarks() {
+		if err := e.waitAllSent(ctx, 60*time.Second); err != nil {
+			return r, err
+		}
+	}
+	after, err := e.sampleLoad(ctx)
+	if err != nil {
+		return r, err
+	}
+	first, last := s.span()
+	r = drainResult{rate: float64(n) / last.Sub(start).Seconds(), first: first.Sub(start), load: loadBetween(before, after),
+		msgs: n, rss: p.peakRSS(), relayCPU: p.cpu(), totalTime: last.Sub(start)}
+	r.cpu = cpuBetween(cpu0, sampleCPU(e.procs))
+	if r.relayCPU >= 0 {
+		r.cpu.by["relay"] = r.relayCPU
+	}
+	if err := p.stop(); err != nil {
+		return r, err
+	}
+	if _, dups := s.counts(); dups > 0 {
+		progress("relay drain: %d duplicates", dups)
+	}
+	return r, e.reset(ctx)
+}
+
+// relayMarks reports whether the relay's table has a status column (an
+// experiment with -relay-table may take it away: then nothing is marked).
+func (e *env) relayMarks() bool {
+	t := strings.ReplaceAll(e.o.tableYAML, " ", "")
+	return !strings.Contains(t, "status:''") && !strings.Contains(t, `status:""`)
+}
+
+// drainPoller: the backlog is committed, then the poller starts.
+func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
+	var r drainResult
+	prefix := e.nextPrefix("dp")
+	n := e.o.backlog
+	if err := e.insertRows(ctx, e.primary, prefix, n, 1000, "PENDING"); err != nil {
+		return r, err
+	}
+	if err := e.quiesce(ctx); err != nil {
+		return r, err
+	}
+	s := e.consumer.expect(prefix, n, false)
+	before, err := e.sampleLoad(ctx)
+	if err != nil {
+		return r, err
+	}
+	cpu0 := sampleCPU(e.procs)
+	start := time.Now()
+	p, err := e.newPoller(e.o.pollIntervals[0])
+	if err != nil {
+		return r, err
+	}
+	p.start()
+	waitErr := s.wait(ctx, 10*time.Minute)
+	if waitErr == nil {
+		waitErr = e.waitAllSent(ctx, 60*time.Second)
+	}
+	cpu := cpuBetween(cpu0, sampleCPU(e.procs))
+	after, err := e.sampleLoad(ctx)
+	if herr := p.halt(); herr != nil && waitErr == nil {
+		waitErr = herr
+	}
+	if waitErr != nil {
+		return r, waitErr
+	}
+	if err != nil {
+		return r, err
+	}
+	first, last := s.span()
+	r = drainResult{rate: float64(n) / last.Sub(start).Seconds(), first: first.Sub(start), load: loadBetween(before, after),
+		msgs: n, totalTime: last.Sub(start), cpu: cpu}
+	progress("  poller: it counted %d statements; the proxy %d; the primary's counters %d", p.stmts.Load(), r.load.wire.questions, r.load.stmts.questions)
+	return r, e.reset(ctx)
+}
+
+// drainStep is step 2 at the main table size.
+func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
+	rr, pr, err := e.drainBoth(ctx, rep, size)
+	if err != nil {
+		return err
+	}
+	rep.add("drain_relay_msgs_per_s", rr.rate, "msg/s")
+	rep.add("drain_poller_msgs_per_s", pr.rate, "msg/s")
+	if e.brokerRate > 0 {
+		rep.add("drain_relay_vs_broker_pct", 100*rr.rate/e.brokerRate, "%")
+		rep.add("drain_poller_vs_broker_pct", 100*pr.rate/e.brokerRate, "%")
+	}
+	rep.add("drain_relay_vs_poller_ratio", rr.rate/pr.rate, "x")
+	rep.add("scale_"+sizeLabel(size)+"_drain_relay_msgs_per_s", rr.rate, "msg/s")
+	rep.add("scale_"+sizeLabel(size)+"_drain_poller_msgs_per_s", pr.rate, "msg/s")
+	rep.add("drain_relay_first_delivery_ms", ms(rr.first), "ms")
+	rep.add("drain_poller_first_delivery_ms", ms(pr.first), "ms")
+	rep.add("drain_relay_primary_stmts_per_1k_msgs", per1k(rr.load.stmts.questions, rr.msgs), "stmt")
+	rep.add("drain_poller_primary_stmts_per_1k_msgs", per1k(pr.load.stmts.questions, pr.msgs), "stmt")
+	rep.add("drain_relay_primary_wire_stmts_per_1k_msgs", per1k(rr.load.wire.questions, rr.msgs), "stmt")
+	rep.add("drain_poller_primary_wire_stmts_per_1k_msgs", per1k(pr.load.wire.questions, pr.msgs), "stmt")
+	if rr.load.cpu >= 0 && pr.load.cpu >= 0 && e.primaryPID > 0 {
+		rep.add("drain_relay_primary_cpu_ms_per_1k_msgs", per1kDur(rr.load.cpu, rr.msgs), "ms")
+		rep.add("drain_poller_primary_cpu_ms_per_1k_msgs", per1kDur(pr.load.cpu, pr.msgs), "ms")
+	}
+	if rr.relayCPU >= 0 {
+		rep.add("drain_relay_process_cpu_ms_per_1k_msgs", per1kDur(rr.relayCPU, rr.msgs), "ms")
+	}
+	rep.add("rss_relay_drain_peak_mb", mb(rr.rss), "MB")
+	rep.addCPU("drain_relay", "binlog-relay drain", rr.msgs, rr.cpu)
+	rep.addCPU("drain_poller", "poller drain", pr.msgs, pr.cpu)
+	return nil
+}
+
+func (e *env) drainBoth(ctx context.Context, rep *report, size int) (drainResult, drainResult, error) {
+	progress("drain (%d SENT rows in the table): binlog-relay, %d rows", size, e.o.backlog)
+	rr, err := e.drainRelay(ctx)
+	if err != nil {
+		return rr, rr, fmt.Errorf("relay: %w", err)
+	}
+	progress("  binlog-relay: %.0f msg/s (first delivery after %s, all in %s), primary statements %d (proxy %d)",
+		rr.rate, rr.first.Round(time.Millisecond), rr.totalTime.Round(time.Millisecond), rr.load.stmts.questions, rr.load.wire.questions)
+	noisy(rr.load)
+	progress("drain (%d SENT rows in the table): poller, %d rows", size, e.o.backlog)
+	pr, err := e.drainPoller(ctx)
+	if err != nil {
+		return rr, pr, fmt.Errorf("poller: %w", err)
+	}
+	progress("  poller: %.0f msg/s (all in %s), primary statements %d (proxy %d)", pr.rate, pr.totalTime.Round(time.Millisecond), pr.load.stmts.questions, pr.load.wire.questions)
+	noisy(pr.load)
+	rep.scaleAt(size)["drain_relay"] = rr.rate
+	rep.scaleAt(size)["drain_poller"] = pr.rate
+	return rr, pr, nil
+}

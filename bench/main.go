@@ -1,0 +1,209 @@
+// Command bench measures binlog-relay against a polling outbox relay on one
+// stack, in one run: the broker's own publish ceiling, backlog drain,
+// commit-to-delivery latency at a fixed rate, statements sent to the primary,
+// the effect of table size, and the relay's memory. It prints one
+// `name value unit` line per figure, then a short table. See bench/README.md.
+//
+// Everything it creates (a database, an exchange and queue, checkpoint keys)
+// has a unique name and is removed at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the flags. Defaults are the local stack (scripts/stack.sh)
+// and the figures issue 7 asks for.
+type options struct {
+	primaryDSN    string
+	replicaDSN    string
+	extraReplicas []string
+	amqpURL       string
+	redisAddr     string
+	relayBin      string
+	relayYAML     string
+	relayEnv      []string
+	tableYAML     string
+
+	brokerMsgs    int
+	backlog       int
+	rate          int
+	duration      time.Duration
+	idle          time.Duration
+	scaleSizes    []int
+	scaleDuration time.Duration
+	pollIntervals []time.Duration
+	scalePoll     time.Duration
+	pollBatch     int
+	pollEager     bool
+	bigTx         int
+	payload       int
+	phases        map[string]bool
+	keep          bool
+	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
+}
+
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory"}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
+	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
+	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "other replicas of the primary, comma-separated: waited for between steps so their catch-up does not load a measurement (unreachable ones are ignored)")
+	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
+	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
+	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
+	fs.StringVar(&o.relayYAML, "relay-yaml", "", "extra top-level YAML appended to the relay's config (e.g. 'relay: {flush_interval: 100ms}')")
+	relayEnv := fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
+	fs.StringVar(&o.tableYAML, "relay-table", "{preset: producer-message}", "the relay's table entry (schema is added); for experiments such as '{preset: producer-message, columns: {status: \"\"}}' (no SENT marks)")
+	fs.IntVar(&o.brokerMsgs, "broker-msgs", 100000, "messages published for the broker limit")
+	fs.IntVar(&o.backlog, "backlog", 100000, "PENDING rows in the backlog drain")
+	fs.IntVar(&o.rate, "rate", 1000, "rows/s committed in the fixed-rate runs")
+	fs.DurationVar(&o.duration, "duration", 60*time.Second, "length of the main fixed-rate runs")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle time after each main fixed-rate run, for statements per minute when idle")
+	sizes := fs.String("scale", "10000,100000,1000000", "SENT rows already in the table, comma-separated; the first size is the table of the main runs")
+	fs.DurationVar(&o.scaleDuration, "scale-duration", 15*time.Second, "length of the fixed-rate runs at the larger table sizes")
+	polls := fs.String("poll-intervals", "1s,100ms", "poll intervals of the polling relay in the main latency runs")
+	fs.DurationVar(&o.scalePoll, "scale-poll-interval", 100*time.Millisecond, "poll interval of the polling relay at the larger table sizes")
+	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
+	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
+	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
+	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
+	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
+	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, kv := range strings.Split(*relayEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			o.relayEnv = append(o.relayEnv, kv)
+		}
+	}
+	for _, d := range strings.Split(*extra, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			o.extraReplicas = append(o.extraReplicas, d)
+		}
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("-scale: %q is not a row count", s)
+		}
+		o.scaleSizes = append(o.scaleSizes, n)
+	}
+	slices.Sort(o.scaleSizes)
+	for _, s := range strings.Split(*polls, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("-poll-intervals: %q is not a duration", s)
+		}
+		o.pollIntervals = append(o.pollIntervals, d)
+	}
+	o.phases = map[string]bool{}
+	for _, p := range strings.Split(*only, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(allPhases, p) {
+			return nil, fmt.Errorf("-only: unknown step %q (have %s)", p, strings.Join(allPhases, ","))
+		}
+		o.phases[p] = true
+	}
+	switch {
+	case len(o.scaleSizes) == 0:
+		return nil, fmt.Errorf("-scale: at least one size")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs and -big-tx must be positive")
+	case o.payload < 16:
+		return nil, fmt.Errorf("-payload: at least 16 bytes")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	rep := &report{}
+	err = run(ctx, o, rep)
+	rep.add("bench_wall_seconds", time.Since(start).Seconds(), "s")
+	rep.print(os.Stdout, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// progress logs to stderr, so stdout carries only the figures and the table.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// run executes the steps in order. The main runs use the smallest table
+// size; the scale step repeats drain and latency at the others.
+func run(ctx context.Context, o *options, rep *report) error {
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	progress("database %s, exchange %s, queue %s", e.dbName, e.exchange, e.queue)
+
+	if o.phases["broker"] {
+		if err := e.brokerLimit(ctx, rep); err != nil {
+			return fmt.Errorf("broker limit: %w", err)
+		}
+	}
+	base := o.scaleSizes[0]
+	if o.phases["drain"] || o.phases["latency"] || o.phases["scale"] {
+		if err := e.growTo(ctx, base); err != nil {
+			return err
+		}
+	}
+	if o.phases["drain"] {
+		if err := e.drainStep(ctx, rep, base); err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+	}
+	if o.phases["latency"] {
+		if err := e.latencyStep(ctx, rep, base); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
+	if o.phases["scale"] {
+		for _, size := range o.scaleSizes[1:] {
+			if err := e.growTo(ctx, size); err != nil {
+				return err
+			}
+			if err := e.scaleStep(ctx, rep, size); err != nil {
+				return fmt.Errorf("scale %d: %w", size, err)
+			}
+		}
+	}
+	if o.phases["memory"] {
+		if err := e.bigTxStep(ctx, rep); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	return nil
+}

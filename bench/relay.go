@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func checkpointKey(name string) string { return "binlog-relay:" + name + ":checkpoint" }
+
+// relayConfig is the relay's YAML for the stack: the shipped defaults for
+// everything that shapes the figures (batch size, flush interval, checkpoint
+// interval, window, buffers), the HTTP endpoints off (their port may be taken
+// on a shared machine; they read only the replica), and the seed table.
+// binlogOnly turns the sweeper off, so a drain measures the binlog path
+// alone even on a machine slow enough for the backlog to pass the sweeper's
+// grace period. Passwords come from the environment, never the file.
+func (e *env) relayConfig(name string, binlogOnly bool) (string, error) {
+	sh, sp, su, _, err := hostPort(e.o.replicaDSN)
+	if err != nil {
+		return "", fmt.Errorf("-replica-dsn: %w", err)
+	}
+	_, _, pu, _, err := hostPort(e.o.primaryDSN)
+	if err != nil {
+		return "", fmt.Errorf("-primary-dsn: %w", err)
+	}
+	ph, pp := e.wire.hostPort()
+	sweeper := ""
+	if binlogOnly {
+		sweeper = "sweeper: {enabled: false}\n"
+	}
+	return fmt.Sprintf(`name: %s
+source: {host: "%s", port: %d, user: "%s", password: "${BENCH_SOURCE_PASSWORD:-}"}
+primary: {host: "%s", port: %d, user: "%s", password: "${BENCH_PRIMARY_PASSWORD:-}"}
+broker: {url: "${BENCH_AMQP_URL}"}
+redis: {addr: "%s"}
+http: {addr: "off"}
+log: {level: info, format: json}
+%stables:
+  - %s
+%s
+`, name, sh, sp, su, ph, pp, pu, e.o.redisAddr, sweeper, tableEntry(e.o.tableYAML, e.dbName), e.o.relayYAML), nil
+}
+
+// tableEntry adds the run's schema to a flow-style table entry.
+func tableEntry(entry, schema string) string {
+	entry = strings.TrimSpace(entry)
+	if strings.HasPrefix(entry, "{") && strings.HasSuffix(entry, "}") {
+		return strings.TrimSuffix(entry, "}") + ", schema: " + schema + "}"
+	}
+	return entry
+}
+
+// relayProc is binlog-relay run as a child process.
+type relayProc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	started time.Time
+	done    chan struct{}
+	waitErr error
+}
+
+// startRelay runs `binlog-relay run` with a config named name and waits
+// until it streams and is connected to the broker.
+func (e *env) startRelay(ctx context.Context, name string, binlogOnly bool) (*relayProc, error) {
+	yaml, err := e.relayConfig(name, binlogOnly)
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(e.tmp, name+".yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(e.relayNames, name) {
+		e.relayNames = append(e.relayNames, name)
+	}
+	p := &relayProc{name: name, logPath: filepath.Join(e.tmp, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())), done: make(chan struct{})}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	_, _, _, spw, _ := hostPort(e.o.replicaDSN)
+	_, _, _, ppw, _ := hostPort(e.o.primaryDSN)
+	p.cmd = exec.Command(e.relayBin, "run", "--config", cfg)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.Env = append(os.Environ(), "BENCH_SOURCE_PASSWORD="+spw, "BENCH_PRIMARY_PASSWORD="+ppw, "BENCH_AMQP_URL="+e.o.amqpURL)
+	p.cmd.Env = append(p.cmd.Env, e.o.relayEnv...)
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the relay: %w", err)
+	}
+	go func() { p.waitErr = p.cmd.Wait(); f.Close(); close(p.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l := p.logText()
+		if strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected") {
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("the relay exited at start (%v):\n%s", p.waitErr, tail(p.logText(), 3000))
+		case <-ctx.Done():
+			p.kill()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.kill()
+			return nil, fmt.Errorf("the relay did not start within 30s:\n%s", tail(l, 3000))
+		}
+	}
+}
+
+func (p *relayProc) String() string { return "binlog-relay" }
+
+func (p *relayProc) logText() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// peakRSS is the relay's peak resident set so far (VmHWM).
+func (p *relayProc) peakRSS() int64 { return peakRSS(p.cmd.Process.Pid) }
+
+// cpu is the relay's CPU time so far.
+func (p *relayProc) cpu() time.Duration { return processCPU(p.cmd.Process.Pid) }
+
+// stop sends SIGTERM (drain, save the checkpoint, exit 0) and waits.
+func (p *relayProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		p.kill()
+		return errors.New("the relay did not stop within 60s of SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("the relay exited %d after SIGTERM:\n%s", code, tail(p.logText(), 3000))
+	}
+	return nil
+}
+
+func (p *relayProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// waitCheckpoint waits until the relay named name has saved a checkpoint.
+func (e *env) waitCheckpoint(ctx context.Context, name string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		n, err := e.redis.Exists(ctx, checkpointKey(name)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no checkpoint %s after %s", checkpointKey(name), within)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+// env is one bench run's servers and the things it created.
+type env struct {
+	o        *options
+	dbName   string
+	primary  *countedDB // the bench's own statements, counted
+	producer *countedDB // the fixed-rate producer's pool, counted the same way
+	ownStmts stmtCount  // what the bench sent the primary (all its connections)
+	wire     *wireProxy // contenders reach the primary through it
+	created  bool
+	replica  *sql.DB
+	extras   []*sql.DB
+	redis    *redis.Client
+
+	exchange, queue string
+	consumer        *consumer
+
+	relayBin   string
+	tmp        string
+	relayNames []string
+	primaryPID int
+	phase      int
+	watermark  int64 // highest id of the seeded SENT rows: everything above is removed after each run
+	seeded     int   // SENT rows in the table
+	brokerRate float64
+	procs      []proc // local processes of the stack, for CPU use
+}
+
+// openDB opens a DSN with the bench's options: client-side interpolation, so
+// every statement is one round trip, as the relay's own connections do.
+func openDB(dsn, db string, params map[string]string) (*sql.DB, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parsing DSN: %w", err)
+	}
+	c.DBName = db
+	c.ParseTime = true
+	c.InterpolateParams = true
+	c.Params = params
+	conn, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := conn.PingContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("MySQL at %s is not reachable (scripts/stack.sh up): %w", c.Addr, err)
+	}
+	return conn, nil
+}
+
+func newEnv(ctx context.Context, o *options) (e *env, err error) {
+	// The driver logs a connection the server closed while idle (a server
+	// of the shared stack restarted by another test) and then retries on a
+	// new one: not the bench's concern.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	suffix := fmt.Sprintf("%d_%04d", time.Now().Unix()%1000000, rand.IntN(10000))
+	e = &env{o: o, dbName: "bench_" + suffix, exchange: "bench.ex." + suffix, queue: "bench.q." + suffix}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.tmp, err = os.MkdirTemp("", "binlog-relay-bench"); err != nil {
+		return nil, err
+	}
+	root, err := openDB(o.primaryDSN, "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("primary: %w", err)
+	}
+	e.ownStmts.note("CREATE DATABASE")
+	_, err = root.ExecContext(ctx, "CREATE DATABASE "+e.dbName)
+	_ = root.Close()
+	if err != nil {
+		return nil, fmt.Errorf("creating database: %w", err)
+	}
+	e.created = true
+	if e.primary, err = e.openPrimary(4); err != nil {
+		return nil, err
+	}
+	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the seed schema: %w", err)
+	}
+	if _, err := e.primary.ExecContext(ctx, stripComments(string(ddl))); err != nil {
+		return nil, fmt.Errorf("creating producer_message: %w", err)
+	}
+	if e.replica, err = openDB(o.replicaDSN, "", nil); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	for _, dsn := range o.extraReplicas {
+		db, err := openDB(dsn, "", nil)
+		if err != nil {
+			progress("extra replica %s not used: %v", redactDSN(dsn), err)
+			continue
+		}
+		e.extras = append(e.extras, db)
+	}
+	e.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr})
+	if err := e.redis.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", o.redisAddr, err)
+	}
+	e.primaryPID = e.findPrimaryPID(ctx)
+	if ph, pp, _, _, err := hostPort(o.primaryDSN); err != nil {
+		return nil, err
+	} else if e.wire, err = startWireProxy(net.JoinHostPort(ph, strconv.Itoa(pp))); err != nil {
+		return nil, err
+	}
+	e.procs = e.stackProcs(ctx)
+	if err := e.setupBroker(); err != nil {
+		return nil, err
+	}
+	if e.relayBin, err = e.buildRelay(o.relayBin); err != nil {
+		return nil, err
+	}
+	if err := e.quiesce(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// close drops what the run created.
+func (e *env) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if e.consumer != nil {
+		e.consumer.close()
+	}
+	if !e.o.keep {
+		e.teardownBroker()
+		if e.primary != nil && e.created {
+			if _, err := e.primary.ExecContext(ctx, "DROP DATABASE IF EXISTS "+e.dbName); err != nil {
+				progress("dropping %s: %v", e.dbName, err)
+			}
+		}
+	}
+	if e.redis != nil {
+		// The relay's keys are binlog-relay:<name>:* (checkpoint, leader
+		// lease); every name here is the bench's own.
+		for _, n := range e.relayNames {
+			iter := e.redis.Scan(ctx, 0, "binlog-relay:"+n+":*", 100).Iterator()
+			for iter.Next(ctx) {
+				_ = e.redis.Del(ctx, iter.Val()).Err()
+			}
+		}
+		_ = e.redis.Close()
+	}
+	for _, db := range append([]*sql.DB{e.replica}, e.extras...) {
+		if db != nil {
+			_ = db.Close()
+		}
+	}
+	if e.producer != nil {
+		_ = e.producer.Close()
+	}
+	if e.primary != nil {
+		_ = e.primary.Close()
+	}
+	if e.wire != nil {
+		_ = e.wire.close()
+	}
+	if e.tmp != "" {
+		_ = os.RemoveAll(e.tmp)
+	}
+}
+
+// contenderDSN is the primary DSN by way of the counting proxy.
+func (e *env) contenderDSN() string {
+	c, err := mysql.ParseDSN(e.o.primaryDSN)
+	if err != nil {
+		return e.o.primaryDSN
+	}
+	c.Addr = e.wire.addr()
+	return c.FormatDSN()
+}
+
+// buildRelay returns the relay binary, building it when none is given.
+func (e *env) buildRelay(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	out := filepath.Join(e.tmp, "binlog-relay")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/binlog-relay")
+	cmd.Dir = repoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the relay: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// repoRoot is the directory holding go.mod, from the working directory up.
+func repoRoot() string {
+	dir, _ := os.Getwd()
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
+}
+
+func stripComments(sql string) string {
+	var out []string
+	for _, l := range strings.Split(sql, "\n") {
+		if i := strings.Index(l, "--"); i >= 0 {
+			l = l[:i]
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+func redactDSN(dsn string) string {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "<dsn>"
+	}
+	return c.User + "@" + c.Addr
+}
+
+func hostPort(dsn string) (host string, port int, user, pass string, err error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", 0, "", "", err
+	}
+	h, p, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "", 0, "", "", fmt.Errorf("DSN address %q: %w", c.Addr, err)
+	}
+	port, err = strconv.Atoi(p)
+	return h, port, c.User, c.Passwd, err
+}
+
+// findPrimaryPID finds the primary's server process when it runs on this
+// machine (its pid file is readable), for its CPU time; 0 otherwise.
+func (e *env) findPrimaryPID(ctx context.Context) int {
+	var path string
+	if err := e.primary.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&path); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid > 0 && processCPU(pid) < 0 {
+		return 0
+	}
+	return pid
+}
+
+// quiesce waits until every replica has applied what the primary logged and
+// InnoDB's purge has caught up, so the next measurement does not share the
+// machine with catch-up work from the previous step.
+func (e *env) quiesce(ctx context.Context) error {
+	var pos string
+	if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		return fmt.Errorf("reading the primary's GTID position: %w", err)
+	}
+	for i, db := range append([]*sql.DB{e.replica}, e.extras...) {
+		var res sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
+			if i == 0 {
+				return fmt.Errorf("the replica did not reach %s within 300s (%v)", pos, err)
+			}
+			progress("extra replica %d did not reach %s (%v); going on", i, pos, err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int64
+		err := e.primary.QueryRowContext(ctx, "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'").Scan(&n)
+		if err != nil || n < 5000 {
+			return nil
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	progress("InnoDB purge still behind after 60s; going on")
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+var errTimeout = errors.New("timed out")
