@@ -20,14 +20,7 @@ type Broker struct {
 // when the test ends.
 func NewBroker(t testing.TB) *Broker {
 	t.Helper()
-	conn, err := amqp.Dial(AMQPURL)
-	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable (run scripts/stack.sh up): %v", err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("opening channel: %v", err)
-	}
+	conn, ch := dial(t)
 	b := &Broker{Exchange: UniqueName("ex"), Queue: UniqueName("q"), conn: conn, ch: ch}
 	if err := ch.ExchangeDeclare(b.Exchange, "topic", true, false, false, false, nil); err != nil {
 		t.Fatalf("declaring exchange: %v", err)
@@ -71,14 +64,7 @@ type Collector struct {
 // Consume starts collecting the queue's messages until the test ends.
 func (b *Broker) Consume(t testing.TB, queue string) *Collector {
 	t.Helper()
-	conn, err := amqp.Dial(AMQPURL)
-	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable: %v", err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("opening channel: %v", err)
-	}
+	conn, ch := dial(t)
 	if err := ch.Qos(2000, 0, false); err != nil {
 		t.Fatalf("qos: %v", err)
 	}
@@ -133,14 +119,7 @@ func (c *Collector) Distinct() (distinct, duplicates int) {
 // message to it is unroutable), deleted when the test ends.
 func NewExchange(t testing.TB) string {
 	t.Helper()
-	conn, err := amqp.Dial(AMQPURL)
-	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable (run scripts/stack.sh up): %v", err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("opening channel: %v", err)
-	}
+	conn, ch := dial(t)
 	name := UniqueName("ex_unbound")
 	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
 		t.Fatalf("declaring exchange: %v", err)
@@ -155,4 +134,18 @@ func (b *Broker) BindQueueTo(t testing.TB, queue, exchange string) {
 	if err := b.ch.QueueBind(queue, "#", exchange, false, nil); err != nil {
 		t.Fatalf("binding %s to %s: %v", queue, exchange, err)
 	}
+}
+
+// dial opens a connection and a channel to the stack's RabbitMQ.
+func dial(t testing.TB) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(AMQPURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable (run scripts/stack.sh up): %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	return conn, ch
 }

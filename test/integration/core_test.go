@@ -10,27 +10,37 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
+// orderInsert builds one multi-row INSERT of perTx outbox rows for
+// transaction number i, routed to exchange, and returns it with the rows'
+// message ids in insert order.
+func orderInsert(exchange, prefix string, i, perTx int) (string, []string) {
+	var b strings.Builder
+	b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
+	ids := make([]string, 0, perTx)
+	for j := 0; j < perTx; j++ {
+		id := fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
+		ids = append(ids, id)
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", id, exchange, id)
+	}
+	return b.String(), ids
+}
+
 // insertOrders inserts txs transactions of perTx outbox rows each, routed to
 // the test exchange, and returns the message ids in commit order.
 func insertOrders(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx int) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; i < txs; i++ {
-		var b strings.Builder
-		b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-		for j := 0; j < perTx; j++ {
-			id := fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
-			ids = append(ids, id)
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", id, exchange, id)
-		}
+		stmt, batch := orderInsert(exchange, prefix, i, perTx)
+		ids = append(ids, batch...)
 		tx, err := db.Primary.Begin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(b.String()); err != nil {
+		if _, err := tx.Exec(stmt); err != nil {
 			t.Fatalf("insert: %v", err)
 		}
 		if err := tx.Commit(); err != nil {

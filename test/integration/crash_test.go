@@ -34,18 +34,8 @@ func startProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, p
 		defer p.wg.Done()
 		defer close(p.done)
 		for i := 0; i < txs; i++ {
-			var b strings.Builder
-			b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-			var batch []string
-			for j := 0; j < perTx; j++ {
-				id := fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
-				batch = append(batch, id)
-				if j > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", id, exchange, id)
-			}
-			if _, err := db.Primary.Exec(b.String()); err != nil {
+			stmt, batch := orderInsert(exchange, prefix, i, perTx)
+			if _, err := db.Primary.Exec(stmt); err != nil {
 				p.mu.Lock()
 				p.err = err
 				p.mu.Unlock()
@@ -150,8 +140,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	waitStarted(t, p2)
 	want := prod.wait(t)
 	last := primaryGTID(t, db)
-	testenv.Eventually(t, 120*time.Second, func() bool { d, _ := got.Distinct(); return d >= len(want) },
-		"distinct delivered %d of %d", func() int { d, _ := got.Distinct(); return d }(), len(want))
+	waitAllDistinct(t, got, want, 120*time.Second)
 	distinct, dups := got.Distinct()
 	t.Logf("killed after %d deliveries; %d distinct of %d rows, %d duplicates after the restart", beforeKill, distinct, len(want), dups)
 	assertSameOrder(t, firstSeenOrder(got.All()), want)

@@ -98,19 +98,9 @@ func startPacedGTIDs(t *testing.T, db *testenv.DB, exchange, prefix string, txs,
 		defer tick.Stop()
 		for i := 0; i < txs; i++ {
 			<-tick.C
-			var b strings.Builder
-			b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-			batch := make([]string, 0, perTx)
-			for j := 0; j < perTx; j++ {
-				id := fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
-				batch = append(batch, id)
-				if j > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", id, exchange, id)
-			}
+			stmt, batch := orderInsert(exchange, prefix, i, perTx)
 			var gtid string
-			_, err := conn.ExecContext(context.Background(), b.String())
+			_, err := conn.ExecContext(context.Background(), stmt)
 			if err == nil && gtids != nil {
 				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
 			}
