@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,5 +316,61 @@ func TestParseEnum(t *testing.T) {
 		if got := strings.Join(parseEnum(in), "|"); got != want {
 			t.Errorf("parseEnum(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Every transaction logs its own TABLE_MAP: one with the same content reuses
+// the layout, one that differs in anything the layout depends on does not.
+func TestLayoutReusedForAnEqualTableMap(t *testing.T) {
+	tb := seedTable(t)
+	r := newTestReader(t, tb, &fakeSchema{})
+	cols := []col{cID, cMsgID, cEx, cRK, cBody, cStatus}
+	first, err := r.layoutFor(context.Background(), tb, tableMap(true, cols...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.layoutFor(context.Background(), tb, tableMap(true, cols...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first {
+		t.Fatal("an equal TABLE_MAP of the next transaction rebuilt the layout")
+	}
+	renamed := tableMap(true, cID, cMsgID, cEx, cBody, cRK, cStatus) // two columns swapped
+	lay, err := r.layoutFor(context.Background(), tb, renamed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lay == first {
+		t.Fatal("a TABLE_MAP with the columns in another order reused the old layout")
+	}
+	row := lay.row(tb, []any{int64(1), "m", "ex", []byte("body"), "rk", "PENDING"})
+	checkRow(t, row, map[string]any{"routing_key": "rk", "content": "body"})
+	newID := tableMap(true, cID, cMsgID, cEx, cBody, cRK, cStatus)
+	newID.TableID = 42
+	if other, _ := r.layoutFor(context.Background(), tb, newID); other == lay {
+		t.Fatal("a TABLE_MAP with another table id reused the old layout")
+	}
+}
+
+// An INSERT logged with binlog_row_image=MINIMAL holds only the columns the
+// statement named: a column the relay reads that is not in the image is
+// reported by name, never decoded as NULL.
+func TestLayoutMissingFromRowImage(t *testing.T) {
+	tb := seedTable(t)
+	r := newTestReader(t, tb, &fakeSchema{})
+	lay, err := r.layoutFor(context.Background(), tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if col, ok := lay.missingFrom([]byte{0b111111}); !ok {
+		t.Fatalf("full image: %s reported missing", col)
+	}
+	// status (column 6) defaulted, so MINIMAL left it out.
+	if col, ok := lay.missingFrom([]byte{0b011111}); ok || col != "status" {
+		t.Fatalf("image without status: got %q, %v; want status reported", col, ok)
+	}
+	if col, ok := lay.missingFrom(nil); ok || !slices.Contains(lay.names, col) {
+		t.Fatalf("empty bitmap: got %q, %v; want one of the columns read (%v) reported", col, ok, lay.names)
 	}
 }

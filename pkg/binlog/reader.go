@@ -454,6 +454,12 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 	if err != nil {
 		return &fatalError{err}
 	}
+	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
+		// The start-up check refuses a row image other than FULL, but the
+		// source's setting can change while the relay runs.
+		return &fatalError{fmt.Errorf("binlog: INSERT into %s.%s at %s:%d leaves column %s out of its row image (binlog_row_image=MINIMAL?): set binlog_row_image=FULL on the source",
+			t.Schema, t.Name, s.tracker.file, ev.Header.LogPos, col)}
+	}
 	for _, values := range e.Rows {
 		s.txRows++
 		if s.skipRows > 0 && (s.skipByPos || s.txGTID.equal(s.skipGTID)) {
