@@ -456,7 +456,7 @@ func (p *Publisher) connect() (*session, error) {
 		Heartbeat:       10 * time.Second,
 		TLSClientConfig: p.cfg.TLS,
 		Properties:      props,
-		Dial:            amqp.DefaultDial(10 * time.Second),
+		Dial:            batchDial(10 * time.Second),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", Redact(p.cfg.URL), Scrub(err, p.cfg.URL))
