@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,6 +116,7 @@ type sink struct {
 	mu          sync.Mutex
 	seen        map[string]struct{}
 	lat         []time.Duration // first delivery of each message
+	sent        []time.Time     // and its commit time (from the payload)
 	dups        int
 	first, last time.Time
 	full        chan struct{}
@@ -137,6 +140,7 @@ func (s *sink) add(id string, body []byte, at time.Time) {
 	if s.latency {
 		if t, ok := bodyTime(body); ok {
 			s.lat = append(s.lat, at.Sub(t))
+			s.sent = append(s.sent, t)
 		}
 	}
 	if len(s.seen) == s.want {
@@ -187,6 +191,22 @@ func (s *sink) span() (first, last time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.first, s.last
+}
+
+// trace writes one CSV line per message: label, commit time in ms from
+// the first commit, and commit-to-delivery in ms (for -latency-trace).
+func (s *sink) trace(w io.Writer, label string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sent) == 0 {
+		return nil
+	}
+	t0 := slices.MinFunc(s.sent, func(a, b time.Time) int { return a.Compare(b) })
+	bw := bufio.NewWriter(w)
+	for i, t := range s.sent {
+		fmt.Fprintf(bw, "%s,%.3f,%.3f\n", label, ms(t.Sub(t0)), ms(s.lat[i]))
+	}
+	return bw.Flush()
 }
 
 // percentiles of the recorded latencies: p50, p99 and max.

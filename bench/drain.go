@@ -119,7 +119,11 @@ func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 	}
 	cpu0 := sampleCPU(e.procs)
 	start := time.Now()
-	p, err := e.newPoller(e.o.pollIntervals[0])
+	interval := e.o.scalePoll
+	if len(e.o.pollIntervals) > 0 {
+		interval = e.o.pollIntervals[0]
+	}
+	p, err := e.newPoller(interval)
 	if err != nil {
 		return r, err
 	}

@@ -49,6 +49,7 @@ type options struct {
 	payload       int
 	phases        map[string]bool
 	keep          bool
+	latencyTrace  string
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
@@ -66,7 +67,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
 	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
-	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "other replicas of the primary, comma-separated: waited for between steps so their catch-up does not load a measurement (unreachable ones are ignored)")
+	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "other replicas of the primary on this machine, comma-separated (the stack's second replica, there for failover tests): their replication is paused for the run and resumed at its end, so only the replica the relay reads shares the cores (unreachable ones are ignored)")
 	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
@@ -80,13 +81,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle time after each main fixed-rate run, for statements per minute when idle")
 	sizes := fs.String("scale", "10000,100000,1000000", "SENT rows already in the table, comma-separated; the first size is the table of the main runs")
 	fs.DurationVar(&o.scaleDuration, "scale-duration", 15*time.Second, "length of the fixed-rate runs at the larger table sizes")
-	polls := fs.String("poll-intervals", "1s,100ms", "poll intervals of the polling relay in the main latency runs")
+	polls := fs.String("poll-intervals", "1s,100ms", "poll intervals of the polling relay in the main latency runs (empty: the relay alone)")
 	fs.DurationVar(&o.scalePoll, "scale-poll-interval", 100*time.Millisecond, "poll interval of the polling relay at the larger table sizes")
 	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
 	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
+	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -110,6 +112,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	slices.Sort(o.scaleSizes)
 	for _, s := range strings.Split(*polls, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("-poll-intervals: %q is not a duration", s)

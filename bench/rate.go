@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,11 @@ func (e *env) fixedRate(ctx context.Context, c *contender, d, idle time.Duration
 	}
 	if err := s.wait(ctx, 120*time.Second); err != nil {
 		return r, err
+	}
+	if e.o.latencyTrace != "" {
+		if err := appendTrace(e.o.latencyTrace, s, c.label); err != nil {
+			return r, err
+		}
 	}
 	if c.label != "relay" || e.relayMarks() {
 		if err := e.waitAllSent(ctx, 30*time.Second); err != nil {
@@ -276,4 +282,16 @@ func (e *env) reportRate(rep *report, label string, r rateResult, size int, main
 	if r.behind > 50*time.Millisecond {
 		progress("  warning: the producer fell %s behind its schedule", r.behind.Round(time.Millisecond))
 	}
+}
+
+func appendTrace(path string, s *sink, label string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("-latency-trace: %w", err)
+	}
+	if err := s.trace(f, label); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("-latency-trace: %w", err)
+	}
+	return f.Close()
 }

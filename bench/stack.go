@@ -116,6 +116,13 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 			progress("extra replica %s not used: %v", redactDSN(dsn), err)
 			continue
 		}
+		// STOP/START REPLICA: MariaDB 10.5+, MySQL 8.0.22+.
+		if _, err := db.ExecContext(ctx, "STOP REPLICA"); err != nil {
+			progress("extra replica %s not paused: %v", redactDSN(dsn), err)
+			_ = db.Close()
+			continue
+		}
+		progress("extra replica %s: replication paused for the run", redactDSN(dsn))
 		e.extras = append(e.extras, db)
 	}
 	e.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr})
@@ -166,6 +173,11 @@ func (e *env) close() {
 			}
 		}
 		_ = e.redis.Close()
+	}
+	for _, db := range e.extras {
+		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
+			progress("resuming an extra replica's replication: %v (scripts/stack.sh up resumes it)", err)
+		}
 	}
 	for _, db := range append([]*sql.DB{e.replica}, e.extras...) {
 		if db != nil {
@@ -283,28 +295,76 @@ func (e *env) quiesce(ctx context.Context) error {
 	if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 		return fmt.Errorf("reading the primary's GTID position: %w", err)
 	}
-	for i, db := range append([]*sql.DB{e.replica}, e.extras...) {
-		var res sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
-			if i == 0 {
-				return fmt.Errorf("the replica did not reach %s within 300s (%v)", pos, err)
-			}
-			progress("extra replica %d did not reach %s (%v); going on", i, pos, err)
-		}
+	var res sql.NullInt64
+	if err := e.replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
+		return fmt.Errorf("the replica did not reach %s within 300s (%v)", pos, err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int64
-		err := e.primary.QueryRowContext(ctx, "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'").Scan(&n)
-		if err != nil || n < 5000 {
-			return nil
-		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return err
+	type querier interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+	for _, db := range []querier{e.primary, e.replica} {
+		for {
+			var n int64
+			err := db.QueryRowContext(ctx, "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'").Scan(&n)
+			if err != nil || n < 5000 {
+				break
+			}
+			if time.Now().After(deadline) {
+				progress("InnoDB purge still behind after 60s; going on")
+				break
+			}
+			if err := sleep(ctx, 250*time.Millisecond); err != nil {
+				return err
+			}
 		}
 	}
-	progress("InnoDB purge still behind after 60s; going on")
+	return waitMachineIdle(ctx, 30*time.Second)
+}
+
+// waitMachineIdle waits (up to max) for a second in which the machine's
+// cores are at most 15% busy: what a previous step left running (a
+// server's background flushing, the broker deleting a queue's messages)
+// then does not share the cores with the next measurement.
+func waitMachineIdle(ctx context.Context, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	prevBusy, prevAll, ok := machineTicks()
+	for ok && time.Now().Before(deadline) {
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		busy, all, _ := machineTicks()
+		if all > prevAll && float64(busy-prevBusy)/float64(all-prevAll) <= 0.15 {
+			return nil
+		}
+		prevBusy, prevAll = busy, all
+	}
+	if ok {
+		progress("the machine was still busy after %s; going on", max)
+	}
 	return nil
+}
+
+// machineTicks reads the busy and total CPU time of all cores from
+// /proc/stat (false where there is none).
+func machineTicks() (busy, all uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		all += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, all, true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
