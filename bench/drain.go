@@ -180,8 +180,42 @@ func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
 	}
 	rep.add("rss_relay_drain_peak_mb", mb(rr.rss), "MB")
 	rep.addCPU("drain_relay", "binlog-relay drain", rr.msgs, rr.cpu)
+	if ur, ok, err := e.drainUnmarked(ctx); err != nil {
+		return fmt.Errorf("relay without SENT marks: %w", err)
+	} else if ok {
+		rep.add("drain_relay_unmarked_msgs_per_s", ur.rate, "msg/s")
+		if e.brokerRate > 0 {
+			rep.add("drain_relay_unmarked_vs_broker_pct", 100*ur.rate/e.brokerRate, "%")
+		}
+		rep.addCPU("drain_relay_unmarked", "without SENT marks", ur.msgs, ur.cpu)
+	}
 	rep.addCPU("drain_poller", "poller drain", pr.msgs, pr.cpu)
 	return nil
+}
+
+// defaultTable is -relay-table's default; unmarkedTable is the same table
+// with the status column taken away, so the relay marks nothing.
+const (
+	defaultTable  = "{preset: producer-message}"
+	unmarkedTable = "{preset: producer-message, columns: {status: ''}}"
+)
+
+// drainUnmarked repeats the relay's drain with the SENT marks off (with the
+// default table only): not a way to deploy the relay, but the measure of
+// what the marks cost the drain on a machine the databases share.
+func (e *env) drainUnmarked(ctx context.Context) (drainResult, bool, error) {
+	if e.o.tableYAML != defaultTable {
+		return drainResult{}, false, nil
+	}
+	e.o.tableYAML = unmarkedTable
+	defer func() { e.o.tableYAML = defaultTable }()
+	progress("drain: binlog-relay again without SENT marks, %d rows", e.o.backlog)
+	r, err := e.drainRelay(ctx)
+	if err != nil {
+		return r, false, err
+	}
+	progress("  binlog-relay without SENT marks: %.0f msg/s (all in %s)", r.rate, r.totalTime.Round(time.Millisecond))
+	return r, true, nil
 }
 
 func (e *env) drainBoth(ctx context.Context, rep *report, size int) (drainResult, drainResult, error) {

@@ -73,7 +73,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
 	fs.StringVar(&o.relayYAML, "relay-yaml", "", "extra top-level YAML appended to the relay's config (e.g. 'relay: {flush_interval: 100ms}')")
 	relayEnv := fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
-	fs.StringVar(&o.tableYAML, "relay-table", "{preset: producer-message}", "the relay's table entry (schema is added); for experiments such as '{preset: producer-message, columns: {status: \"\"}}' (no SENT marks)")
+	fs.StringVar(&o.tableYAML, "relay-table", defaultTable, "the relay's table entry (schema is added); for experiments such as '{preset: producer-message, columns: {status: \"\"}}' (no SENT marks)")
 	fs.IntVar(&o.brokerMsgs, "broker-msgs", 100000, "messages published for the broker limit")
 	fs.IntVar(&o.backlog, "backlog", 100000, "PENDING rows in the backlog drain")
 	fs.IntVar(&o.rate, "rate", 1000, "rows/s committed in the fixed-rate runs")

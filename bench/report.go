@@ -103,6 +103,9 @@ func (r *report) print(w io.Writer, o *options) {
 	row("broker limit", cell("broker_limit_msgs_per_s", ""), "100%", "", "", "")
 	row("binlog-relay", cell("drain_relay_msgs_per_s", ""), cell("drain_relay_vs_broker_pct", "%"), cell("drain_relay_primary_stmts_per_1k_msgs", ""),
 		cell("drain_relay_primary_cpu_ms_per_1k_msgs", ""), cell("drain_relay_first_delivery_ms", ""))
+	if _, ok := r.get("drain_relay_unmarked_msgs_per_s"); ok {
+		row("without SENT marks", cell("drain_relay_unmarked_msgs_per_s", ""), cell("drain_relay_unmarked_vs_broker_pct", "%"), "0", "", "")
+	}
 	row("poller", cell("drain_poller_msgs_per_s", ""), cell("drain_poller_vs_broker_pct", "%"), cell("drain_poller_primary_stmts_per_1k_msgs", ""),
 		cell("drain_poller_primary_cpu_ms_per_1k_msgs", ""), cell("drain_poller_first_delivery_ms", ""))
 	_ = tw.Flush()
