@@ -174,11 +174,7 @@ func (e *env) close() {
 		}
 		_ = e.redis.Close()
 	}
-	for _, db := range e.extras {
-		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
-			progress("resuming an extra replica's replication: %v (scripts/stack.sh up resumes it)", err)
-		}
-	}
+	e.resumeExtras()
 	for _, db := range append([]*sql.DB{e.replica}, e.extras...) {
 		if db != nil {
 			_ = db.Close()
@@ -195,6 +191,36 @@ func (e *env) close() {
 	}
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
+	}
+}
+
+// resumeExtras starts the paused replicas' replication again and waits up
+// to a minute for them to catch up with the primary; past that they go on
+// catching up in the background (the tests that read the second replica
+// wait for it themselves).
+func (e *env) resumeExtras() {
+	if len(e.extras) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
+	defer cancel()
+	var pos string
+	if e.primary != nil {
+		_ = e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+	}
+	for _, db := range e.extras {
+		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
+			progress("resuming an extra replica's replication: %v (scripts/stack.sh up resumes it)", err)
+			continue
+		}
+		if pos == "" {
+			continue
+		}
+		progress("extra replica: replication resumed, waiting for it to catch up")
+		var res sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 60)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
+			progress("an extra replica is still catching up with %s after a minute (%v); it goes on in the background", pos, err)
+		}
 	}
 }
 

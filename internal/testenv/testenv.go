@@ -131,14 +131,28 @@ func (d *DB) Exec(t testing.TB, q string, args ...any) sql.Result {
 // has logged so far.
 func (d *DB) WaitReplicated(t testing.TB, within time.Duration) {
 	t.Helper()
+	d.waitOn(t, d.Replica, "replica", within)
+}
+
+// WaitReplicatedOn is WaitReplicated for another replica of the primary
+// (the stack's replica2, which a test reading from it must wait for: it may
+// be catching up on someone else's writes).
+func (d *DB) WaitReplicatedOn(t testing.TB, dsn string, within time.Duration) {
+	t.Helper()
+	h, p := HostPort(dsn)
+	d.waitOn(t, Open(t, dsn, ""), fmt.Sprintf("replica %s:%d", h, p), within)
+}
+
+func (d *DB) waitOn(t testing.TB, replica *sql.DB, name string, within time.Duration) {
+	t.Helper()
 	var pos string
 	if err := d.Primary.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 		t.Fatalf("reading primary GTID: %v", err)
 	}
 	var ok sql.NullInt64
-	err := d.Replica.QueryRow("SELECT MASTER_GTID_WAIT(?, ?)", pos, within.Seconds()).Scan(&ok)
+	err := replica.QueryRow("SELECT MASTER_GTID_WAIT(?, ?)", pos, within.Seconds()).Scan(&ok)
 	if err != nil || !ok.Valid || ok.Int64 != 0 {
-		t.Fatalf("replica did not reach %s within %s (err %v, result %v)", pos, within, err, ok)
+		t.Fatalf("%s did not reach %s within %s (err %v, result %v)", name, pos, within, err, ok)
 	}
 }
 

@@ -336,6 +336,7 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	testenv.Integration(t)
 	t.Cleanup(func() { stack(t, "start", "replica2") })
 	db := testenv.NewDB(t, "schema/producer_message.sql")
+	db.WaitReplicatedOn(t, testenv.Replica2DSN, 5*time.Minute)
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
