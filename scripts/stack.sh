@@ -18,12 +18,16 @@ set -euo pipefail
 # the tests and `make bench` measure that says nothing about the relay. The data is test data;
 # `down --wipe` deletes it and a reboot loses it, after which `up` starts from nothing.
 default_stack_dir() {
-  local shm=/dev/shm/binlog-relay-stack avail
+  local shm=/dev/shm/binlog-relay-stack disk=/var/tmp/binlog-relay-stack avail pid
   if [[ -f $shm/.binlog-relay-stack ]]; then echo "$shm"; return; fi
+  # A stack still running from /var/tmp (made before this default) stays where it is.
+  pid=$(cat "$disk/primary/mysqld.pid" 2>/dev/null || true)
+  if [[ -f $disk/.binlog-relay-stack && -n $pid ]] && kill -0 "$pid" 2>/dev/null; then echo "$disk"; return; fi
   avail=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')
-  if [[ -w /dev/shm && ${avail:-0} -gt $((8 * 1024 * 1024)) ]]; then echo "$shm"; else echo /var/tmp/binlog-relay-stack; fi
+  if [[ -w /dev/shm && ${avail:-0} -gt $((8 * 1024 * 1024)) ]]; then echo "$shm"; else echo "$disk"; fi
 }
 STACK_DIR=${STACK_DIR:-$(default_stack_dir)}
+BINLOG_EXPIRE=1800   # seconds; longer than make bench keeps replica2 paused
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 NAMES=(primary replica replica2 misconf)
 REPLICAS=(replica replica2)
@@ -102,8 +106,9 @@ binlog_checksum                = CRC32
 log_slave_updates              = ON
 gtid_strict_mode               = ON
 gtid_domain_id                 = 0
-# binlogs older than 3 hours go at the next rotation: bench runs write gigabytes
-binlog_expire_logs_seconds     = 10800
+# binlogs older than 30 minutes go at the next rotation: with the data in memory, test and bench
+# runs would otherwise pile up gigabytes (stack.sh up sets it on running servers too)
+binlog_expire_logs_seconds     = $BINLOG_EXPIRE
 max_binlog_size                = 64M
 max_allowed_packet             = 256M
 slave_max_allowed_packet       = 1G
@@ -296,7 +301,10 @@ cmd_up() {
   local n r
   ensure_packages; lock; touch "$STACK_DIR/$MARKER"
   start_rabbit
-  for n in "${NAMES[@]}"; do init_instance "$n"; start_instance "$n"; bootstrap "$n"; done
+  for n in "${NAMES[@]}"; do
+    init_instance "$n"; start_instance "$n"; bootstrap "$n"
+    sql "$n" -e "SET GLOBAL binlog_expire_logs_seconds = $BINLOG_EXPIRE"   # servers started by an older cnf
+  done
   for r in "${REPLICAS[@]}"; do ensure_replication "$r"; done
   if (( CHANGED )); then verify_replication; else log "mariadb: all four already up, replication running"; fi
   ensure_redis; ensure_rabbit
