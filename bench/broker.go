@@ -15,18 +15,32 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// dialChannel opens a connection and one channel on it, in confirm mode
+// when confirm is set; on an error nothing is left open.
+func dialChannel(url string, confirm bool) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err == nil && confirm {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
 // setupBroker declares the run's topic exchange and a durable queue bound to
 // it with "#", and starts the consumer that every step reads deliveries from.
 func (e *env) setupBroker() error {
-	conn, err := amqp.Dial(e.o.amqpURL)
+	conn, ch, err := dialChannel(e.o.amqpURL, false)
 	if err != nil {
 		return fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if err := ch.ExchangeDeclare(e.exchange, "topic", true, false, false, false, nil); err != nil {
 		return fmt.Errorf("declaring exchange: %w", err)
 	}
@@ -44,16 +58,12 @@ func (e *env) setupBroker() error {
 }
 
 func (e *env) teardownBroker() {
-	conn, err := amqp.Dial(e.o.amqpURL)
+	conn, ch, err := dialChannel(e.o.amqpURL, false)
 	if err != nil {
 		progress("removing exchange and queue: %v", err)
 		return
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
 	_, _ = ch.QueueDelete(e.queue, false, false, false)
 	_ = ch.ExchangeDelete(e.exchange, false, false)
 }
@@ -67,13 +77,8 @@ type consumer struct {
 }
 
 func startConsumer(url, queue string) (*consumer, error) {
-	conn, err := amqp.Dial(url)
+	conn, ch, err := dialChannel(url, false)
 	if err != nil {
-		return nil, err
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		_ = conn.Close()
 		return nil, err
 	}
 	deliveries, err := ch.Consume(queue, "bench", true, true, false, false, nil)
@@ -232,18 +237,11 @@ func (e *env) brokerLimit(ctx context.Context, rep *report) error {
 	n := e.o.brokerMsgs
 	prefix := e.nextPrefix("b")
 	s := e.consumer.expect(prefix, n, false)
-	conn, err := amqp.Dial(e.o.amqpURL)
+	conn, ch, err := dialChannel(e.o.amqpURL, true)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, window+16))
 	returns := ch.NotifyReturn(make(chan amqp.Return, 16))
 	body := []byte(payload(time.Time{}, e.o.payload))

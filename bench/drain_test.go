@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
@@ -175,15 +174,11 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 }
 
 func (e *env) purgeQueue() error {
-	conn, err := amqp.Dial(e.o.amqpURL)
+	conn, ch, err := dialChannel(e.o.amqpURL, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	_, err = ch.QueuePurge(e.queue, false)
 	return err
 }

@@ -85,18 +85,11 @@ func (p *poller) halt() error {
 }
 
 func (p *poller) run() error {
-	conn, err := amqp.Dial(p.amqpURL)
+	conn, ch, err := dialChannel(p.amqpURL, true)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
 	returns := ch.NotifyReturn(make(chan amqp.Return, p.batch))
 	ctx := context.Background()
 	for {
