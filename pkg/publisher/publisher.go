@@ -43,6 +43,11 @@ type Config struct {
 	Strict         bool
 	StrictRetryMin time.Duration
 	StrictRetryMax time.Duration
+	// DeadLetterExchange receives a MustDeliver message the broker refused
+	// (with the reason and its original exchange and routing key in
+	// headers). Empty: such a message holds the stream and is retried with
+	// backoff (StrictRetryMin..StrictRetryMax) until the broker takes it.
+	DeadLetterExchange string
 }
 
 // Defaults fills unset fields.
@@ -107,6 +112,11 @@ func Redact(raw string) string {
 type Job struct {
 	Msg *router.Message
 	Tag any
+	// MustDeliver marks a message whose failure cannot be recorded (its
+	// table has no status column): a failure never reaches the caller as a
+	// result; the message goes to the dead-letter exchange or holds the
+	// stream until it is delivered.
+	MustDeliver bool
 }
 
 // Result is a job's outcome: Err nil means confirmed by the broker and routed
@@ -117,6 +127,22 @@ type Result struct {
 	// Latency is publish-to-confirm time of the last publish (zero for
 	// markers and refused messages).
 	Latency time.Duration
+	// DeadLettered: the message was refused and went to the dead-letter
+	// exchange instead (Err is nil; Reason says why).
+	DeadLettered bool
+	Reason       string
+}
+
+// Hold describes the message the stream is held behind (strict ordering, or
+// a MustDeliver message with no dead-letter exchange): for readiness,
+// metrics and logs.
+type Hold struct {
+	MessageID  string
+	Exchange   string
+	RoutingKey string
+	Reason     string
+	Since      time.Time
+	Attempts   int
 }
 
 // Failure reasons. Each result error wraps one of these.
@@ -128,6 +154,13 @@ var (
 	// AMQP 0-9-1 (404), not a return; exchanges are checked before use so
 	// one bad row cannot close the channel for every other.
 	ErrNoExchange = errors.New("exchange does not exist")
+	// ErrRefused: the broker refused this one message with a channel error
+	// (403 access refused, 406 precondition failed, a frame error); the
+	// error text carries the broker's reply code and text.
+	ErrRefused = errors.New("refused by the broker")
+	// ErrFieldTooLong: a name or header over an AMQP limit (shortstr 255
+	// bytes, content header over frame_max); never truncated.
+	ErrFieldTooLong = errors.New("over an AMQP limit")
 )
 
 // errHold stops settling while strict mode holds a failed message.
@@ -138,6 +171,7 @@ type Publisher struct {
 	cfg       Config
 	log       *zap.Logger
 	connected atomic.Bool
+	hold      atomic.Pointer[Hold]
 }
 
 // New builds a publisher; Run connects.
@@ -148,6 +182,15 @@ func New(cfg Config, log *zap.Logger) *Publisher {
 
 // Connected reports whether the broker connection is up.
 func (p *Publisher) Connected() bool { return p.connected.Load() }
+
+// Holding reports the message the stream is held behind, if any.
+func (p *Publisher) Holding() (Hold, bool) {
+	h := p.hold.Load()
+	if h == nil {
+		return Hold{}, false
+	}
+	return *h, true
+}
 
 type entry struct {
 	job       Job
