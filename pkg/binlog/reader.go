@@ -119,6 +119,11 @@ type Commit struct {
 // position needs (purged, or a GTID it never had).
 var ErrPositionPurged = errors.New("the source no longer has the binlog for the saved position")
 
+// ErrServerIDConflict means another replica (often a second relay) is
+// connected to the source with the same server_id: the source drops one of
+// them. It is never answered by jumping ahead.
+var ErrServerIDConflict = errors.New("another replica is connected to the source with the same server_id")
+
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
 	cfg     Config
