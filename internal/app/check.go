@@ -138,6 +138,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	c.checkTables(ctx, where, a.Source, a.Cfg.Tables, "SELECT", func(t *outbox.Table) string {
 		return "SELECT 1 FROM " + t.QuotedName() + " LIMIT 0"
 	})
+	c.checkMessageIDIndexes(ctx, where, a.Source, a.Cfg.Tables)
 	return true
 }
 

@@ -23,14 +23,17 @@ var Presets = map[string]Table{
 			Publishable: []string{"PENDING", "SENDING"}},
 	},
 	// local_message (schema/local_message.sql): TINYINT status 0/1/2, no max
-	// retry, error or version column.
+	// retry, error or version column. biz_id is the business object's id
+	// (an order id), shared by every event of that object, so it cannot be
+	// the message id consumers deduplicate on: the row id is, as the
+	// design's own sender sets it. biz_id and biz_type travel as headers.
 	"local-message": {
 		Name: "local_message",
 		Columns: Columns{
-			ID: "id", MessageID: "biz_id", Exchange: "exchange", RoutingKey: "routing_key",
+			ID: "id", MessageID: "id", Exchange: "exchange", RoutingKey: "routing_key",
 			Payload: "message_body", Status: "status", RetryCount: "retry_count",
 			NextRetryTime: "next_retry_time", CreatedAt: "created_at", UpdatedAt: "updated_at",
-			Headers: []string{"biz_type"},
+			Headers: []string{"biz_id", "biz_type"},
 		},
 		Statuses:   Statuses{Pending: "0", Sent: "1", Failed: "2", Publishable: []string{"0"}, Numeric: true},
 		MaxRetries: 5,

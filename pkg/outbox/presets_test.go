@@ -102,7 +102,7 @@ func TestPresetIsACopy(t *testing.T) {
 	p.Statuses.Publishable[0] = "9"
 	p.Columns.Payload = "other"
 	q, _ := Preset("local-message")
-	if q.Columns.Headers[0] != "biz_type" || q.Statuses.Publishable[0] != "0" || q.Columns.Payload != "message_body" {
+	if q.Columns.Headers[0] != "biz_id" || q.Statuses.Publishable[0] != "0" || q.Columns.Payload != "message_body" {
 		t.Fatalf("the preset was changed through a copy: %+v", q)
 	}
 	if q.Preset != "local-message" {

@@ -48,6 +48,15 @@ func ParseTemplate(s string) (Template, error) {
 // Empty reports whether the template has no parts at all.
 func (t Template) Empty() bool { return len(t.parts) == 0 }
 
+// SingleColumn returns the column when the template is exactly one
+// placeholder ("{tag}") and nothing else.
+func (t Template) SingleColumn() (string, bool) {
+	if len(t.parts) == 1 && t.parts[0].column != "" {
+		return t.parts[0].column, true
+	}
+	return "", false
+}
+
 // Columns lists the placeholders' columns.
 func (t Template) Columns() []string {
 	var cols []string

@@ -81,8 +81,21 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		return nil, err
 	}
 	rk, missing := tr.routingKey.Render(lookup)
+	if missing != "" && isNullColumn(row, tr.routingKey, missing) {
+		// The routing key is one nullable column (t_message_record.tag
+		// DEFAULT NULL): NULL means "no key", which AMQP spells "". A
+		// template with more than the column keeps refusing, so a route
+		// never silently loses a segment.
+		rk, missing = "", ""
+	}
 	if missing != "" {
 		return nil, fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
+	}
+	if c := t.Columns.MessageID; c != "" && row.Values[c] == nil {
+		// A made-up id would let two such rows collide in a consumer's
+		// deduplication, or one row change id between attempts: the row is
+		// refused, so it ends FAILED with this reason.
+		return nil, fmt.Errorf("%w: message id column %q is NULL or missing", ErrNoRoute, c)
 	}
 	msgID := MessageID(row)
 	body := outbox.ValueBytes(row.Values[t.Columns.Payload])
@@ -135,8 +148,19 @@ func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (
 	return ex, nil
 }
 
+// isNullColumn reports whether tmpl is exactly the placeholder {col} and
+// the row has col, NULL.
+func isNullColumn(row *outbox.Row, tmpl outbox.Template, col string) bool {
+	if c, ok := tmpl.SingleColumn(); !ok || c != col {
+		return false
+	}
+	v, ok := row.Get(col)
+	return ok && v == nil
+}
+
 // MessageID is the AMQP message-id of a row: its message id column, or
-// "schema.table:id" when the table has none.
+// "schema.table:id" when the table has none (Route refuses a row whose
+// message id column is NULL; logs still name it by the fallback).
 func MessageID(row *outbox.Row) string {
 	t := row.Table
 	if t.Columns.MessageID != "" {

@@ -66,7 +66,7 @@ func TestRouting(t *testing.T) {
 			table: preset(t, "local-message", func(p *outbox.Table) { p.Route.RoutingKey = "{biz_type}.{status}" }),
 			values: map[string]any{"id": uint64(3), "biz_id": "B-3", "biz_type": "refund", "exchange": "pay",
 				"message_body": "{}", "status": int8(0)},
-			exchange: "pay", rk: "refund.0", msgID: "B-3", body: "{}", headers: amqp.Table{"biz_type": "refund"},
+			exchange: "pay", rk: "refund.0", msgID: "3", body: "{}", headers: amqp.Table{"biz_id": "B-3", "biz_type": "refund"},
 		},
 		{
 			name:  "message record: topic and tag",
@@ -120,6 +120,15 @@ func TestRouting(t *testing.T) {
 			exchange: "events", rk: "all", msgID: "app.ob:18446744073709551615", body: "\x00\xff\x80",
 		},
 		{
+			// t_message_record.tag is DEFAULT NULL: a routing key that is
+			// just that column publishes with the empty key.
+			name:  "message record: NULL tag is the empty routing key",
+			table: preset(t, "message-record", nil),
+			values: map[string]any{"id": uint64(2), "message_id": "r2", "topic": "shop", "tag": nil,
+				"message_body": []byte("b"), "status": "PENDING"},
+			exchange: "shop", rk: "", msgID: "r2", body: "b", headers: amqp.Table{"topic": "shop"},
+		},
+		{
 			name: "NULL header columns are left out",
 			table: &outbox.Table{Schema: "app", Name: "ob", Columns: Columns{ID: "id", Payload: "p", Headers: []string{"a", "b"}},
 				Route: outbox.Route{Exchange: "events"}},
@@ -168,6 +177,10 @@ func TestNoRoute(t *testing.T) {
 			map[string]any{"id": uint64(1), "message_id": "m", "exchange": nil, "routing_key": "k", "content": "x"}, `exchange column "exchange"`},
 		{"NULL routing key column", preset(t, "local-message", func(p *outbox.Table) { p.Route.RoutingKey = "{biz_type}.x" }),
 			map[string]any{"id": uint64(1), "biz_id": "b", "exchange": "e", "biz_type": nil, "message_body": "x"}, `routing key column "biz_type"`},
+		{"NULL message id column", preset(t, "producer-message", nil),
+			map[string]any{"id": uint64(1), "message_id": nil, "exchange": "e", "routing_key": "k", "content": "x"}, `message id column "message_id" is NULL`},
+		{"NULL column in a longer routing key template", preset(t, "message-record", func(p *outbox.Table) { p.Route.RoutingKey = "rec.{tag}" }),
+			map[string]any{"id": uint64(1), "message_id": "m", "topic": "e", "tag": nil, "message_body": "x"}, `routing key column "tag"`},
 		{"empty exchange", preset(t, "producer-message", nil),
 			map[string]any{"id": uint64(1), "message_id": "m", "exchange": "", "routing_key": "k", "content": "x"}, "the exchange is empty"},
 		{"exchange map miss without template", &outbox.Table{Schema: "a", Name: "b", Columns: Columns{ID: "id", Payload: "p"},
@@ -256,3 +269,4 @@ func TestUnconfiguredTable(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+

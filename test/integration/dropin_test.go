@@ -122,13 +122,17 @@ func TestPresets(t *testing.T) {
 			('lm-2', 'refund', ?, 'ignored', '{"n":2}', 1),
 			('lm-3', 'invoice', ?, 'ignored', '{"n":3}', 0)`, br.Exchange, br.Exchange, br.Exchange)
 		msgs := dropinWait(t, got, 2, 20*time.Second)
-		for i, w := range []struct{ id, rk, typ string }{{"lm-1", "order.0", "order"}, {"lm-3", "invoice.0", "invoice"}} {
+		// The message id is the row id; biz_id and biz_type are headers.
+		for i, w := range []struct{ id, bizID, rk, typ string }{{"1", "lm-1", "order.0", "order"}, {"3", "lm-3", "invoice.0", "invoice"}} {
 			m := msgs[i]
 			if m.MessageID != w.id || m.RoutingKey != w.rk {
 				t.Fatalf("message %d: %s rk %s, want %s rk %s", i, m.MessageID, m.RoutingKey, w.id, w.rk)
 			}
 			if h, _ := dropinHeader(m, "biz_type"); h != w.typ {
 				t.Fatalf("message %d: header biz_type %q, want %q", i, h, w.typ)
+			}
+			if h, _ := dropinHeader(m, "biz_id"); h != w.bizID {
+				t.Fatalf("message %d: header biz_id %q, want %q", i, h, w.bizID)
 			}
 		}
 		dropinEventuallyCount(t, db, 3, "SELECT COUNT(*) FROM local_message WHERE status = 1")
@@ -270,7 +274,7 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 	t.Logf("random seed %d (set DROPIN_SEED to replay)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
-	type expect struct{ id, rk, body string }
+	type expect struct{ table, id, rk, body string }
 	var want []expect
 	conn, err := dbA.Primary.Conn(context.Background())
 	if err != nil {
@@ -294,18 +298,25 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 			var args []any
 			switch rng.IntN(3) {
 			case 0:
-				e = expect{fmt.Sprintf("pm-%05d", n), "pm.rk", body}
+				e = expect{"pm", fmt.Sprintf("pm-%05d", n), "pm.rk", body}
 				q, args = "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'pm.rk', ?)", []any{e.id, br.Exchange, body}
 			case 1:
-				e = expect{fmt.Sprintf("lm-%05d", n), "local.kind", body}
+				e = expect{"lm", fmt.Sprintf("lm-%05d", n), "local.kind", body}
 				q, args = "INSERT INTO local_message (biz_id, biz_type, exchange, message_body) VALUES (?, 'kind', ?, ?)", []any{e.id, br.Exchange, body}
 			default:
-				e = expect{fmt.Sprintf("mr-%05d", n), "record.tg", body}
+				e = expect{"mr", fmt.Sprintf("mr-%05d", n), "record.tg", body}
 				q = fmt.Sprintf("INSERT INTO `%s`.t_message_record (message_id, topic, tag, message_body) VALUES (?, 'unused-topic', 'tg', ?)", dbB.Name)
 				args = []any{e.id, body}
 			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			res, err := tx.ExecContext(ctx, q, args...)
+			if err != nil {
 				t.Fatalf("insert: %v", err)
+			}
+			if e.table == "lm" {
+				// local-message publishes the row id as the message id
+				// (biz_id is shared by the events of one business object).
+				id, _ := res.LastInsertId()
+				e.id = strconv.FormatInt(id, 10)
 			}
 			rows = append(rows, e)
 		}
@@ -335,7 +346,7 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 	}
 	var pm, lm, mr int
 	for _, w := range want {
-		switch w.id[:2] {
+		switch w.table {
 		case "pm":
 			pm++
 		case "lm":
