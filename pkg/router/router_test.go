@@ -269,4 +269,3 @@ func TestUnconfiguredTable(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
-
