@@ -1,4 +1,4 @@
-// Package config reads the relay's YAML file: ${ENV} expansion for secrets,
+// Package config reads the relay's YAML file: ${ENV} expansion in values,
 // unknown keys refused, presets applied and overridden field by field, and
 // every value validated before anything connects. Errors name the field.
 package config
@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -137,48 +136,29 @@ func Load(path string) (*Config, error) {
 	return Parse(raw, os.LookupEnv)
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
-
-// expand replaces ${VAR} and ${VAR:-default}. A $ not followed by { is left
-// alone ($ is legal in MySQL identifiers). An unset variable without a
-// default is an error naming it (never its value).
-func expand(raw []byte, lookup func(string) (string, bool)) ([]byte, error) {
-	var missing []string
-	out := envRef.ReplaceAllFunc(raw, func(m []byte) []byte {
-		sub := envRef.FindSubmatch(m)
-		if v, ok := lookup(string(sub[1])); ok {
-			return []byte(v)
-		}
-		if len(sub[2]) > 0 {
-			return sub[3]
-		}
-		missing = append(missing, string(sub[1]))
-		return nil
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("config refers to unset environment variables: %s", strings.Join(missing, ", "))
-	}
-	return out, nil
-}
-
-// Parse parses config text.
+// Parse parses config text: YAML first, then ${VAR} expansion in string
+// values (expand.go), then presets, defaults, secrets and validation.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
-	expanded, err := expand(raw, lookup)
-	if err != nil {
-		return nil, err
-	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(expanded, &root); err != nil {
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		if bytes.Contains(raw, []byte("${")) {
+			// In a {...} mapping or [...] list, braces are YAML syntax.
+			return nil, fmt.Errorf("parsing config: %w (inside {...} or [...], quote a ${VAR} value: \"${VAR}\")", err)
+		}
 		return nil, fmt.Errorf("parsing config: %w", err)
 	}
 	if err := errors.Join(unknownKeys(&root, reflect.TypeFor[Config](), "")...); err != nil {
 		return nil, err
 	}
+	if err := expandNode(&root, lookup); err != nil {
+		return nil, err
+	}
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("parsing config: %w", err)
+	if len(root.Content) > 0 {
+		// unknownKeys above refused unknown keys, by their full path.
+		if err := root.Decode(&c); err != nil {
+			return nil, fmt.Errorf("parsing config: %w", err)
+		}
 	}
 	for i := range c.RawTables {
 		t, err := decodeTable(&c.RawTables[i], i)
@@ -346,13 +326,17 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// readFile reads password files (a variable so tests can validate the
+// documentation's examples, whose files do not exist here).
+var readFile = os.ReadFile
+
 // resolveSecrets reads password files. A file's trailing newline is dropped.
 func (c *Config) resolveSecrets() error {
 	read := func(field, path string, into *string) error {
 		if path == "" {
 			return nil
 		}
-		b, err := os.ReadFile(path)
+		b, err := readFile(path)
 		if err != nil {
 			return fmt.Errorf("%s: reading %s: %w", field, path, errors.Unwrap(err))
 		}

@@ -107,7 +107,7 @@ func TestExchangeMapDoesNotLeak(t *testing.T) {
 }
 
 func TestEnvExpansion(t *testing.T) {
-	c, err := parse(t, base+"tables:\n  - {preset: producer-message, schema: ${DB_NAME}, name: \"${TABLE:-producer_message}\", columns: {version: ver$1}}\n",
+	c, err := parse(t, base+"tables:\n  - {preset: producer-message, schema: \"${DB_NAME}\", name: \"${TABLE:-producer_message}\", columns: {version: ver$1}}\n",
 		map[string]string{"DB_NAME": "shop"})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestEnvExpansion(t *testing.T) {
 	if c.Tables[0].Schema != "shop" || c.Tables[0].Name != "producer_message" || c.Tables[0].Columns.Version != "ver$1" {
 		t.Fatalf("%+v", c.Tables[0])
 	}
-	_, err = parse(t, base+"tables:\n  - {preset: producer-message, schema: ${NOPE}}\n", nil)
+	_, err = parse(t, base+"tables:\n  - {preset: producer-message, schema: \"${NOPE}\"}\n", nil)
 	if err == nil || !strings.Contains(err.Error(), "NOPE") {
 		t.Fatalf("unset variable: %v", err)
 	}
