@@ -164,6 +164,7 @@ func (t *Table) Validate(field string) error {
 		if len(t.Statuses.Publishable) == 0 {
 			add(fmt.Errorf("%s.statuses.publishable: required when columns.status is set", field))
 		}
+		add(t.Statuses.checkLifecycle(field + ".statuses"))
 		values := []struct{ name, v string }{{"pending", t.Statuses.Pending}, {"sending", t.Statuses.Sending},
 			{"sent", t.Statuses.Sent}, {"failed", t.Statuses.Failed}}
 		for i, v := range t.Statuses.Publishable {
@@ -267,6 +268,22 @@ func (t *Table) MappedColumns() map[string]string {
 		}
 	}
 	return out
+}
+
+// RetryValue is the status a row goes back to for another attempt (a
+// failed publish with retries left, a zombie reset, a requeue):
+// statuses.pending, or else the first publishable value that is not
+// statuses.sending. Empty when there is none, which Validate refuses.
+func (s *Statuses) RetryValue() string {
+	if s.Pending != "" {
+		return s.Pending
+	}
+	for _, v := range s.Publishable {
+		if v != s.Sending {
+			return v
+		}
+	}
+	return ""
 }
 
 // SQLValue renders a status value for SQL: numbers bare, strings quoted.

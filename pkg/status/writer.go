@@ -56,6 +56,8 @@ func (b Backoff) Delay(retries int) time.Duration {
 type Writer struct {
 	DB      *sql.DB
 	Backoff Backoff
+
+	limits errorLimits // the error columns' lengths (errtext.go)
 }
 
 // NewWriter builds a writer.
@@ -175,14 +177,19 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 		// the caller logs it.
 		return Skipped, nil
 	}
-	out, status := Retrying, t.Statuses.Pending
-	if a.Retries+1 >= a.MaxRetries || t.Statuses.Pending == "" {
+	pending := t.Statuses.RetryValue()
+	out, status := Retrying, pending
+	if a.Retries+1 >= a.MaxRetries || pending == "" {
 		out, status = Failed, t.Statuses.Failed
 	}
 	if status == "" {
 		// The table has no FAILED value (eventuate's published 0/1): leave
 		// the row pending for the sweeper.
-		out, status = Retrying, t.Statuses.Pending
+		out, status = Retrying, pending
+	}
+	if status == "" {
+		// Validation refuses such statuses; never write an empty status.
+		return Skipped, fmt.Errorf("recording failed publish of %s id %v: no status to write (statuses.pending and statuses.failed are empty)", t.FullName(), a.ID)
 	}
 	var (
 		b    strings.Builder
@@ -200,7 +207,7 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	}
 	if c.Error != "" {
 		fmt.Fprintf(&b, ", %s = ?", outbox.QuoteIdent(c.Error))
-		args = append(args, truncate(a.Reason, 1000))
+		args = append(args, w.FitError(ctx, t, a.Reason))
 	}
 	if c.Version != "" {
 		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
@@ -225,15 +232,4 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 		return Skipped, nil
 	}
 	return out, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary so the column gets valid UTF-8.
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
 }

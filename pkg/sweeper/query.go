@@ -204,7 +204,8 @@ func (p *plan) bookkeeping() []string {
 	return sets
 }
 
-// zombieResetSQL puts up to n zombies back to PENDING, due at once.
+// zombieResetSQL puts up to n zombies back to PENDING, due at once. When
+// the table has an error column, args[0] is the note written into it.
 func (p *plan) zombieResetSQL(timeout time.Duration, n int) (string, []any, bool) {
 	where, args, ok := p.zombie(timeout)
 	if !ok {
