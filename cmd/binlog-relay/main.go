@@ -26,11 +26,15 @@ const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 usage:
   binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
   binlog-relay check  --config relay.yaml   verify servers, grants and tables
+  binlog-relay lint   --config relay.yaml   validate the config without connecting to anything
   binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
   binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
   binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name]
                                             put FAILED rows back to PENDING, retry count reset
   binlog-relay version
+  binlog-relay help [COMMAND]               this text, or one command's flags (also -h, --help, COMMAND --help)
+
+exit codes: 0 ok, 1 runtime failure, 2 usage or config error
 `
 
 func main() {
@@ -38,9 +42,8 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	if code, done := helpOrUnknown(args, stdout, stderr); done {
+		return code
 	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "version" {
@@ -56,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(rest); err != nil {
 		return 2
+	}
+	if cmd == "lint" {
+		return lint(*cfgPath, stdout, stderr)
 	}
 	if cmd == "requeue" {
 		if err := requeue.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -136,12 +137,21 @@ func Load(path string) (*Config, error) {
 	return Parse(raw, os.LookupEnv)
 }
 
+var yamlLineRe = regexp.MustCompile(`line (\d+):`)
+
+// lineHasRef reports whether line n (1-based, as text) of raw holds "${".
+func lineHasRef(raw []byte, n string) bool {
+	i, _ := strconv.Atoi(n)
+	lines := bytes.Split(raw, []byte("\n"))
+	return i >= 1 && i <= len(lines) && bytes.Contains(lines[i-1], []byte("${"))
+}
+
 // Parse parses config text: YAML first, then ${VAR} expansion in string
 // values (expand.go), then presets, defaults, secrets and validation.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
-		if bytes.Contains(raw, []byte("${")) {
+		if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil && lineHasRef(raw, m[1]) {
 			// In a {...} mapping or [...] list, braces are YAML syntax.
 			return nil, fmt.Errorf("parsing config: %w (inside {...} or [...], quote a ${VAR} value: \"${VAR}\")", err)
 		}
@@ -326,17 +336,13 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// readFile reads password files (a variable so tests can validate the
-// documentation's examples, whose files do not exist here).
-var readFile = os.ReadFile
-
 // resolveSecrets reads password files. A file's trailing newline is dropped.
 func (c *Config) resolveSecrets() error {
 	read := func(field, path string, into *string) error {
 		if path == "" {
 			return nil
 		}
-		b, err := readFile(path)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("%s: reading %s: %w", field, path, errors.Unwrap(err))
 		}

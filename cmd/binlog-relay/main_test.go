@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+)
+
+// runIn runs the command line in an empty directory (so a relay.yaml in
+// the working directory cannot be read by accident).
+func runIn(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Help in every spelling prints usage on stdout and exits 0 without
+// reading a config (there is none in the directory).
+func TestHelpExitsZeroWithoutConfig(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help"}, {"help", "run"}, {"help", "lint"},
+		{"run", "--help"}, {"run", "-h"}, {"check", "--help"}, {"requeue", "--help"}, {"lint", "-h"}, {"sweep", "--config", "x.yaml", "--help"}} {
+		code, out, errOut := runIn(t, args...)
+		if code != 0 || !strings.Contains(out, "usage:") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if strings.Contains(out+errOut, "relay.yaml:") || strings.Contains(out+errOut, "no such file") {
+			t.Errorf("%v read a config: %s%s", args, out, errOut)
+		}
+	}
+	_, out, _ := runIn(t, "help", "requeue")
+	if !strings.Contains(out, "-failed") || !strings.Contains(out, "exit codes") {
+		t.Errorf("help requeue does not list its flags and exit codes:\n%s", out)
+	}
+}
+
+// No command or an unknown one is a usage error: usage on stderr, exit 2.
+func TestUnknownCommandExitsTwo(t *testing.T) {
+	for _, args := range [][]string{{}, {"strat"}, {"help", "strat"}, {"--config", "relay.yaml"}} {
+		code, out, errOut := runIn(t, args...)
+		if code != 2 || !strings.Contains(errOut, "usage:") || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+// lint accepts every relay config the documentation shows, without a server.
+func TestLintAcceptsDocumentedConfigs(t *testing.T) {
+	for _, d := range testenv.DocConfigs(t) {
+		for k, v := range d.Env {
+			t.Setenv(k, v)
+		}
+		path := filepath.Join(t.TempDir(), "relay.yaml")
+		if err := os.WriteFile(path, d.YAML, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{"lint", "--config", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), "OK:") {
+			t.Errorf("%s: lint exit %d\n%s%s\n%s", d.Where, code, out.String(), errb.String(), d.YAML)
+		}
+	}
+}
+
+// lint refuses each broken variant with exit 2, naming the field at fault,
+// without contacting a server (the hosts here do not exist).
+func TestLintNamesTheField(t *testing.T) {
+	const good = `source: {host: db-replica.invalid, user: relay}
+primary: {host: db-primary.invalid, user: relay}
+broker: {url: "amqp://relay:x@mq.invalid:5672/"}
+tables:
+  - {preset: producer-message, schema: shop}
+`
+	cases := []struct{ name, yaml, want string }{
+		{"unknown key", good + "relay: {batch_sise: 3}\n", "relay.batch_sise: unknown key"},
+		{"missing host", strings.Replace(good, "host: db-primary.invalid, ", "", 1), "primary.host: required"},
+		{"unset variable", strings.Replace(good, "user: relay}", `user: relay, password: "${LINT_TEST_UNSET}"}`, 1), "source.password: unset environment variable LINT_TEST_UNSET"},
+		{"bad preset", strings.Replace(good, "producer-message", "producer-messages", 1), "tables[0].preset"},
+		{"statuses without a value to retry to", good + "  - {schema: shop, name: t2, columns: {id: id, payload: p, status: st}, route: {exchange: ex}, statuses: {sent: S, sending: G, publishable: [G]}}\n", "tables[1].statuses.pending: required"},
+		{"sent is publishable", good + "  - {schema: shop, name: t2, columns: {id: id, payload: p, status: st}, route: {exchange: ex}, statuses: {sent: 1, publishable: [1], numeric: true}}\n", "tables[1].statuses.sent"},
+		{"two states one value", strings.Replace(good, "schema: shop}", "schema: shop, statuses: {failed: SENT}}", 1), "tables[0].statuses.failed"},
+		{"bad template", strings.Replace(good, "schema: shop}", `schema: shop, route: {routing_key: "{tag"}}`, 1), "tables[0].route.routing_key"},
+		{"bad log level", good + "log: {level: loud}\n", "log.level"},
+		{"missing CA file", good + "redis: {tls: {enabled: true, ca_file: /nonexistent/ca.pem}}\n", "redis.tls.ca_file"},
+		{"missing password file", strings.Replace(good, "user: relay}", "user: relay, password_file: /nonexistent/pw}", 1), "source.password_file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "relay.yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := run([]string{"lint", "--config", path}, &out, &errb)
+			if code != 2 || !strings.Contains(out.String()+errb.String(), c.want) {
+				t.Fatalf("exit %d, want 2 naming %q:\n%s%s", code, c.want, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,191 @@
+package testenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+)
+
+var (
+	yamlBlockRe = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
+	// EnvNameRe finds the ${NAME} references of a config.
+	EnvNameRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+// docBase completes a documentation snippet that shows only some sections
+// (tables:, sweeper:, http:): the snippet's sections replace these.
+const docBase = `source: {host: 10.0.0.12, user: relay}
+primary: {host: 10.0.0.11, user: relay}
+broker: {url: "amqp://relay:secret@10.0.0.20:5672/"}
+tables:
+  - {preset: producer-message, schema: orders}
+`
+
+// DocConfig is one relay config shown in the documentation, ready to load:
+// its password and TLS files point at stand-ins that exist, and Env sets
+// every ${VAR} it refers to.
+type DocConfig struct {
+	Where string // file:line
+	YAML  []byte
+	Env   map[string]string
+}
+
+// Lookup is an environment lookup over Env.
+func (d DocConfig) Lookup(k string) (string, bool) { v, ok := d.Env[k]; return v, ok }
+
+// DocConfigs returns every YAML block of README.md and docs/*.md that is
+// (part of) a relay config, completed over docBase. Blocks with no relay
+// key at all (Prometheus, Compose) are not configs.
+func DocConfigs(t testing.TB) []DocConfig {
+	t.Helper()
+	var out []DocConfig
+	files := standInFiles(t)
+	for where, raw := range docBlocks(t) {
+		d := DocConfig{Where: where, Env: map[string]string{}}
+		for _, m := range EnvNameRe.FindAllSubmatch(raw, -1) {
+			d.Env[string(m[1])] = "dummy"
+		}
+		d.YAML = fileKeyRe.ReplaceAllFunc(raw, func(m []byte) []byte {
+			sub := fileKeyRe.FindSubmatch(m)
+			return []byte(string(sub[1]) + ": " + files[string(sub[1])])
+		})
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Where < out[j].Where })
+	return out
+}
+
+var fileKeyRe = regexp.MustCompile(`\b(password_file|ca_file|cert_file|key_file): *([^\s,}#]+)`)
+
+// standInFiles writes a password file and a CA with a client certificate,
+// keyed by the config field that names each.
+func standInFiles(t testing.TB) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "docs test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "relay"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	files := map[string]string{"password_file": filepath.Join(dir, "secret"), "ca_file": filepath.Join(dir, "ca.pem"),
+		"cert_file": filepath.Join(dir, "cert.pem"), "key_file": filepath.Join(dir, "key.pem")}
+	for name, content := range map[string][]byte{
+		"password_file": []byte("dummy-secret\n"),
+		"ca_file":       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"cert_file":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		"key_file":      pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	} {
+		if err := os.WriteFile(files[name], content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+func docBlocks(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(RepoPath("docs/*.md"))
+	files = append(files, RepoPath("README.md"))
+	known := map[string]bool{}
+	for _, f := range yamlKeys(config.Config{}) {
+		known[f] = true
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range yamlBlockRe.FindAllSubmatchIndex(raw, -1) {
+			block := raw[m[2]:m[3]]
+			where := filepath.Base(f) + ":" + strconv.Itoa(1+strings.Count(string(raw[:m[0]]), "\n"))
+			var top yaml.Node
+			if err := yaml.Unmarshal(block, &top); err != nil {
+				t.Errorf("%s: the YAML does not parse: %v", where, err)
+				continue
+			}
+			if len(top.Content) == 0 || top.Content[0].Kind != yaml.MappingNode {
+				continue
+			}
+			doc := top.Content[0]
+			relay := false
+			for i := 0; i < len(doc.Content); i += 2 {
+				relay = relay || known[doc.Content[i].Value]
+			}
+			if !relay {
+				continue
+			}
+			var base yaml.Node
+			_ = yaml.Unmarshal([]byte(docBase), &base)
+			mergeMapping(base.Content[0], doc)
+			b, err := yaml.Marshal(&base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[where] = b
+		}
+	}
+	return out
+}
+
+func yamlKeys(v any) []string {
+	var keys []string
+	var n yaml.Node
+	_ = n.Encode(v)
+	for i := 0; i < len(n.Content); i += 2 {
+		keys = append(keys, n.Content[i].Value)
+	}
+	return append(keys, "tables")
+}
+
+// mergeMapping lays src over dst: mappings merge key by key (a snippet's
+// source: {tls: ...} keeps the base's host), anything else replaces.
+func mergeMapping(dst, src *yaml.Node) {
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		k, v := src.Content[i], src.Content[i+1]
+		found := false
+		for j := 0; j+1 < len(dst.Content); j += 2 {
+			if dst.Content[j].Value != k.Value {
+				continue
+			}
+			found = true
+			if v.Kind == yaml.MappingNode && dst.Content[j+1].Kind == yaml.MappingNode {
+				mergeMapping(dst.Content[j+1], v)
+			} else {
+				dst.Content[j+1] = v
+			}
+		}
+		if !found {
+			dst.Content = append(dst.Content, k, v)
+		}
+	}
+}
