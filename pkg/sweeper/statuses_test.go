@@ -31,7 +31,7 @@ type driverResult int64
 func (d driverResult) LastInsertId() (int64, error) { return 0, nil }
 func (d driverResult) RowsAffected() (int64, error) { return int64(d), nil }
 
-// emptyValue finds a status written or compared as nothing: SET st = '',
+// emptyValue finds a status written or compared as nothing: SET st = ”,
 // SET st =  WHERE, IN ().
 var emptyValue = regexp.MustCompile("= ''|=\\s*(,|WHERE|\\)|$)|IN \\(\\s*\\)|= {2}")
 
