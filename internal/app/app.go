@@ -56,6 +56,7 @@ func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 // Open prepares connections; nothing is dialled until used.
 func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	a := &App{Cfg: cfg, Log: log}
+	routeRedisLogs(log)
 	dsn, err := cfg.Source.DSN("source")
 	if err != nil {
 		return nil, err
