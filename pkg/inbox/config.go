@@ -3,7 +3,6 @@ package inbox
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -22,8 +21,25 @@ type Config struct {
 	ConsumerName string
 	// ConsumerTag is the AMQP consumer tag. Default: chosen by the server.
 	ConsumerTag string
-	// Table is the inbox table. Default "consumer_message".
+	// Preset is the inbox table's layout (docs/inbox.md): "inbox" (the default,
+	// schema/consumer_message.sql), "consumer-message" (the design documents'
+	// consumer_message: message_id unique on its own, no consumer column) or
+	// "msg-dedup" (t_msg_dedup: handled message ids only).
+	Preset string
+	// Table is the inbox table. Default: the preset's (consumer_message, t_msg_dedup).
 	Table string
+	// Columns overrides the preset's column names field by field; "-" says the
+	// table has no such column.
+	Columns Columns
+	// LogTable is msg-dedup's optional processing log (t_message_log): one row per
+	// message, PROCESSING while retried, then SUCCESS or FAILED with the error.
+	LogTable string
+	// LogColumns overrides the log's column names field by field.
+	LogColumns LogColumns
+	// MessageIDLen is the width of the message id column. Default: the preset's
+	// (128, or 64 for the design documents' tables). A longer id is recorded FAILED
+	// under a derived id (state tables) or refused (dedup tables).
+	MessageIDLen int
 
 	// Workers is the number of deliveries handled at once. Default 8.
 	Workers int
@@ -85,15 +101,18 @@ type Config struct {
 	DedupKeyPrefix string
 }
 
-// MaxMessageIDLen is the width of consumer_message.message_id. A longer id cannot be
-// stored, so such a message is recorded FAILED under a derived id.
+// MaxMessageIDLen is the width of schema/consumer_message.sql's message_id. A longer
+// id cannot be stored, so such a message is recorded FAILED under a derived id.
 const MaxMessageIDLen = 128
-
-var identifier = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	setDefault(&c.Table, "consumer_message")
+	if p, ok := Presets[c.Preset]; ok || c.Preset == "" {
+		if c.Preset == "" {
+			p = Presets["inbox"]
+		}
+		setDefault(&c.Table, p.Table)
+	}
 	setDefault(&c.Workers, 8)
 	setDefault(&c.Prefetch, 2*c.Workers)
 	setDefault(&c.ReconnectDelay, 500*time.Millisecond)
@@ -139,8 +158,10 @@ func (c Config) Validate() error {
 	} else if len(c.ConsumerName) > 128 {
 		bad("ConsumerName", "longer than 128 bytes")
 	}
-	if !identifier.MatchString(c.Table) {
-		bad("Table", "%q is not a plain table name (letters, digits, underscore)", c.Table)
+	if m, err := c.resolve(); err != nil {
+		errs = append(errs, err)
+	} else if err := m.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	positive := func(field string, v int) {
 		if v <= 0 {
@@ -178,4 +199,10 @@ func (c Config) Validate() error {
 		bad("ReconnectMaxDelay", "%s is below ReconnectDelay (%s)", c.ReconnectMaxDelay, c.ReconnectDelay)
 	}
 	return errors.Join(errs...)
+}
+
+// mapping is the resolved table layout of a valid Config.
+func (c Config) mapping() mapping {
+	m, _ := c.resolve()
+	return m
 }

@@ -72,7 +72,9 @@ func New(cfg Config, db *sql.DB, h Handler, log *zap.Logger, opts ...Option) (*C
 	log = log.Named("inbox")
 	c := &Consumer{cfg: cfg, dial: o.dial, log: log,
 		inbox: newInbox(cfg, db, h, o.dedup, o.metrics, log)}
-	if !cfg.DisableRetryTask {
+	if !cfg.DisableRetryTask && cfg.mapping().Kind == KindState {
+		// A dedup table holds no body to republish: a failed delivery is requeued
+		// by the broker instead (dedup.go).
 		pub := o.pub
 		if pub == nil {
 			c.ownPub = NewAMQPPublisher(cfg.URL, cfg.ConsumerName+"-inbox-retry", o.dial)
@@ -114,9 +116,29 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 func (c *Consumer) checkTable(ctx context.Context) error {
-	rows, err := c.inbox.db.QueryContext(ctx, `SELECT id FROM `+c.cfg.Table+` LIMIT 0`)
+	m := c.inbox.st.m
+	var cols []string
+	forEachField(&m.Columns, func(_ string, v *string) {
+		if *v != "" {
+			cols = append(cols, *v)
+		}
+	})
+	rows, err := c.inbox.db.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.Table)+` LIMIT 0`)
 	if err != nil {
-		return fmt.Errorf("checking inbox table %q (apply schema/consumer_message.sql): %w", c.cfg.Table, err)
+		return fmt.Errorf("checking inbox table %q (apply schema/consumer_message.sql, or set Preset and Columns to the table you have: docs/inbox.md; preset %s): %w", m.Table, m.name, err)
+	}
+	if err := rows.Close(); err != nil || m.LogTable == "" {
+		return err
+	}
+	cols = nil
+	forEachField(&m.LogColumns, func(_ string, v *string) {
+		if *v != "" {
+			cols = append(cols, *v)
+		}
+	})
+	rows, err = c.inbox.db.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.LogTable)+` LIMIT 0`)
+	if err != nil {
+		return fmt.Errorf("checking inbox processing log %q with LogColumns (docs/inbox.md): %w", m.LogTable, err)
 	}
 	return rows.Close()
 }

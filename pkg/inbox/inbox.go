@@ -35,7 +35,7 @@ func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, lo
 	}
 	return &Inbox{
 		cfg: cfg, db: db, handler: h, metrics: m, log: log,
-		st:    store{db: db, table: cfg.Table, consumer: cfg.ConsumerName},
+		st:    newStore(db, cfg.mapping(), cfg.ConsumerName),
 		dedup: newDedupGuard(dedup, cfg, log),
 	}
 }
@@ -51,7 +51,10 @@ func (in *Inbox) Process(ctx context.Context, m Message) (Outcome, error) {
 }
 
 func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
-	if reason := idProblem(m.ID); reason != "" {
+	if in.st.m.Kind == KindDedup {
+		return in.processDedup(ctx, m)
+	}
+	if reason := idProblem(m.ID, in.st.m.MessageIDLen); reason != "" {
 		return in.reject(ctx, m, derivedID(m), reason, true)
 	}
 	if in.dedup.seen(ctx, m.ID) {

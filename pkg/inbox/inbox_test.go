@@ -115,7 +115,7 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	// a transaction waiting on its first row lock, so the process list is the witness.)
 	waitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO consumer_message%order-7%'`)
+			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO _consumer_message_%order-7%'`)
 		return n == 1, fmt.Sprintf("%d inbox inserts of order-7 running", n)
 	})
 	close(release)

@@ -26,7 +26,7 @@ func NewPurger(cfg Config, db *sql.DB, log *zap.Logger) (*Purger, error) {
 		return nil, err
 	}
 	return &Purger{cfg: cfg, log: log.Named("retention"),
-		st: store{db: db, table: cfg.Table, consumer: cfg.ConsumerName}}, nil
+		st: newStore(db, cfg.mapping(), cfg.ConsumerName)}, nil
 }
 
 // Run purges every RetentionInterval until ctx is done; errors are logged and retried
@@ -56,10 +56,17 @@ func (p *Purger) PurgeOnce(ctx context.Context) (int64, error) {
 	for ctx.Err() == nil {
 		// ORDER BY keeps DELETE ... LIMIT deterministic, which statement-based
 		// replication requires.
+		c := p.st.m.Columns
+		mine, args := p.st.mine()
+		done, at := q(c.Status)+" = 'SUCCESS' AND ", q(c.SuccessTime)
+		if p.st.m.Kind == KindDedup {
+			// Every row of a dedup table is a handled message.
+			done, at = "", q(c.CreatedAt)
+		}
 		res, err := p.st.db.ExecContext(ctx, `DELETE FROM `+p.st.table+`
-			WHERE consumer = ? AND status = 'SUCCESS' AND success_time < NOW(3) - INTERVAL ? MICROSECOND
-			ORDER BY success_time LIMIT ?`,
-			p.st.consumer, p.cfg.Retention.Microseconds(), p.cfg.RetentionBatch)
+			WHERE `+mine+done+at+` < NOW(3) - INTERVAL ? MICROSECOND
+			ORDER BY `+at+` LIMIT ?`,
+			append(args, p.cfg.Retention.Microseconds(), p.cfg.RetentionBatch)...)
 		if err != nil {
 			return total, fmt.Errorf("deleting SUCCESS rows older than %s: %w", p.cfg.Retention, err)
 		}

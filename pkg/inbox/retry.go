@@ -39,7 +39,7 @@ func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrie
 	}
 	return &Retrier{
 		cfg: cfg, pub: pub, log: log.Named("retry"),
-		st: store{db: db, table: cfg.Table, consumer: cfg.ConsumerName},
+		st: newStore(db, cfg.mapping(), cfg.ConsumerName),
 	}, nil
 }
 
@@ -102,11 +102,17 @@ func (r *Retrier) claimDue(ctx context.Context) ([]claimed, error) {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT id, message_id, content, content_type, exchange,
-		routing_key, retry_count, max_retry_count, version FROM `+r.st.table+`
-		WHERE consumer = ? AND status = 'PENDING_RETRY' AND next_retry_time <= NOW(3)
-		ORDER BY next_retry_time LIMIT ? FOR UPDATE SKIP LOCKED`,
-		r.st.consumer, r.cfg.RetryBatch)
+	c := r.st.m.Columns
+	mine, args := r.st.mine()
+	contentType := "''"
+	if c.ContentType != "" {
+		contentType = q(c.ContentType)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+list(c.ID, c.MessageID, c.Content)+`, `+contentType+`, `+
+		list(c.Exchange, c.RoutingKey, c.RetryCount, c.MaxRetryCount, c.Version)+` FROM `+r.st.table+`
+		WHERE `+mine+q(c.Status)+` = 'PENDING_RETRY' AND `+q(c.NextRetryTime)+` <= NOW(3)
+		ORDER BY `+q(c.NextRetryTime)+` LIMIT ? FOR UPDATE SKIP LOCKED`,
+		append(args, r.cfg.RetryBatch)...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,12 +130,14 @@ func (r *Retrier) claimDue(ctx context.Context) ([]claimed, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	col := c
 	for i := range out {
 		c := &out[i]
-		res, err := tx.ExecContext(ctx, `UPDATE `+r.st.table+`
-			SET status = 'RETRYING', retry_count = retry_count + 1,
-			    next_retry_time = NOW(3) + INTERVAL ? MICROSECOND, version = version + 1
-			WHERE id = ? AND version = ?`,
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+			SET %s = 'RETRYING', %[3]s = %[3]s + 1,
+			    %s = NOW(3) + INTERVAL ? MICROSECOND, %[5]s = %[5]s + 1
+			WHERE %s = ? AND %[5]s = ?`, r.st.table, q(col.Status), q(col.RetryCount), q(col.NextRetryTime),
+			q(col.Version), q(col.ID)),
 			r.cfg.RetryStuckTimeout.Microseconds(), c.id, c.version)
 		if err := checkOne(res, err); err != nil {
 			return nil, fmt.Errorf("claiming message %s: %w", c.messageID, err)
@@ -208,10 +216,12 @@ func (r *Retrier) release(ctx context.Context, c claimed, countRetry bool, errMs
 			status = StatusFailed
 		}
 	}
-	res, err := r.st.db.ExecContext(ctx, `UPDATE `+r.st.table+`
-		SET status = ?, retry_count = ?, next_retry_time = NOW(3) + INTERVAL ? MICROSECOND,
-		    error_msg = COALESCE(NULLIF(?, ''), error_msg), version = version + 1
-		WHERE id = ? AND version = ? AND status = 'RETRYING'`,
+	col := r.st.m.Columns
+	res, err := r.st.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+		SET %[2]s = ?, %s = ?, %s = NOW(3) + INTERVAL ? MICROSECOND,
+		    %[5]s = COALESCE(NULLIF(?, ''), %[5]s), %[6]s = %[6]s + 1
+		WHERE %s = ? AND %[6]s = ? AND %[2]s = 'RETRYING'`, r.st.table, q(col.Status), q(col.RetryCount),
+		q(col.NextRetryTime), q(col.Error), q(col.Version), q(col.ID)),
 		status, retries, retryDelayArg(status, delay), truncateUTF8(errMsg, maxErrorMsgLen),
 		c.id, c.version)
 	if err := checkOne(res, err); err != nil {
@@ -233,11 +243,13 @@ func (r *Retrier) resetStuck(ctx context.Context) (reset, failed int, err error)
 		return 0, 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT id, message_id, retry_count, max_retry_count, version, error_msg
+	col := r.st.m.Columns
+	mine, args := r.st.mine()
+	rows, err := tx.QueryContext(ctx, `SELECT `+list(col.ID, col.MessageID, col.RetryCount, col.MaxRetryCount, col.Version, col.Error)+`
 		FROM `+r.st.table+`
-		WHERE consumer = ? AND status = 'RETRYING' AND next_retry_time <= NOW(3)
-		ORDER BY next_retry_time LIMIT ? FOR UPDATE SKIP LOCKED`,
-		r.st.consumer, r.cfg.RetryBatch)
+		WHERE `+mine+q(col.Status)+` = 'RETRYING' AND `+q(col.NextRetryTime)+` <= NOW(3)
+		ORDER BY `+q(col.NextRetryTime)+` LIMIT ? FOR UPDATE SKIP LOCKED`,
+		append(args, r.cfg.RetryBatch)...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -270,10 +282,11 @@ func (r *Retrier) resetStuck(ctx context.Context) (reset, failed int, err error)
 		} else {
 			reset++
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE `+r.st.table+`
-			SET status = ?, next_retry_time = NOW(3) + INTERVAL ? MICROSECOND,
-			    error_msg = NULLIF(?, ''), version = version + 1
-			WHERE id = ? AND version = ?`,
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+			SET %s = ?, %s = NOW(3) + INTERVAL ? MICROSECOND,
+			    %s = NULLIF(?, ''), %[5]s = %[5]s + 1
+			WHERE %s = ? AND %[5]s = ?`, r.st.table, q(col.Status), q(col.NextRetryTime), q(col.Error),
+			q(col.Version), q(col.ID)),
 			status, retryDelayArg(status, 0), msg, s.id, s.version)
 		if err := checkOne(res, err); err != nil {
 			return 0, 0, fmt.Errorf("taking back message %s: %w", s.messageID, err)

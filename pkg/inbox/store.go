@@ -14,13 +14,78 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// store holds the SQL of consumer_message for one consumer. Every timestamp comes from
-// the database clock (NOW(3)), so processes with skewed clocks agree on what is due.
+// store holds the SQL of a state inbox table (consumer_message) for one consumer,
+// with the columns its mapping names. Every timestamp comes from the database clock
+// (NOW(3)), so processes with skewed clocks agree on what is due.
 type store struct {
 	db       *sql.DB
-	table    string
+	m        mapping
+	table    string // quoted
 	consumer string
 }
+
+func newStore(db *sql.DB, m mapping, consumer string) store {
+	return store{db: db, m: m, table: q(m.Table), consumer: consumer}
+}
+
+// c quotes the column of a Columns field.
+func (s *store) c(col string) string { return q(col) }
+
+// key is the WHERE condition selecting this consumer's row of a message id, and
+// keyArgs its arguments: the consumer column is left out when the table has none
+// (one consumer per table).
+func (s *store) key() string {
+	if s.m.Columns.Consumer != "" {
+		return q(s.m.Columns.Consumer) + " = ? AND " + q(s.m.Columns.MessageID) + " = ?"
+	}
+	return q(s.m.Columns.MessageID) + " = ?"
+}
+
+func (s *store) keyArgs(messageID string) []any {
+	if s.m.Columns.Consumer != "" {
+		return []any{s.consumer, messageID}
+	}
+	return []any{messageID}
+}
+
+// mine is the WHERE condition selecting this consumer's rows, with its arguments.
+func (s *store) mine() (string, []any) {
+	if s.m.Columns.Consumer != "" {
+		return q(s.m.Columns.Consumer) + " = ? AND ", []any{s.consumer}
+	}
+	return "", nil
+}
+
+// insert builds an INSERT of the given column/value pairs, leaving out the columns
+// the table does not have (an empty name). A value is a placeholder's argument, or
+// an sqlExpr written as is with its own arguments.
+func (s *store) insert(pairs ...any) (string, []any) {
+	var cols, vals []string
+	var args []any
+	for i := 0; i+1 < len(pairs); i += 2 {
+		col := pairs[i].(string)
+		if col == "" {
+			continue
+		}
+		cols = append(cols, q(col))
+		if e, ok := pairs[i+1].(sqlExpr); ok {
+			vals = append(vals, e.sql)
+			args = append(args, e.args...)
+			continue
+		}
+		vals = append(vals, "?")
+		args = append(args, pairs[i+1])
+	}
+	return "INSERT INTO " + s.table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")", args
+}
+
+// sqlExpr is SQL text in an insert, with the arguments of its placeholders.
+type sqlExpr struct {
+	sql  string
+	args []any
+}
+
+var now3 = sqlExpr{sql: "NOW(3)"}
 
 // rowState is the part of a row that decides what a delivery does.
 type rowState struct {
@@ -56,11 +121,12 @@ func retryDelayArg(status string, d time.Duration) any {
 // only becomes visible if the handler's work commits with it. A concurrent copy of the
 // message blocks on the unique key until this transaction ends.
 func (s *store) insertSuccess(ctx context.Context, tx *sql.Tx, m Message, maxRetries int) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+s.table+`
-		(consumer, message_id, status, content, content_type, exchange, routing_key,
-		 retry_count, max_retry_count, first_consume_time, last_consume_time, success_time)
-		VALUES (?, ?, 'SUCCESS', ?, ?, ?, ?, 0, ?, NOW(3), NOW(3), NOW(3))`,
-		s.consumer, m.ID, nonNil(m.Body), m.ContentType, m.Exchange, m.RoutingKey, maxRetries)
+	c := s.m.Columns
+	query, args := s.insert(c.Consumer, s.consumer, c.MessageID, m.ID, c.Status, StatusSuccess,
+		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
+		c.RetryCount, 0, c.MaxRetryCount, maxRetries, c.FirstConsumeTime, now3,
+		c.LastConsumeTime, now3, c.SuccessTime, now3)
+	_, err := tx.ExecContext(ctx, query, args...)
 	return err
 }
 
@@ -68,23 +134,23 @@ func (s *store) insertSuccess(ctx context.Context, tx *sql.Tx, m Message, maxRet
 // before any attempt (no usable message id).
 func (s *store) insertFailure(ctx context.Context, tx *sql.Tx, m Message, id, status string,
 	delay time.Duration, errMsg string, maxRetries int) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+s.table+`
-		(consumer, message_id, status, content, content_type, exchange, routing_key,
-		 retry_count, max_retry_count, next_retry_time, error_msg,
-		 first_consume_time, last_consume_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, NOW(3), NOW(3))`,
-		s.consumer, id, status, nonNil(m.Body), m.ContentType, m.Exchange, m.RoutingKey,
-		maxRetries, retryDelayArg(status, delay), errMsg)
+	c := s.m.Columns
+	query, args := s.insert(c.Consumer, s.consumer, c.MessageID, id, c.Status, status,
+		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
+		c.RetryCount, 0, c.MaxRetryCount, maxRetries, c.NextRetryTime, sqlExpr{"NOW(3) + INTERVAL ? MICROSECOND", []any{retryDelayArg(status, delay)}},
+		c.Error, errMsg, c.FirstConsumeTime, now3, c.LastConsumeTime, now3)
+	_, err := tx.ExecContext(ctx, query, args...)
 	return err
 }
 
 // lockRow reads the row of messageID and locks it until tx ends.
 func (s *store) lockRow(ctx context.Context, tx *sql.Tx, messageID string) (rowState, bool, error) {
+	c := s.m.Columns
 	var r rowState
 	var errMsg sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT id, status, retry_count, max_retry_count, version, error_msg
-		FROM `+s.table+` WHERE consumer = ? AND message_id = ? FOR UPDATE`,
-		s.consumer, messageID).Scan(&r.id, &r.status, &r.retryCount, &r.maxRetryCount, &r.version, &errMsg)
+	err := tx.QueryRowContext(ctx, `SELECT `+list(c.ID, c.Status, c.RetryCount, c.MaxRetryCount, c.Version, c.Error)+`
+		FROM `+s.table+` WHERE `+s.key()+` FOR UPDATE`,
+		s.keyArgs(messageID)...).Scan(&r.id, &r.status, &r.retryCount, &r.maxRetryCount, &r.version, &errMsg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
@@ -97,20 +163,22 @@ func (s *store) lockRow(ctx context.Context, tx *sql.Tx, messageID string) (rowS
 
 // markSuccess turns a RETRYING row SUCCESS after its handler ran again.
 func (s *store) markSuccess(ctx context.Context, tx *sql.Tx, r rowState) error {
-	res, err := tx.ExecContext(ctx, `UPDATE `+s.table+`
-		SET status = 'SUCCESS', success_time = NOW(3), last_consume_time = NOW(3),
-		    next_retry_time = NULL, version = version + 1
-		WHERE id = ? AND version = ?`, r.id, r.version)
+	c := s.m.Columns
+	res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+		SET %s = 'SUCCESS', %s = NOW(3), %s = NOW(3), %s = NULL, %[6]s = %[6]s + 1
+		WHERE %s = ? AND %[6]s = ?`, s.table, q(c.Status), q(c.SuccessTime), q(c.LastConsumeTime),
+		q(c.NextRetryTime), q(c.Version), q(c.ID)), r.id, r.version)
 	return checkOne(res, err)
 }
 
 // updateFailure records a failed retry: PENDING_RETRY after delay, or FAILED.
 func (s *store) updateFailure(ctx context.Context, tx *sql.Tx, r rowState, status string,
 	delay time.Duration, errMsg string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE `+s.table+`
-		SET status = ?, next_retry_time = NOW(3) + INTERVAL ? MICROSECOND, error_msg = ?,
-		    last_consume_time = NOW(3), version = version + 1
-		WHERE id = ? AND version = ?`,
+	c := s.m.Columns
+	res, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+		SET %s = ?, %s = NOW(3) + INTERVAL ? MICROSECOND, %s = ?, %s = NOW(3), %[6]s = %[6]s + 1
+		WHERE %s = ? AND %[6]s = ?`, s.table, q(c.Status), q(c.NextRetryTime), q(c.Error),
+		q(c.LastConsumeTime), q(c.Version), q(c.ID)),
 		status, retryDelayArg(status, delay), errMsg, r.id, r.version)
 	return checkOne(res, err)
 }
@@ -182,12 +250,12 @@ func truncateUTF8(s string, n int) string {
 }
 
 // idProblem says why a message id cannot key a row, or "" if it can.
-func idProblem(id string) string {
+func idProblem(id string, maxLen int) string {
 	switch {
 	case id == "":
 		return "message has no message id"
-	case len(id) > MaxMessageIDLen:
-		return fmt.Sprintf("message id is %d bytes, longer than %d", len(id), MaxMessageIDLen)
+	case len(id) > maxLen:
+		return fmt.Sprintf("message id is %d bytes, longer than %d", len(id), maxLen)
 	case !utf8.ValidString(id):
 		return "message id is not valid UTF-8"
 	}

@@ -108,8 +108,8 @@ func TestIDProblem(t *testing.T) {
 		"bad\xff":                              "message id is not valid UTF-8",
 	}
 	for id, want := range cases {
-		if got := idProblem(id); got != want {
-			t.Errorf("idProblem(%q) = %q, want %q", id, got, want)
+		if got := idProblem(id, MaxMessageIDLen); got != want {
+			t.Errorf("idProblem(%q, MaxMessageIDLen) = %q, want %q", id, got, want)
 		}
 	}
 }
