@@ -37,6 +37,9 @@ func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrie
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.mapping().Kind != KindState {
+		return nil, fmt.Errorf("inbox config: Preset: %s keeps no message bodies, so there is nothing to retry from (failed deliveries are requeued)", cfg.Preset)
+	}
 	return &Retrier{
 		cfg: cfg, pub: pub, log: log.Named("retry"),
 		st: newStore(db, cfg.mapping(), cfg.ConsumerName),
