@@ -51,7 +51,12 @@ func TestUnknownCommandExitsTwo(t *testing.T) {
 
 // lint accepts every relay config the documentation shows, without a server.
 func TestLintAcceptsDocumentedConfigs(t *testing.T) {
-	for _, d := range testenv.DocConfigs(t) {
+	configs := testenv.DocConfigs(t)
+	if len(configs) < 10 {
+		t.Fatalf("found only %d config blocks in README.md and docs/*.md", len(configs))
+	}
+	t.Logf("%d relay configs in README.md and docs/*.md", len(configs))
+	for _, d := range configs {
 		for k, v := range d.Env {
 			t.Setenv(k, v)
 		}
@@ -62,6 +67,29 @@ func TestLintAcceptsDocumentedConfigs(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run([]string{"lint", "--config", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), "OK:") {
 			t.Errorf("%s: lint exit %d\n%s%s\n%s", d.Where, code, out.String(), errb.String(), d.YAML)
+		}
+	}
+}
+
+// lint accepts the configs shipped with the project (Compose, examples) too.
+func TestLintAcceptsShippedConfigs(t *testing.T) {
+	files, _ := filepath.Glob(testenv.RepoPath("deploy/docker/*.yaml"))
+	more, _ := filepath.Glob(testenv.RepoPath("examples/*/relay.yaml"))
+	files = append(files, more...)
+	if len(files) < 2 {
+		t.Fatalf("shipped configs not found: %v", files)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testenv.EnvNameRe.FindAllSubmatch(raw, -1) {
+			t.Setenv(string(m[1]), "dummy")
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{"lint", "--config", f}, &out, &errb); code != 0 {
+			t.Errorf("%s: lint exit %d\n%s%s", f, code, out.String(), errb.String())
 		}
 	}
 }
