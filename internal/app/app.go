@@ -252,6 +252,10 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		return nil, err
 	}
 	sw := status.NewWriter(a.Primary, cfg.Retry)
+	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
+		// Read again at the first failed publish; meanwhile reasons are capped.
+		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
+	}
 	a.watch(reader, pub)
 	return relay.New(relay.Config{
 		BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"unicode/utf8"
 
@@ -31,8 +32,11 @@ type errorLimits struct {
 // their first failed publish.
 func (w *Writer) LoadErrorLimits(ctx context.Context, tables []*outbox.Table) error {
 	for _, t := range tables {
+		if t.Columns.Error == "" {
+			continue
+		}
 		if _, err := w.errorLimit(ctx, t); err != nil {
-			return err
+			return fmt.Errorf("reading the length of %s.%s: %w", t.FullName(), t.Columns.Error, err)
 		}
 	}
 	return nil
