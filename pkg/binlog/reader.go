@@ -346,7 +346,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 
 	var streamer *replication.BinlogStreamer
 	if pos.HasGTID() {
-		set, perr := mysql.ParseGTIDSet(pos.Flavor, pos.GTIDSet)
+		set, perr := ParseGTIDSet(pos.Flavor, pos.GTIDSet)
 		if perr != nil {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
