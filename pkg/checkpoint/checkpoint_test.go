@@ -15,7 +15,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		{Flavor: binlog.FlavorMariaDB, GTIDSet: "0-1-42,1-2-7,5-9-18446744073709551615", File: "b.000001", Pos: 4},
 		{Flavor: binlog.FlavorMySQL, GTIDSet: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7-9,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-100", File: "mysql-bin.000002", Pos: 99},
 		{Flavor: binlog.FlavorMySQL, GTIDSet: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:blue:1-3:red:7", File: "mysql-bin.000009", Pos: 157}, // tagged GTIDs, MySQL 8.3+
-		{Flavor: binlog.FlavorMySQL, File: "mysql-bin.000002", Pos: 4}, // GTID off
+		{Flavor: binlog.FlavorMySQL, File: "mysql-bin.000002", Pos: 4},                                                                       // GTID off
 	} {
 		cp := FromPosition(p, "server_id=2", at)
 		raw, err := cp.Encode()
