@@ -131,7 +131,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 			return nil, fmt.Errorf("reading columns of %s: %w", t.FullName(), err)
 		}
 		if len(cols) != int(tme.ColumnCount) {
-			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; set binlog_row_metadata=FULL so column names come with each row",
+			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; "+layoutFix,
 				t.FullName(), tme.ColumnCount, len(cols))
 		}
 		fromSchema := unsignedMap == nil
@@ -143,7 +143,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		}
 		for i, c := range cols {
 			if !typeMatches(tme, i, c.DataType) {
-				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); set binlog_row_metadata=FULL so column names come with each row",
+				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
 					t.FullName(), i+1, c.DataType, realType(tme, i))
 			}
 			names = append(names, c.Name)
@@ -156,7 +156,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		}
 	}
 	if len(names) != int(tme.ColumnCount) {
-		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; set binlog_row_metadata=FULL so column names come with each row",
+		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; "+layoutFix,
 			t.FullName(), tme.ColumnCount, len(names))
 	}
 	pos := map[string]int{}
@@ -187,6 +187,13 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 	r.layoutMu.Unlock()
 	return lay, nil
 }
+
+// layoutFix is what to do when a row's TABLE_MAP does not match the schema
+// read from the source: the row was written before a change to the table
+// the relay has not passed yet. Decoding it with the new layout would put
+// values in the wrong columns, so the reader stops instead.
+const layoutFix = "set binlog_row_metadata=FULL on the source (MySQL 8.0.1+, MariaDB 10.5+) so column names come with each row, " +
+	"or put the table back to the layout the row was written with until the relay has passed this position"
 
 // sameTableMap tells whether two TABLE_MAP events describe the same table
 // layout: every transaction logs its own, and rebuilding the layout for

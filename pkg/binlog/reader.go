@@ -376,20 +376,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	syncer := s.newSyncer()
 	defer syncer.Close()
 	pos := s.tracker.Position()
-	// Resume mid-transaction: skip what was already emitted. A cut before
-	// the transaction was read again (not open) keeps the skip as it is.
-	if s.open.Load() {
-		s.skipUpTo = max(s.skipUpTo, s.done)
-		if !s.txGTID.IsZero() {
-			s.skipGTID, s.skipByPos = s.txGTID, false
-		} else if s.skipGTID.IsZero() {
-			s.skipByPos = true
-		}
-	}
-	// An XA branch cut before its XA PREPARE is read again whole.
-	s.xa = nil
-	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
-	s.open.Store(false)
+	s.resume()
 
 	var streamer *replication.BinlogStreamer
 	if pos.HasGTID() {
@@ -417,6 +404,25 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 			return progressed, err
 		}
 	}
+}
+
+// resume prepares a new connection, which starts at the last whole
+// transaction. If the cut came inside a transaction, the rows of it already
+// emitted are skipped when it is read again. A cut before the transaction
+// was read again (not open) keeps the skip as it is.
+func (s *stream) resume() {
+	if s.open.Load() {
+		s.skipUpTo = max(s.skipUpTo, s.done)
+		if !s.txGTID.IsZero() {
+			s.skipGTID, s.skipByPos = s.txGTID, false
+		} else if s.skipGTID.IsZero() {
+			s.skipByPos = true
+		}
+	}
+	// An XA branch cut before its XA PREPARE is read again whole.
+	s.xa = nil
+	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
+	s.open.Store(false)
 }
 
 // handleSafely runs handle and turns a panic in it (go-mysql decodes row
