@@ -25,6 +25,8 @@ type layout struct {
 	unsigned []bool     // integer column declared UNSIGNED
 	datetime []bool     // DATETIME column: a wall-clock time without a zone
 	enum     [][]string // ENUM column: its values, for turning an index into the value
+	set      [][]string // SET column: its values, for turning a bitmask into the value
+	json     []bool     // JSON column: binary JSON rendered as text
 }
 
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
@@ -50,6 +52,14 @@ func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
 					v = ""
 				}
 			}
+		case l.set[i] != nil:
+			// A SET is logged as a bitmask of its values; MySQL shows the
+			// members joined by commas, in declaration order.
+			if n, ok := v.(int64); ok {
+				v = setText(uint64(n), l.set[i])
+			}
+		case l.json[i]:
+			v = mysqlJSONText(v)
 		}
 		if b, ok := v.([]byte); ok {
 			// go-mysql may hand out slices of the packet buffer.
@@ -71,6 +81,56 @@ func (l *layout) missingFrom(present []byte) (string, bool) {
 		}
 	}
 	return "", true
+}
+
+// setText renders a SET bitmask as MySQL does: the members, in the order
+// the column declares them, joined by commas.
+func setText(mask uint64, values []string) string {
+	var b strings.Builder
+	for i, v := range values {
+		if i < 64 && mask&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// mysqlJSONText turns go-mysql's rendering of a binary JSON value (the
+// MySQL text mode: MySQL's key order and number forms, compact) into the
+// text MySQL itself prints for the column: a space after every ',' and
+// ':' between tokens, as in {"a": 1, "b": [1, 2]}.
+func mysqlJSONText(v any) any {
+	var in []byte
+	switch x := v.(type) {
+	case string:
+		in = []byte(x)
+	case []byte:
+		in = x
+	default:
+		return v
+	}
+	out := make([]byte, 0, len(in)+len(in)/8)
+	inString, escaped := false, false
+	for _, c := range in {
+		out = append(out, c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == ':'):
+			out = append(out, ' ')
+		}
+	}
+	if _, ok := v.(string); ok {
+		return string(out)
+	}
+	return out
 }
 
 // toUnsigned reinterprets a signed decode of an UNSIGNED column: go-mysql
@@ -122,6 +182,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 	// Signedness is in MINIMAL metadata already, enum values only in FULL.
 	unsignedMap := tme.UnsignedMap()
 	enumMap := tme.EnumStrValueMap()
+	setMap := tme.SetStrValueMap()
 	if len(names) == 0 {
 		if r.schemas == nil {
 			return nil, fmt.Errorf("table %s: the source does not log column names (set binlog_row_metadata=FULL) and no schema source is configured", t.FullName())
@@ -141,6 +202,9 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		if enumMap == nil {
 			enumMap = map[int][]string{}
 		}
+		if setMap == nil {
+			setMap = map[int][]string{}
+		}
 		for i, c := range cols {
 			if !typeMatches(tme, i, c.DataType) {
 				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
@@ -150,8 +214,11 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 			if fromSchema && c.Unsigned {
 				unsignedMap[i] = true
 			}
-			if c.Enum != nil && realType(tme, i) == mysql.MYSQL_TYPE_ENUM {
+			switch rt := realType(tme, i); {
+			case c.Enum != nil && rt == mysql.MYSQL_TYPE_ENUM:
 				enumMap[i] = c.Enum
+			case c.Enum != nil && rt == mysql.MYSQL_TYPE_SET:
+				setMap[i] = c.Enum
 			}
 		}
 	}
@@ -176,11 +243,16 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		lay.idx = append(lay.idx, i)
 		lay.unsigned = append(lay.unsigned, unsignedMap[i])
 		lay.datetime = append(lay.datetime, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2)
-		var enum []string
-		if typ == mysql.MYSQL_TYPE_ENUM {
+		var enum, set []string
+		switch typ {
+		case mysql.MYSQL_TYPE_ENUM:
 			enum = enumMap[i]
+		case mysql.MYSQL_TYPE_SET:
+			set = setMap[i]
 		}
 		lay.enum = append(lay.enum, enum)
+		lay.set = append(lay.set, set)
+		lay.json = append(lay.json, typ == mysql.MYSQL_TYPE_JSON)
 	}
 	r.layoutMu.Lock()
 	r.layouts[key] = lay
@@ -306,7 +378,7 @@ type Column struct {
 	// DataType is information_schema's DATA_TYPE (varchar, bigint, enum...).
 	DataType string
 	Unsigned bool
-	// Enum holds an ENUM column's values in order.
+	// Enum holds an ENUM or SET column's values in order.
 	Enum []string
 }
 
@@ -348,7 +420,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 		}
 		c.DataType = strings.ToLower(c.DataType)
 		c.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
-		if c.DataType == "enum" {
+		if c.DataType == "enum" || c.DataType == "set" {
 			c.Enum = parseEnum(colType)
 		}
 		cols = append(cols, c)
