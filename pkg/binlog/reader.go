@@ -465,6 +465,13 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		// A standalone event group (DDL, or a non-transactional statement)
 		// has no BEGIN...XID: its one query event ends it.
 		s.inTx = !e.IsStandalone()
+		if e.Flags&mariadbFlPreparedXA != 0 {
+			// MariaDB logs XA START inside the GTID event ("XA START
+			// X'..',X'',1 GTID 0-1-5"): the group is an XA branch ending
+			// with XA END and XA_PREPARE_LOG_EVENT.
+			s.xa = &xaBranch{}
+			s.inTx = true
+		}
 	case *replication.GTIDEvent:
 		return s.mysqlGTID(e)
 	case *replication.GtidTaggedLogEvent:

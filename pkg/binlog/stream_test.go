@@ -335,3 +335,33 @@ func TestMismatchedTableMapNamesTablePositionAndFix(t *testing.T) {
 }
 
 func nopLog() *zap.Logger { return zap.NewNop() }
+
+// MariaDB logs XA START inside the GTID event (flag FL_PREPARED_XA), as
+// SHOW BINLOG EVENTS on MariaDB 10.11 shows:
+//
+//	Gtid        XA START X'7031',X'',1 GTID 0-1-66745
+//	Table_map, Write_rows_v1
+//	Query       XA END X'7031',X'',1
+//	XA_prepare  XA PREPARE X'7031',X'',1
+//	Gtid        GTID 0-1-66746
+//	Query       XA COMMIT X'7031',X'',1
+func TestXAMariaDBBranchInTheGTIDEvent(t *testing.T) {
+	sc := newScript(t, Config{})
+	branch := func(seq uint64, gtrid string, ids ...int) {
+		sc.must(replication.MARIADB_GTID_EVENT, &replication.MariadbGTIDEvent{GTID: mysql.MariadbGTID{ServerID: 1, SequenceNumber: seq}, Flags: mariadbFlPreparedXA})
+		sc.insert("PENDING", ids...)
+		sc.query(fmt.Sprintf("XA END X'%x',X'',1", gtrid))
+		body := []byte{0, 1, 0, 0, 0, byte(len(gtrid)), 0, 0, 0, 0, 0, 0, 0}
+		sc.must(replication.XA_PREPARE_LOG_EVENT, &replication.GenericEvent{Data: append(body, gtrid...)})
+	}
+	branch(1, "p1", 1, 2)
+	branch(2, "p2", 3)
+	sc.gtid(3)
+	sc.query("XA COMMIT X'7031',X'',1")
+	sc.gtid(4)
+	sc.query("XA ROLLBACK X'7032',X'',1")
+	expect(t, sc.drain(), "c c 1 2 c c")
+	if s := xidOfPrepare([]byte{0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 'p', '1', 'b'}); s != "x'7031',x'62',1" {
+		t.Fatalf("xid of a prepare event: %s", s)
+	}
+}

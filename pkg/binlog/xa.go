@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -22,6 +23,11 @@ import (
 // so a relay restarted between XA PREPARE and XA COMMIT does not read the
 // branch's rows again. The XA COMMIT is then logged as such, and rows of a
 // status table are left to the sweeper.
+
+// mariadbFlPreparedXA is MariaDB's Gtid_log_event flag FL_PREPARED_XA (64,
+// sql/log_event.h): the event group is an XA branch up to its XA PREPARE.
+// go-mysql decodes the flags but names only the lower ones.
+const mariadbFlPreparedXA = 64
 
 // xaBranch is one XA transaction's rows in binlog order.
 type xaBranch struct {
@@ -93,6 +99,9 @@ func (s *stream) xaStatement(ctx context.Context, ev *replication.BinlogEvent, s
 		s.xa = &xaBranch{xid: st.xid}
 		return nil
 	case "END":
+		if s.xa != nil && s.xa.xid == "" {
+			s.xa.xid = st.xid // MariaDB: XA START was in the GTID event
+		}
 		return nil
 	case "PREPARE":
 		return s.xaPrepare(ctx, ev, nil)
@@ -131,6 +140,9 @@ func (s *stream) xaPrepare(ctx context.Context, ev *replication.BinlogEvent, dat
 	if b == nil {
 		return s.commit(ctx, ev)
 	}
+	if b.xid == "" {
+		b.xid = xidOfPrepare(data)
+	}
 	if len(data) > 0 && data[0] != 0 {
 		// One-phase commit logged as a prepare event with one_phase set:
 		// the branch is committed here.
@@ -147,6 +159,21 @@ func (s *stream) xaPrepare(ctx context.Context, ev *replication.BinlogEvent, dat
 	s.heldRows += len(b.rows)
 	s.heldBytes += b.bytes
 	return s.commit(ctx, ev)
+}
+
+// xidOfPrepare reads the xid of an XA_PREPARE_LOG_EVENT body (one_phase
+// byte, formatID, gtrid length, bqual length as 4-byte integers, then gtrid
+// and bqual) in the form XA queries are logged with: x'gtrid',x'bqual',formatID.
+func xidOfPrepare(data []byte) string {
+	if len(data) < 13 {
+		return ""
+	}
+	format := binary.LittleEndian.Uint32(data[1:])
+	gl, bl := int(binary.LittleEndian.Uint32(data[5:])), int(binary.LittleEndian.Uint32(data[9:]))
+	if gl < 0 || bl < 0 || 13+gl+bl > len(data) {
+		return ""
+	}
+	return fmt.Sprintf("x'%x',x'%x',%d", data[13:13+gl], data[13+gl:13+gl+bl], format)
 }
 
 // emitBranch sends a committed branch's rows in the current transaction and
