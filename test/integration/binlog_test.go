@@ -28,7 +28,7 @@ func viaProxy(t *testing.T, yaml string, px *faultproxy.Proxy) string {
 	return strings.Replace(yaml, from, fmt.Sprintf("source: {host: 127.0.0.1, port: %d,", px.Port()), 1)
 }
 
-// Two cuts of the source connection inside one 50,000-row transaction:
+// Cuts of the source connection inside one 50,000-row transaction:
 // each reconnect reads the transaction again from its start and skips the
 // rows already emitted, however many reconnects there were. Every row
 // arrives once, in order.
@@ -75,6 +75,10 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 		t.Logf("cut at %d rows received", got.Len())
 	}
 	cut(5_000)
+	// Again as soon as the stream is back: the reader is likely still
+	// reading past the rows it skips, where a skip count taken from the
+	// rows read on the last connection would fall short.
+	cut(0)
 	cut(25_000)
 	testenv.Eventually(t, 180*time.Second, func() bool { d, _ := got.Distinct(); return d >= rows },
 		"received %d distinct of %d", func() int { d, _ := got.Distinct(); return d }(), rows)
