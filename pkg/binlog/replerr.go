@@ -52,24 +52,32 @@ var purgedMessages = []string{
 	"required binlog files have been purged",
 }
 
-// serverIDMessages: MySQL kills the older dump thread when a replica
-// registers with a server_id (or server_uuid) already connected, and that
-// one ends with 1236 "A slave with the same server_uuid/server_id as this
-// slave has connected to the master" (8.0.26+: "A replica ... this replica
-// has connected to the source").
+// serverIDMessages: when a replica registers with a server_id (or
+// server_uuid) already connected, the source drops the older connection.
+// MySQL ends it with 1236 "A slave with the same server_uuid/server_id as
+// this slave has connected to the master" (8.0.26+: "A replica ... this
+// replica has connected to the source"); MariaDB (10.11 on the test stack)
+// with 4052 ER_SLAVE_SAME_ID "A slave with the same server_uuid/server_id
+// is already connected".
 var serverIDMessages = []string{
-	"same server_uuid/server_id as this",
+	"same server_uuid/server_id",
 }
 
-// classifyReplError tells what a binlog dump error means. Only error 1236
-// is classified; any other error (a lost connection, a timeout) is
-// replErrOther.
+// erSlaveSameID is MariaDB's ER_SLAVE_SAME_ID.
+const erSlaveSameID = 4052
+
+// classifyReplError tells what a binlog dump error means: a duplicate
+// server_id (1236 on MySQL, 4052 on MariaDB), a purged position (1236 with
+// one of purgedMessages), or anything else.
 func classifyReplError(err error) (replErrKind, *mysql.MyError) {
 	var my *mysql.MyError
-	if !errors.As(err, &my) || my.Code != mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
+	if !errors.As(err, &my) || (my.Code != mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && my.Code != erSlaveSameID) {
 		return replErrOther, nil
 	}
 	msg := strings.ToLower(my.Message)
+	if my.Code == erSlaveSameID {
+		return replErrServerID, my
+	}
 	for _, m := range serverIDMessages {
 		if strings.Contains(msg, m) {
 			return replErrServerID, my

@@ -270,6 +270,12 @@ func TestClassifyError1236(t *testing.T) {
 			t.Errorf("%q classified %d, want %d", c.msg, got, c.want)
 		}
 	}
+	// MariaDB 10.11 drops the older of two connections with the same
+	// server_id with its own code (as seen on the test stack).
+	mariadb := &mysql.MyError{Code: 4052, Message: "A slave with the same server_uuid/server_id is already connected; the first event 'binlog.000019' at 4, the last event read from 'binlog.000019' at 28884456, the last byte read from 'binlog.000019' at 28884580."}
+	if k, _ := classifyReplError(mariadb); k != replErrServerID {
+		t.Errorf("MariaDB's duplicate server_id classified %d", k)
+	}
 	// Other codes and plain errors are never classified.
 	if k, _ := classifyReplError(&mysql.MyError{Code: 1045, Message: "purged required binary logs"}); k != replErrOther {
 		t.Errorf("error 1045 classified %d", k)
