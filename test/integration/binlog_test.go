@@ -3,14 +3,19 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // noSweeper turns the sweeper off so every delivery comes from the binlog
@@ -346,4 +351,61 @@ func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 		t.Fatalf("%d distinct, %d duplicates; want %d and none", distinct, dups, len(all))
 	}
 	assertSameOrder(t, firstSeenOrder(got.All()), all)
+}
+
+// Two readers with one server_id on the same source: the source drops the
+// older connection each time the other registers; after a few tries with
+// backoff a reader stops with ErrServerIDConflict naming the server_id. It
+// never treats this as a purged position.
+func TestReaderServerIDConflict(t *testing.T) {
+	testenv.Integration(t)
+	replica := testenv.Open(t, testenv.ReplicaDSN, "")
+	pos := binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: queryString(t, replica, "SELECT @@global.gtid_current_pos")}
+	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
+	serverID := uint32(400_000 + time.Now().UnixNano()%100_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		r := binlog.New(binlog.Config{Host: sh, Port: uint16(sp), User: "root", Flavor: binlog.FlavorMariaDB, ServerID: serverID,
+			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, nil, nil, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+		out := make(chan binlog.Event, 16)
+		go func() {
+			for {
+				select {
+				case <-out:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		go func() { errs <- r.Run(ctx, pos, out) }()
+	}
+	// Keep the binlog moving so both streams read.
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	var err error
+	testenv.Eventually(t, 50*time.Second, func() bool {
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (UUID(), 'x', 'k', '{}')")
+		select {
+		case err = <-errs:
+			return true
+		default:
+			return false
+		}
+	}, "neither reader stopped on the server_id conflict")
+	cancel()
+	if !errors.Is(err, binlog.ErrServerIDConflict) || errors.Is(err, binlog.ErrPositionPurged) ||
+		!strings.Contains(err.Error(), fmt.Sprint(serverID)) || !strings.Contains(err.Error(), "source.server_id") {
+		t.Fatalf("reader stopped with %v; want ErrServerIDConflict naming server_id %d and source.server_id", err, serverID)
+	}
+	t.Logf("reader stopped: %v", err)
+}
+
+// CompressionSetting on MariaDB, which has no binlog transaction compression.
+func TestCompressionSettingOnMariaDB(t *testing.T) {
+	testenv.Integration(t)
+	v, err := binlog.CompressionSetting(context.Background(), testenv.Open(t, testenv.ReplicaDSN, ""))
+	if err != nil || v != "" {
+		t.Fatalf("CompressionSetting on MariaDB = %q, %v; want \"\" (no such variable) and no error", v, err)
+	}
 }
