@@ -3,6 +3,7 @@ package binlog
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,6 +61,18 @@ type fixtureRun struct {
 // carry the "in use" flag.
 func readFixture(t *testing.T, file, flavor string, schemas SchemaSource, tables ...*outbox.Table) fixtureRun {
 	t.Helper()
+	run, err := parseFixture(t, filepath.Join(fixtureDir, file), flavor, schemas, tables...)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return run
+}
+
+// parseFixture runs a binlog file through the stream; an error is what the
+// stream would end with (streamError, as in stream.run).
+func parseFixture(t *testing.T, path, flavor string, schemas SchemaSource, tables ...*outbox.Table) (fixtureRun, error) {
+	t.Helper()
+	file := filepath.Base(path)
 	r := New(Config{Host: "x", Port: 1, User: "u", Flavor: flavor}, tables, schemas, zap.NewNop())
 	tr, err := NewTracker(Position{Flavor: flavor, File: file, Pos: 4})
 	if err != nil {
@@ -73,11 +86,9 @@ func readFixture(t *testing.T, file, flavor string, schemas SchemaSource, tables
 	p.SetParseTime(true)
 	p.SetRenderJSONAsMySQLText(true)
 	p.SetRowsEventDecodeFunc(r.decodeRows)
-	if err := p.ParseFile(filepath.Join(fixtureDir, file), 4, func(ev *replication.BinlogEvent) error {
+	err = p.ParseFile(path, 4, func(ev *replication.BinlogEvent) error {
 		return s.handleSafely(context.Background(), ev)
-	}); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+	})
 	close(out)
 	var run fixtureRun
 	for ev := range out {
@@ -88,7 +99,38 @@ func readFixture(t *testing.T, file, flavor string, schemas SchemaSource, tables
 		}
 	}
 	run.pos = tr.Position()
-	return run
+	if err != nil {
+		return run, streamError(err, s.tracker.file, s.lastPos)
+	}
+	return run, nil
+}
+
+// A corrupt event from a genuine file: rmc__mariadb-bin.000001 with the
+// column count of its first WRITE_ROWS event (at 612) changed from 5 to 3.
+// The stream stops with an error naming the file and the event's position;
+// nothing of the event is emitted, and the position stays before it.
+func TestFixtureCorruptRowsEvent(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(fixtureDir, "rmc__mariadb-bin.000001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const countAt = 612 + 19 + 8 // event start, common header, table id and flags
+	if data[countAt] != 5 {
+		t.Fatalf("byte %d is %d, not the column count 5: the fixture changed", countAt, data[countAt])
+	}
+	data[countAt] = 3
+	path := filepath.Join(t.TempDir(), "corrupt-bin.000001")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tb := fixtureTable(t, "toddy_test", "outbox", "id", "event", "topic")
+	run, err := parseFixture(t, path, FlavorMariaDB, nil, tb)
+	if err == nil || !strings.Contains(err.Error(), "after corrupt-bin.000001:612") {
+		t.Fatalf("error %v; want one naming corrupt-bin.000001:612", err)
+	}
+	if len(run.rows) != 0 || len(run.commits) != 0 || run.pos.Pos != 4 {
+		t.Fatalf("%d rows, %d commits, position %s; want nothing emitted", len(run.rows), len(run.commits), run.pos)
+	}
 }
 
 func str(v any) string {

@@ -397,7 +397,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return progressed, decodePanicError(err, s.tracker.file, s.lastPos)
+			return progressed, streamError(err, s.tracker.file, s.lastPos)
 		}
 		progressed = true
 		if err := s.handleSafely(ctx, ev); err != nil {

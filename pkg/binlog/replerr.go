@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -97,15 +98,19 @@ func classifyReplError(err error) (replErrKind, *mysql.MyError) {
 // connection die; repeated ones are two live relays taking turns.
 const serverIDConflictAttempts = 3
 
-// decodePanicError names the place of an event go-mysql could not parse.
-// go-mysql recovers a panic in its parser into an error starting "panic",
-// with a goroutine stack after the first line; the stack is dropped here,
-// the position added.
-func decodePanicError(err error, file string, pos uint32) error {
-	if err == nil || !strings.HasPrefix(err.Error(), "panic") {
+// streamError adds the binlog position to an error that ended a stream:
+// the event that could not be read starts at file:pos (the end of the last
+// event handled). go-mysql recovers a panic in its parser into an error
+// starting "panic", with a goroutine stack after the first line; the stack
+// is dropped and the error says the event may be corrupt.
+func streamError(err error, file string, pos uint32) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	first, _, _ := strings.Cut(err.Error(), "\n")
-	return fmt.Errorf("binlog event after %s:%d could not be decoded (the parser failed: %s); the event may be corrupt: check it with mysqlbinlog --start-position=%d %s",
-		file, pos, first, pos, file)
+	if strings.HasPrefix(err.Error(), "panic") {
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		return fmt.Errorf("binlog event after %s:%d could not be decoded (the parser failed: %s); the event may be corrupt: check it with mysqlbinlog --start-position=%d %s",
+			file, pos, first, pos, file)
+	}
+	return fmt.Errorf("reading the binlog after %s:%d: %w", file, pos, err)
 }

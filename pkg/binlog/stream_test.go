@@ -299,12 +299,16 @@ func TestCorruptEventIsAnErrorNamingThePosition(t *testing.T) {
 		t.Fatalf("short rows: %v; want an error naming binlog.000001:%d", err, sc.pos)
 	}
 	parserPanic := errors.New("panic runtime error: slice bounds out of range [:4] with capacity 2\nstack: goroutine 7 [running]:\n...")
-	got := decodePanicError(parserPanic, "binlog.000003", 9876)
+	got := streamError(parserPanic, "binlog.000003", 9876)
 	if !strings.Contains(got.Error(), "binlog.000003:9876") || strings.Contains(got.Error(), "goroutine") {
 		t.Fatalf("parser panic: %v", got)
 	}
-	if plain := errors.New("connection reset"); decodePanicError(plain, "f", 1) != plain {
-		t.Fatal("a plain error was rewritten")
+	plain := &mysql.MyError{Code: 1236, Message: "bogus data in log event"}
+	if got := streamError(plain, "f", 1); !strings.Contains(got.Error(), "f:1") || !errors.Is(got, plain) {
+		t.Fatalf("a stream error: %v; want the position added and the error kept", got)
+	}
+	if got := streamError(context.Canceled, "f", 1); got != context.Canceled {
+		t.Fatalf("cancellation rewritten: %v", got)
 	}
 }
 
