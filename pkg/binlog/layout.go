@@ -210,6 +210,10 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
 					t.FullName(), i+1, c.DataType, realType(tme, i))
 			}
+			if why := shapeDiffers(tme, i, c); why != "" {
+				return nil, fmt.Errorf("table %s: column %d (%s) %s (the table changed after the row was written); "+layoutFix,
+					t.FullName(), i+1, c.Name, why)
+			}
 			names = append(names, c.Name)
 			if fromSchema && c.Unsigned {
 				unsignedMap[i] = true
@@ -346,6 +350,25 @@ func typeMatches(tme *replication.TableMapEvent, i int, dataType string) bool {
 	return false
 }
 
+// shapeDiffers compares what else a TABLE_MAP tells about column i with the
+// schema read from the source, so that columns of one type swapped or
+// resized by an ALTER are caught too: a VARCHAR's or VARBINARY's maximum
+// length in bytes (the metadata is CHARACTER_OCTET_LENGTH), and whether it
+// is nullable. It returns "" when they agree or the schema does not say.
+func shapeDiffers(tme *replication.TableMapEvent, i int, c Column) string {
+	typ := realType(tme, i)
+	if (typ == mysql.MYSQL_TYPE_VARCHAR || typ == mysql.MYSQL_TYPE_VAR_STRING) && c.OctetLength > 0 &&
+		i < len(tme.ColumnMeta) && int64(tme.ColumnMeta[i]) != c.OctetLength {
+		return fmt.Sprintf("holds up to %d bytes in the schema read from the source but %d in the row", c.OctetLength, tme.ColumnMeta[i])
+	}
+	if c.Nullable != nil && i < int(tme.ColumnCount) {
+		if known, nullable := tme.Nullable(i); known && nullable != *c.Nullable {
+			return fmt.Sprintf("is nullable=%v in the schema read from the source but nullable=%v in the row", *c.Nullable, nullable)
+		}
+	}
+	return ""
+}
+
 // noteDDL runs when the stream passes a statement that may be DDL. Without
 // column names in the binlog, the cached schema of an outbox table the
 // statement names is dropped and read again now, at the statement's place
@@ -380,6 +403,11 @@ type Column struct {
 	Unsigned bool
 	// Enum holds an ENUM or SET column's values in order.
 	Enum []string
+	// OctetLength is CHARACTER_OCTET_LENGTH (0 when unknown or not a
+	// string column) and Nullable IS_NULLABLE (nil when unknown): checked
+	// against the row's TABLE_MAP.
+	OctetLength int64
+	Nullable    *bool
 }
 
 // SchemaSource gives a table's columns in ordinal order.
@@ -406,7 +434,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 		return cols, nil
 	}
 	rows, err := s.DB.QueryContext(ctx,
-		`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+		`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0), IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
 		schema, table)
 	if err != nil {
 		return nil, err
@@ -414,10 +442,12 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 	defer rows.Close()
 	for rows.Next() {
 		var c Column
-		var colType string
-		if err := rows.Scan(&c.Name, &c.DataType, &colType); err != nil {
+		var colType, nullable string
+		if err := rows.Scan(&c.Name, &c.DataType, &colType, &c.OctetLength, &nullable); err != nil {
 			return nil, err
 		}
+		isNull := strings.EqualFold(nullable, "YES")
+		c.Nullable = &isNull
 		c.DataType = strings.ToLower(c.DataType)
 		c.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
 		if c.DataType == "enum" || c.DataType == "set" {
