@@ -197,9 +197,12 @@ func (r *Reader) Lag(now time.Time) time.Duration {
 // to out in binlog order; out is bounded, which is the backpressure.
 // When ctx ends, Run finishes the open transaction first (up to
 // StopTimeout), so the last event sent is a commit and a restart replays
-// nothing. Connection errors are retried with backoff from the last whole
-// transaction; rows of a transaction already emitted before a reconnect are
-// not emitted again.
+// nothing. Connection and replication errors are retried with backoff from
+// the last whole transaction; rows of a transaction already emitted before a
+// reconnect are not emitted again, over any number of reconnects. Run
+// returns ErrPositionPurged only when the source says the start position is
+// purged, and ErrServerIDConflict when another replica keeps taking the
+// relay's server_id.
 func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) error {
 	tracker, err := NewTracker(start)
 	if err != nil {
