@@ -628,7 +628,11 @@ func (s *stream) emitRow(ctx context.Context, row *outbox.Row) error {
 func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("decoding a rows event of %s.%s: %v", e.Table.Schema, e.Table.Table, p)
+			table := "an unknown table"
+			if e.Table != nil {
+				table = string(e.Table.Schema) + "." + string(e.Table.Table)
+			}
+			err = fmt.Errorf("decoding a rows event of %s: %v", table, p)
 		}
 	}()
 	pos, err := e.DecodeHeader(data)
