@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // noSweeper turns the sweeper off so every delivery comes from the binlog
@@ -334,8 +337,18 @@ func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 	}
 	t.Logf("local writes %s and %s; checkpoint %s", localGTID, localGTID2, cp.GTIDSet)
 
-	// The relay starts again from that checkpoint (MariaDB refused a
-	// position with two GTIDs in one domain), and check passes.
+	// Saved as an older relay did, with the replica's local GTID kept beside
+	// the primary's in domain 0 ("0-1-P,0-2-L", which MariaDB refuses as a
+	// start position with ERROR 1943): it loads as the last GTID of each
+	// domain, the same position.
+	old := cp
+	old.GTIDSet = cp.GTIDSet + "," + localGTID
+	saveCheckpointRaw(t, "binlog-relay:"+name+":checkpoint", old)
+	if back, err := loadCheckpoint(t, "binlog-relay:"+name+":checkpoint"); err != nil || back.GTIDSet != cp.GTIDSet {
+		t.Fatalf("the old-style checkpoint %s loaded as %q (%v), want %s", old.GTIDSet, back.GTIDSet, err, cp.GTIDSet)
+	}
+
+	// The relay starts again from that checkpoint, and check passes.
 	r2 := testenv.StartRelay(t, cfg)
 	for _, p := range r2.App.Check(ctx) {
 		if p.Severity == "ERROR" {
@@ -407,5 +420,20 @@ func TestCompressionSettingOnMariaDB(t *testing.T) {
 	v, err := binlog.CompressionSetting(context.Background(), testenv.Open(t, testenv.ReplicaDSN, ""))
 	if err != nil || v != "" {
 		t.Fatalf("CompressionSetting on MariaDB = %q, %v; want \"\" (no such variable) and no error", v, err)
+	}
+}
+
+// saveCheckpointRaw stores a checkpoint as it is, as an older relay would
+// have written it.
+func saveCheckpointRaw(t *testing.T, key string, cp checkpoint.Checkpoint) {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
+	defer rc.Close()
+	b, err := json.Marshal(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Set(context.Background(), key, b, 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
