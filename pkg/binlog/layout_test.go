@@ -415,3 +415,24 @@ func TestLayoutFallbackRefusesAReshapedColumn(t *testing.T) {
 		})
 	}
 }
+
+func TestMySQLJSONText(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1,"b":[1,2,{"c":null}]}`: `{"a": 1, "b": [1, 2, {"c": null}]}`,
+		`{"k,:":"v:,\"x,y\"","n":1.0}`: `{"k,:": "v:,\"x,y\"", "n": 1.0}`,
+		`"a\\":1`:                      `"a\\": 1`,
+		`[]`:                           `[]`,
+		`{}`:                           `{}`,
+		`"plain"`:                      `"plain"`,
+	} {
+		if got := mysqlJSONText(in); got != want {
+			t.Errorf("mysqlJSONText(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := mysqlJSONText([]byte(`[1,2]`)); string(got.([]byte)) != `[1, 2]` {
+		t.Errorf("bytes: %s", got)
+	}
+	if got := setText(0b1011, []string{"a", "b", "c", "d"}); got != "a,b,d" {
+		t.Errorf("setText = %q", got)
+	}
+}
