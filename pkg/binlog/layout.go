@@ -25,6 +25,8 @@ type layout struct {
 	unsigned []bool     // integer column declared UNSIGNED
 	datetime []bool     // DATETIME column: a wall-clock time without a zone
 	enum     [][]string // ENUM column: its values, for turning an index into the value
+	set      [][]string // SET column: its values, for turning a bitmask into the value
+	json     []bool     // JSON column: binary JSON rendered as text
 }
 
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
@@ -50,6 +52,14 @@ func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
 					v = ""
 				}
 			}
+		case l.set[i] != nil:
+			// A SET is logged as a bitmask of its values; MySQL shows the
+			// members joined by commas, in declaration order.
+			if n, ok := v.(int64); ok {
+				v = setText(uint64(n), l.set[i])
+			}
+		case l.json[i]:
+			v = mysqlJSONText(v)
 		}
 		if b, ok := v.([]byte); ok {
 			// go-mysql may hand out slices of the packet buffer.
@@ -71,6 +81,56 @@ func (l *layout) missingFrom(present []byte) (string, bool) {
 		}
 	}
 	return "", true
+}
+
+// setText renders a SET bitmask as MySQL does: the members, in the order
+// the column declares them, joined by commas.
+func setText(mask uint64, values []string) string {
+	var b strings.Builder
+	for i, v := range values {
+		if i < 64 && mask&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// mysqlJSONText turns go-mysql's rendering of a binary JSON value (the
+// MySQL text mode: MySQL's key order and number forms, compact) into the
+// text MySQL itself prints for the column: a space after every ',' and
+// ':' between tokens, as in {"a": 1, "b": [1, 2]}.
+func mysqlJSONText(v any) any {
+	var in []byte
+	switch x := v.(type) {
+	case string:
+		in = []byte(x)
+	case []byte:
+		in = x
+	default:
+		return v
+	}
+	out := make([]byte, 0, len(in)+len(in)/8)
+	inString, escaped := false, false
+	for _, c := range in {
+		out = append(out, c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == ':'):
+			out = append(out, ' ')
+		}
+	}
+	if _, ok := v.(string); ok {
+		return string(out)
+	}
+	return out
 }
 
 // toUnsigned reinterprets a signed decode of an UNSIGNED column: go-mysql
@@ -122,6 +182,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 	// Signedness is in MINIMAL metadata already, enum values only in FULL.
 	unsignedMap := tme.UnsignedMap()
 	enumMap := tme.EnumStrValueMap()
+	setMap := tme.SetStrValueMap()
 	if len(names) == 0 {
 		if r.schemas == nil {
 			return nil, fmt.Errorf("table %s: the source does not log column names (set binlog_row_metadata=FULL) and no schema source is configured", t.FullName())
@@ -131,7 +192,7 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 			return nil, fmt.Errorf("reading columns of %s: %w", t.FullName(), err)
 		}
 		if len(cols) != int(tme.ColumnCount) {
-			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; set binlog_row_metadata=FULL so column names come with each row",
+			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; "+layoutFix,
 				t.FullName(), tme.ColumnCount, len(cols))
 		}
 		fromSchema := unsignedMap == nil
@@ -141,22 +202,32 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		if enumMap == nil {
 			enumMap = map[int][]string{}
 		}
+		if setMap == nil {
+			setMap = map[int][]string{}
+		}
 		for i, c := range cols {
 			if !typeMatches(tme, i, c.DataType) {
-				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); set binlog_row_metadata=FULL so column names come with each row",
+				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
 					t.FullName(), i+1, c.DataType, realType(tme, i))
+			}
+			if why := shapeDiffers(tme, i, c); why != "" {
+				return nil, fmt.Errorf("table %s: column %d (%s) %s (the table changed after the row was written); "+layoutFix,
+					t.FullName(), i+1, c.Name, why)
 			}
 			names = append(names, c.Name)
 			if fromSchema && c.Unsigned {
 				unsignedMap[i] = true
 			}
-			if c.Enum != nil && realType(tme, i) == mysql.MYSQL_TYPE_ENUM {
+			switch rt := realType(tme, i); {
+			case c.Enum != nil && rt == mysql.MYSQL_TYPE_ENUM:
 				enumMap[i] = c.Enum
+			case c.Enum != nil && rt == mysql.MYSQL_TYPE_SET:
+				setMap[i] = c.Enum
 			}
 		}
 	}
 	if len(names) != int(tme.ColumnCount) {
-		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; set binlog_row_metadata=FULL so column names come with each row",
+		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; "+layoutFix,
 			t.FullName(), tme.ColumnCount, len(names))
 	}
 	pos := map[string]int{}
@@ -176,17 +247,29 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		lay.idx = append(lay.idx, i)
 		lay.unsigned = append(lay.unsigned, unsignedMap[i])
 		lay.datetime = append(lay.datetime, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2)
-		var enum []string
-		if typ == mysql.MYSQL_TYPE_ENUM {
+		var enum, set []string
+		switch typ {
+		case mysql.MYSQL_TYPE_ENUM:
 			enum = enumMap[i]
+		case mysql.MYSQL_TYPE_SET:
+			set = setMap[i]
 		}
 		lay.enum = append(lay.enum, enum)
+		lay.set = append(lay.set, set)
+		lay.json = append(lay.json, typ == mysql.MYSQL_TYPE_JSON)
 	}
 	r.layoutMu.Lock()
 	r.layouts[key] = lay
 	r.layoutMu.Unlock()
 	return lay, nil
 }
+
+// layoutFix is what to do when a row's TABLE_MAP does not match the schema
+// read from the source: the row was written before a change to the table
+// the relay has not passed yet. Decoding it with the new layout would put
+// values in the wrong columns, so the reader stops instead.
+const layoutFix = "set binlog_row_metadata=FULL on the source (MySQL 8.0.1+, MariaDB 10.5+) so column names come with each row, " +
+	"or put the table back to the layout the row was written with until the relay has passed this position"
 
 // sameTableMap tells whether two TABLE_MAP events describe the same table
 // layout: every transaction logs its own, and rebuilding the layout for
@@ -267,6 +350,25 @@ func typeMatches(tme *replication.TableMapEvent, i int, dataType string) bool {
 	return false
 }
 
+// shapeDiffers compares what else a TABLE_MAP tells about column i with the
+// schema read from the source, so that columns of one type swapped or
+// resized by an ALTER are caught too: a VARCHAR's or VARBINARY's maximum
+// length in bytes (the metadata is CHARACTER_OCTET_LENGTH), and whether it
+// is nullable. It returns "" when they agree or the schema does not say.
+func shapeDiffers(tme *replication.TableMapEvent, i int, c Column) string {
+	typ := realType(tme, i)
+	if (typ == mysql.MYSQL_TYPE_VARCHAR || typ == mysql.MYSQL_TYPE_VAR_STRING) && c.OctetLength > 0 &&
+		i < len(tme.ColumnMeta) && int64(tme.ColumnMeta[i]) != c.OctetLength {
+		return fmt.Sprintf("holds up to %d bytes in the schema read from the source but %d in the row", c.OctetLength, tme.ColumnMeta[i])
+	}
+	if c.Nullable != nil && i < int(tme.ColumnCount) {
+		if known, nullable := tme.Nullable(i); known && nullable != *c.Nullable {
+			return fmt.Sprintf("is nullable=%v in the schema read from the source but nullable=%v in the row", *c.Nullable, nullable)
+		}
+	}
+	return ""
+}
+
 // noteDDL runs when the stream passes a statement that may be DDL. Without
 // column names in the binlog, the cached schema of an outbox table the
 // statement names is dropped and read again now, at the statement's place
@@ -299,8 +401,13 @@ type Column struct {
 	// DataType is information_schema's DATA_TYPE (varchar, bigint, enum...).
 	DataType string
 	Unsigned bool
-	// Enum holds an ENUM column's values in order.
+	// Enum holds an ENUM or SET column's values in order.
 	Enum []string
+	// OctetLength is CHARACTER_OCTET_LENGTH (0 when unknown or not a
+	// string column) and Nullable IS_NULLABLE (nil when unknown): checked
+	// against the row's TABLE_MAP.
+	OctetLength int64
+	Nullable    *bool
 }
 
 // SchemaSource gives a table's columns in ordinal order.
@@ -327,7 +434,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 		return cols, nil
 	}
 	rows, err := s.DB.QueryContext(ctx,
-		`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+		`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0), IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
 		schema, table)
 	if err != nil {
 		return nil, err
@@ -335,13 +442,15 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 	defer rows.Close()
 	for rows.Next() {
 		var c Column
-		var colType string
-		if err := rows.Scan(&c.Name, &c.DataType, &colType); err != nil {
+		var colType, nullable string
+		if err := rows.Scan(&c.Name, &c.DataType, &colType, &c.OctetLength, &nullable); err != nil {
 			return nil, err
 		}
+		isNull := strings.EqualFold(nullable, "YES")
+		c.Nullable = &isNull
 		c.DataType = strings.ToLower(c.DataType)
 		c.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
-		if c.DataType == "enum" {
+		if c.DataType == "enum" || c.DataType == "set" {
 			c.Enum = parseEnum(colType)
 		}
 		cols = append(cols, c)

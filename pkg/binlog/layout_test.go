@@ -374,3 +374,65 @@ func TestLayoutMissingFromRowImage(t *testing.T) {
 		t.Fatalf("empty bitmap: got %q, %v; want one of the columns read (%v) reported", col, ok, lay.names)
 	}
 }
+
+// Columns of the same type swapped or resized by an ALTER: without names in
+// the binlog, the VARCHAR byte length and nullability in the TABLE_MAP are
+// checked against the schema too.
+func TestLayoutFallbackRefusesAReshapedColumn(t *testing.T) {
+	tb := seedTable(t)
+	yes, no := true, false
+	cols := func() []Column {
+		out := schemaOf(cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated)
+		for i := range out {
+			out[i].Nullable = &no
+		}
+		out[1].OctetLength, out[2].OctetLength, out[3].OctetLength, out[5].OctetLength = 256, 1020, 1020, 64
+		return out
+	}
+	tme := tableMap(false, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated)
+	tme.NullBitmap = []byte{0} // no column nullable
+	for name, c := range map[string]struct {
+		change func([]Column)
+		want   string
+	}{
+		"agree":          {func([]Column) {}, ""},
+		"resized":        {func(c []Column) { c[1].OctetLength = 1020 }, "column 2 (message_id) holds up to 1020 bytes"},
+		"made nullable":  {func(c []Column) { c[5].Nullable = &yes }, "column 6 (status) is nullable=true"},
+		"length unknown": {func(c []Column) { c[1].OctetLength = 0; c[1].Nullable = nil }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := cols()
+			c.change(cs)
+			fake := &fakeSchema{}
+			fake.set(cs)
+			_, err := newTestReader(t, tb, fake).layoutFor(context.Background(), tb, tme)
+			if c.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "binlog_row_metadata=FULL")) {
+				t.Fatalf("error %v, want %q and the fix", err, c.want)
+			}
+		})
+	}
+}
+
+func TestMySQLJSONText(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1,"b":[1,2,{"c":null}]}`: `{"a": 1, "b": [1, 2, {"c": null}]}`,
+		`{"k,:":"v:,\"x,y\"","n":1.0}`: `{"k,:": "v:,\"x,y\"", "n": 1.0}`,
+		`"a\\":1`:                      `"a\\": 1`,
+		`[]`:                           `[]`,
+		`{}`:                           `{}`,
+		`"plain"`:                      `"plain"`,
+	} {
+		if got := mysqlJSONText(in); got != want {
+			t.Errorf("mysqlJSONText(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := mysqlJSONText([]byte(`[1,2]`)); string(got.([]byte)) != `[1, 2]` {
+		t.Errorf("bytes: %s", got)
+	}
+	if got := setText(0b1011, []string{"a", "b", "c", "d"}); got != "a,b,d" {
+		t.Errorf("setText = %q", got)
+	}
+}

@@ -50,6 +50,12 @@ type Config struct {
 	// lagging replica); an error stops the reader.
 	Failover      func(ctx context.Context, pos Position, failed string) (host string, port uint16, err error)
 	FailoverAfter int
+	// XABufferRows and XABufferBytes bound the rows of prepared XA
+	// transactions held until their XA COMMIT (all prepared branches
+	// together). Past either bound the reader stops with an error naming
+	// the XA transaction rather than publish rows that may be rolled back.
+	XABufferRows  int
+	XABufferBytes int64
 }
 
 // Defaults fills unset fields.
@@ -71,6 +77,12 @@ func (c *Config) Defaults() {
 	}
 	if c.FailoverAfter == 0 {
 		c.FailoverAfter = 3
+	}
+	if c.XABufferRows == 0 {
+		c.XABufferRows = 100_000
+	}
+	if c.XABufferBytes == 0 {
+		c.XABufferBytes = 64 << 20
 	}
 }
 
@@ -114,15 +126,6 @@ type Commit struct {
 	// Time is the event timestamp (seconds) of the commit.
 	Time uint32
 }
-
-// ErrPositionPurged means the source no longer has the binlog the start
-// position needs (purged, or a GTID it never had).
-var ErrPositionPurged = errors.New("the source no longer has the binlog for the saved position")
-
-// ErrServerIDConflict means another replica (often a second relay) is
-// connected to the source with the same server_id: the source drops one of
-// them. It is never answered by jumping ahead.
-var ErrServerIDConflict = errors.New("another replica is connected to the source with the same server_id")
 
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
@@ -194,9 +197,12 @@ func (r *Reader) Lag(now time.Time) time.Duration {
 // to out in binlog order; out is bounded, which is the backpressure.
 // When ctx ends, Run finishes the open transaction first (up to
 // StopTimeout), so the last event sent is a commit and a restart replays
-// nothing. Connection errors are retried with backoff from the last whole
-// transaction; rows of a transaction already emitted before a reconnect are
-// not emitted again.
+// nothing. Connection and replication errors are retried with backoff from
+// the last whole transaction; rows of a transaction already emitted before a
+// reconnect are not emitted again, over any number of reconnects. Run
+// returns ErrPositionPurged only when the source says the start position is
+// purged, and ErrServerIDConflict when another replica keeps taking the
+// relay's server_id.
 func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) error {
 	tracker, err := NewTracker(start)
 	if err != nil {
@@ -214,25 +220,41 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 	})
 	defer stopWatch()
 	backoff := r.cfg.ReconnectMin
-	failures := 0
+	failures, conflicts := 0, 0
 	if err := r.failover(streamCtx, tracker, ""); err != nil {
 		return err
 	}
 	for {
+		began := time.Now()
 		progressed, err := s.run(streamCtx)
 		r.connected.Store(false)
+		if progressed && time.Since(began) > time.Minute {
+			conflicts = 0 // a stream that held for a while: no live twin
+		}
 		if streamCtx.Err() != nil || s.stopping.Load() {
 			return nil
 		}
-		var myErr *mysql.MyError
-		if errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
+		switch kind, myErr := classifyReplError(err); kind {
+		case replErrPurged:
 			return fmt.Errorf("%w (%s): %s", ErrPositionPurged, tracker.Position(), myErr.Message)
+		case replErrServerID:
+			// Never a jump ahead: the position is fine, another replica
+			// holds the same identity. Retry with backoff a few times (a
+			// restarted relay can race its own old connection), then stop.
+			conflicts++
+			r.log.Error("the source dropped the binlog stream: another replica uses the same server_id; give each relay its own source.server_id",
+				zap.Uint32("server_id", r.cfg.ServerID), zap.String("source", r.addr()),
+				zap.Int("attempt", conflicts), zap.String("error", myErr.Message))
+			if conflicts >= serverIDConflictAttempts {
+				return fmt.Errorf("%w (source.server_id %d at %s, %d attempts): %s; give each relay its own source.server_id",
+					ErrServerIDConflict, r.cfg.ServerID, r.addr(), conflicts, myErr.Message)
+			}
 		}
 		var fatal *fatalError
 		if errors.As(err, &fatal) {
 			return fatal.err
 		}
-		if progressed {
+		if progressed && conflicts == 0 {
 			backoff, failures = r.cfg.ReconnectMin, 0
 		}
 		if failures++; r.cfg.Failover != nil && failures >= r.cfg.FailoverAfter {
@@ -282,21 +304,38 @@ type fatalError struct{ err error }
 func (f *fatalError) Error() string { return f.err.Error() }
 
 // stream is one connection's worth of state plus what must survive a
-// reconnect (the tracker and the partial transaction).
+// reconnect (the tracker, the partial transaction and prepared XA branches).
 type stream struct {
 	r       *Reader
 	out     chan<- Event
 	tracker *Tracker
 
-	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT, and
-	// how many rows of it went out. After a reconnect the stream restarts at
-	// the last whole transaction and skips the rows already emitted.
-	txGTID    TxGTID
-	inTx      bool
-	txRows    int
+	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT,
+	// and how many of its rows were read so far on this connection (each
+	// row's index in the transaction).
+	txGTID TxGTID
+	inTx   bool
+	txRows int
+	// done is how many leading rows of the open transaction were handled
+	// (sent or filtered out), over every connection that read it. After a
+	// reconnect the stream restarts at the last whole transaction and skips
+	// rows below skipUpTo of that transaction (matched by GTID, or by being
+	// the first transaction read when the source has no GTID). Both survive
+	// any number of reconnects inside one transaction: a cut before the
+	// transaction is read again leaves them as they are.
+	done      int
 	skipGTID  TxGTID
-	skipRows  int
+	skipUpTo  int
 	skipByPos bool
+	skipTx    bool // the open transaction is the one being resumed
+
+	// XA: the branch between XA START and XA PREPARE being read, and the
+	// prepared branches waiting for XA COMMIT or XA ROLLBACK.
+	xa *xaBranch
+	xaPrepared
+	// lastPos is where the last event read ends in tracker.file (errors
+	// name it).
+	lastPos uint32
 
 	// open is set from a transaction's first event to its commit; a stop
 	// request waits for it to clear.
@@ -326,6 +365,9 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 		EventCacheCount: 256,
 		ReadTimeout:     r.cfg.Heartbeat*3 + 5*time.Second,
 		ParseTime:       true,
+		// A JSON column's binary value is turned into the text MySQL itself
+		// prints (key order, 1.0 stays a double), not Go's re-encoding.
+		RenderJSONAsMySQLText: true,
 		// Only INSERTs into outbox tables are decoded; UPDATE/DELETE events,
 		// including the relay's own SENT updates, are skipped after the header.
 		RowsEventDecodeFunc: r.decodeRows,
@@ -337,16 +379,11 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	syncer := s.newSyncer()
 	defer syncer.Close()
 	pos := s.tracker.Position()
-	// Resume mid-transaction: skip what was already emitted.
-	if s.txRows > 0 || s.inTx {
-		s.skipGTID, s.skipRows, s.skipByPos = s.txGTID, s.txRows, s.txGTID.IsZero()
-	}
-	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
-	s.open.Store(false)
+	s.resume()
 
 	var streamer *replication.BinlogStreamer
 	if pos.HasGTID() {
-		set, perr := mysql.ParseGTIDSet(pos.Flavor, pos.GTIDSet)
+		set, perr := ParseGTIDSet(pos.Flavor, pos.GTIDSet)
 		if perr != nil {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
@@ -363,13 +400,50 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return progressed, err
+			return progressed, streamError(err, s.tracker.file, s.lastPos)
 		}
 		progressed = true
-		if err := s.handle(ctx, ev); err != nil {
+		if err := s.handleSafely(ctx, ev); err != nil {
 			return progressed, err
 		}
 	}
+}
+
+// resume prepares a new connection, which starts at the last whole
+// transaction. If the cut came inside a transaction, the rows of it already
+// emitted are skipped when it is read again. A cut before the transaction
+// was read again (not open) keeps the skip as it is.
+func (s *stream) resume() {
+	if s.open.Load() {
+		s.skipUpTo = max(s.skipUpTo, s.done)
+		if !s.txGTID.IsZero() {
+			s.skipGTID, s.skipByPos = s.txGTID, false
+		} else if s.skipGTID.IsZero() {
+			s.skipByPos = true
+		}
+	}
+	// An XA branch cut before its XA PREPARE is read again whole.
+	s.xa = nil
+	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
+	s.open.Store(false)
+}
+
+// handleSafely runs handle and turns a panic in it (go-mysql decodes row
+// values lazily in places) into an error naming the event's position.
+func (s *stream) handleSafely(ctx context.Context, ev *replication.BinlogEvent) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &fatalError{fmt.Errorf("binlog event %s ending at %s:%d could not be handled: %v",
+				ev.Header.EventType, s.tracker.file, ev.Header.LogPos, p)}
+		}
+	}()
+	if err := s.handle(ctx, ev); err != nil {
+		return err
+	}
+	if ev.Header.LogPos > 0 {
+		s.lastPos = ev.Header.LogPos
+	}
+	return nil
 }
 
 func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
@@ -387,21 +461,42 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	case *replication.RotateEvent:
 		s.tracker.file = string(e.NextLogName)
 		s.tracker.pos = uint32(e.Position)
+		s.lastPos = uint32(e.Position)
 	case *replication.MariadbGTIDEvent:
 		g := e.GTID
 		s.beginTx(TxGTID{mariadb: &g})
 		// A standalone event group (DDL, or a non-transactional statement)
 		// has no BEGIN...XID: its one query event ends it.
 		s.inTx = !e.IsStandalone()
-	case *replication.GTIDEvent:
-		sid, err := uuid.FromBytes(e.SID)
-		if err != nil {
-			return &fatalError{fmt.Errorf("decoding GTID event: %w", err)}
+		if e.Flags&mariadbFlPreparedXA != 0 {
+			// MariaDB logs XA START inside the GTID event ("XA START
+			// X'..',X'',1 GTID 0-1-5"): the group is an XA branch ending
+			// with XA END and XA_PREPARE_LOG_EVENT.
+			s.xa = &xaBranch{}
+			s.inTx = true
 		}
-		s.beginTx(TxGTID{sid: sid, gno: e.GNO})
-		s.inTx = false // MySQL sends an explicit BEGIN query for DML.
+	case *replication.GTIDEvent:
+		return s.mysqlGTID(e)
+	case *replication.GtidTaggedLogEvent:
+		// MySQL 8.3+ GTID with a tag (uuid:tag:gno).
+		return s.mysqlGTID(&e.GTIDEvent)
+	case *replication.TransactionPayloadEvent:
+		// binlog_transaction_compression=ON (MySQL 8.0.20+): the
+		// transaction's events (BEGIN, TABLE_MAP, rows, XID) come inside one
+		// ZSTD payload after its GTID event. go-mysql decodes them with the
+		// same options (and row decoder) as the outer stream, and stamps the
+		// last one, the commit, with the payload's end position; handle them
+		// as if they had come one by one.
+		for _, inner := range e.Events {
+			if err := s.handle(ctx, inner); err != nil {
+				return err
+			}
+		}
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query))
+		if xa, ok := parseXA(q); ok {
+			return s.xaStatement(ctx, ev, xa)
+		}
 		switch {
 		case strings.EqualFold(q, "BEGIN"):
 			if s.txGTID.IsZero() {
@@ -425,12 +520,35 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			return nil // not an outbox INSERT: skipped at decode
 		}
 		return s.emitRows(ctx, ev, e)
+	case *replication.GenericEvent:
+		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+			return s.xaPrepare(ctx, ev, e.Data)
+		}
 	}
+	return nil
+}
+
+func (s *stream) mysqlGTID(e *replication.GTIDEvent) error {
+	sid, err := uuid.FromBytes(e.SID)
+	if err != nil {
+		return &fatalError{fmt.Errorf("decoding GTID event at %s:%d: %w", s.tracker.file, s.lastPos, err)}
+	}
+	g := TxGTID{sid: sid, tag: e.Tag, gno: e.GNO}
+	if e.GNO == 0 {
+		g = TxGTID{} // ANONYMOUS_GTID_EVENT: GTID mode off
+	}
+	s.beginTx(g)
+	s.inTx = false // MySQL sends an explicit BEGIN query for DML.
 	return nil
 }
 
 func (s *stream) beginTx(g TxGTID) {
 	s.txGTID, s.txRows = g, 0
+	s.skipTx = s.skipUpTo > 0 && (s.skipByPos || (!g.IsZero() && g.equal(s.skipGTID)))
+	s.done = 0
+	if s.skipTx {
+		s.done = s.skipUpTo
+	}
 	s.open.Store(true)
 }
 
@@ -440,7 +558,7 @@ func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error 
 		return &fatalError{fmt.Errorf("tracking GTID %s: %w", c.GTID, err)}
 	}
 	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
-	s.skipRows = 0
+	s.done, s.skipUpTo, s.skipGTID, s.skipByPos, s.skipTx = 0, 0, TxGTID{}, false, false
 	s.open.Store(false)
 	s.r.lastCommit.Store(&c)
 	if err := send(ctx, s.out, Event{Kind: KindCommit, Commit: c}); err != nil {
@@ -457,7 +575,8 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
 	lay, err := s.r.layoutFor(ctx, t, e.Table)
 	if err != nil {
-		return &fatalError{err}
+		return &fatalError{fmt.Errorf("binlog: INSERT into %s at %s:%d (GTID %s): %w",
+			t.FullName(), s.tracker.file, ev.Header.LogPos, s.txGTID, err)}
 	}
 	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
 		// The start-up check refuses a row image other than FULL, but the
@@ -466,26 +585,56 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 			t.Schema, t.Name, s.tracker.file, ev.Header.LogPos, col)}
 	}
 	for _, values := range e.Rows {
-		s.txRows++
-		if s.skipRows > 0 && (s.skipByPos || s.txGTID.equal(s.skipGTID)) {
-			s.skipRows--
-			continue
-		}
 		row := lay.row(t, values)
 		if !t.IsPublishable(row.Values[t.Columns.Status]) {
+			if s.xa == nil {
+				s.txRows++
+				s.done = max(s.done, s.txRows)
+			}
 			continue
 		}
 		row.EventTime = ev.Header.Timestamp
-		if err := send(ctx, s.out, Event{Kind: KindRow, Row: row}); err != nil {
+		if s.xa != nil {
+			// Inside XA START ... XA PREPARE: held until XA COMMIT.
+			if err := s.xaHold(row); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.emitRow(ctx, row); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// emitRow sends one row of the open transaction unless an earlier
+// connection already sent it.
+func (s *stream) emitRow(ctx context.Context, row *outbox.Row) error {
+	i := s.txRows
+	s.txRows++
+	if s.skipTx && i < s.skipUpTo {
+		return nil
+	}
+	if err := send(ctx, s.out, Event{Kind: KindRow, Row: row}); err != nil {
+		return err
+	}
+	s.done = max(s.done, i+1)
+	return nil
+}
+
 // decodeRows runs in go-mysql's parser: decode only the header, and the rows
 // only for INSERTs into an outbox table. Everything else keeps Rows nil.
-func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) error {
+func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			table := "an unknown table"
+			if e.Table != nil {
+				table = string(e.Table.Schema) + "." + string(e.Table.Table)
+			}
+			err = fmt.Errorf("decoding a rows event of %s: %v", table, p)
+		}
+	}()
 	pos, err := e.DecodeHeader(data)
 	if err != nil {
 		return err

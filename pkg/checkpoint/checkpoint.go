@@ -31,7 +31,8 @@ func (c Checkpoint) Position() binlog.Position {
 	return binlog.Position{Flavor: c.Flavor, GTIDSet: c.GTIDSet, File: c.File, Pos: c.Pos}
 }
 
-// FromPosition builds a checkpoint for a position.
+// FromPosition builds a checkpoint for a position. The position's GTID text
+// comes from a binlog.Tracker, which already keeps the flavour's form.
 func FromPosition(p binlog.Position, server string, at time.Time) Checkpoint {
 	return Checkpoint{Flavor: p.Flavor, GTIDSet: p.GTIDSet, File: p.File, Pos: p.Pos, Server: server, SavedAt: at.UTC()}
 }
@@ -39,7 +40,11 @@ func FromPosition(p binlog.Position, server string, at time.Time) Checkpoint {
 // Encode renders the stored form.
 func (c Checkpoint) Encode() ([]byte, error) { return json.Marshal(c) }
 
-// Decode parses the stored form and checks it names a position.
+// Decode parses the stored form and checks it names a position. The GTID
+// text is read with the flavour's semantics and stored back in canonical
+// form: a MariaDB checkpoint saved by an older relay with two GTIDs in one
+// domain ("0-1-90872,0-2-90873", which MariaDB refuses as a start position)
+// loads as the last one of each domain ("0-2-90873").
 func Decode(b []byte) (Checkpoint, error) {
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
@@ -47,6 +52,13 @@ func Decode(b []byte) (Checkpoint, error) {
 	}
 	if c.Flavor == "" || (c.GTIDSet == "" && c.File == "") {
 		return Checkpoint{}, errors.New("decoding checkpoint: it names no position")
+	}
+	if c.GTIDSet != "" {
+		norm, err := binlog.NormalizeGTIDSet(c.Flavor, c.GTIDSet)
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("decoding checkpoint: %w", err)
+		}
+		c.GTIDSet = norm
 	}
 	return c, nil
 }
