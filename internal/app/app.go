@@ -257,6 +257,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
 		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
 		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
+		MaxInflightBytes: cfg.Relay.MaxInflightBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange,
 	}, reader, rt, pub, sw, store, a.Log.Named("relay")), nil
 }
 
@@ -270,7 +271,8 @@ func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publ
 	}
 	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
 		ConnectionName: connName, Strict: strict,
-		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max}, log), nil
+		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max,
+		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log), nil
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the
