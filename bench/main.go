@@ -53,7 +53,7 @@ type options struct {
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing"}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -208,6 +208,16 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["memory"] {
 		if err := e.bigTxStep(ctx, rep); err != nil {
 			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	if o.phases["payload"] {
+		if err := e.payloadStep(ctx, rep); err != nil {
+			return fmt.Errorf("payload: %w", err)
+		}
+	}
+	if o.phases["missing"] {
+		if err := e.missingExchangeStep(ctx, rep); err != nil {
+			return fmt.Errorf("missing exchange: %w", err)
 		}
 	}
 	return nil
