@@ -31,14 +31,17 @@ type settler struct {
 	discard  bool
 	tracker  *binlog.Tracker
 	pending  map[*outbox.Table][]any
-	count    int
-	advanced bool // commits applied since the last batch
+	fails    []*failGroup // failures to record, in the order they came
+	count    int          // marks and failures waiting for the next batch
+	advanced bool         // commits applied since the last batch
 	batches  chan<- batch
 }
 
 // batch is one hand-over from the settler to the marker.
 type batch struct {
 	marks map[*outbox.Table][]any
+	// fails are the failed rows to record, grouped by identical attempt.
+	fails []*failGroup
 	// pos is the position after the last commit settled before the batch,
 	// nil when no commit came since the previous batch.
 	pos *binlog.Position
@@ -147,11 +150,7 @@ func (s *settler) row(ctx context.Context, tag *inflightRow, res publisher.Resul
 		return nil
 	}
 	s.pending[row.Table] = append(s.pending[row.Table], row.ID)
-	s.count++
-	if s.count >= s.r.cfg.BatchSize {
-		return s.flush(ctx, false, false)
-	}
-	return nil
+	return s.counted(ctx)
 }
 
 // deadLettered accounts for a row that went to the dead-letter exchange: it
@@ -190,6 +189,7 @@ func (s *settler) flush(ctx context.Context, save, final bool) error {
 	b := batch{save: save, final: final}
 	if s.count > 0 {
 		b.marks, s.pending, s.count = s.pending, map[*outbox.Table][]any{}, 0
+		b.fails, s.fails = s.fails, nil
 	}
 	if s.advanced {
 		pos := s.tracker.Position()
@@ -232,6 +232,11 @@ func (m *marker) run(ctx context.Context, batches <-chan batch) error {
 				return err
 			}
 		}
+		for _, g := range b.fails {
+			if err := m.recordFailures(ctx, g); err != nil {
+				return err
+			}
+		}
 		if b.pos != nil {
 			m.latest, m.dirty = *b.pos, true
 		}
@@ -244,15 +249,28 @@ func (m *marker) run(ctx context.Context, batches <-chan batch) error {
 	return nil
 }
 
+// failGroup is a run of failed rows of one table with the same attempt
+// (reason, retry count and limit): one UPDATE records them all. A backlog of
+// rows to a deleted exchange then costs the primary one statement per batch,
+// not one per row.
+type failGroup struct {
+	t        *outbox.Table
+	attempt  status.Attempt // ID unused
+	exchange string
+	kind     string
+	ids      []any
+	first    string // message id of the first row, for the log
+}
+
 // fail sends a row to the retry path: PENDING with a later next_retry_time
-// and the reason, or FAILED when its retries are used up. The stream goes
-// on behind it.
+// and the reason, or FAILED when its retries are used up. The write goes
+// with the next batch, before the checkpoint that passes the row; the
+// stream goes on behind it.
 func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
 	s.r.Stats.Failed.Add(1)
 	s.r.cfg.Observer.Failed(row.Table, exchange, cause)
 	t := row.Table
 	a := status.Attempt{
-		ID:           row.ID,
 		Retries:      intValue(row.Values[t.Columns.RetryCount]),
 		MaxRetries:   t.MaxRetries,
 		Reason:       cause.Error(),
@@ -261,20 +279,55 @@ func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, ca
 	if t.Columns.MaxRetryCount != "" {
 		a.MaxRetries = intValue(row.Values[t.Columns.MaxRetryCount])
 	}
-	var outcome status.Outcome
-	err := retry(ctx, s.r.log, "recording a failed publish", func() error {
+	if n := len(s.fails); n > 0 {
+		if g := s.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
+			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries {
+			g.ids = append(g.ids, row.ID)
+			return s.counted(ctx)
+		}
+	}
+	s.fails = append(s.fails, &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause),
+		ids: []any{row.ID}, first: router.MessageID(row)})
+	return s.counted(ctx)
+}
+
+// counted notes one more row waiting for the next batch and hands the batch
+// over when it is full.
+func (s *settler) counted(ctx context.Context) error {
+	s.count++
+	if s.count >= s.r.cfg.BatchSize {
+		return s.flush(ctx, false, false)
+	}
+	return nil
+}
+
+// recordFailures writes one group of failures (retried until the primary
+// takes it: the checkpoint must not pass unrecorded rows) and logs it,
+// throttled.
+func (m *marker) recordFailures(ctx context.Context, g *failGroup) error {
+	var (
+		outcome  status.Outcome
+		recorded int64
+	)
+	err := retry(ctx, m.r.log, "recording failed publishes", func() error {
 		var err error
-		outcome, err = s.r.status.MarkRetry(ctx, t, a)
+		outcome, recorded, err = m.r.status.MarkRetryMany(ctx, g.t, g.attempt, g.ids)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	k := throttleKey{table: t.FullName(), exchange: exchange, kind: failureKind(cause)}
-	if ok, suppressed := s.r.warn.allow(k); ok {
-		s.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", router.MessageID(row)),
-			zap.Any("id", row.ID), zap.String("exchange", exchange), zap.String("reason", cause.Error()),
-			zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
+	if int(recorded) < len(g.ids) {
+		// The rest left their publishable status meanwhile (the sweeper
+		// sent them, or someone changed them): the newer status stands.
+		m.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
+			zap.String("table", g.t.FullName()), zap.Int("rows", len(g.ids)), zap.Int64("recorded", recorded))
+	}
+	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
+	if ok, suppressed := m.r.warn.allow(k); ok {
+		m.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", g.first),
+			zap.Any("id", g.ids[0]), zap.Int("rows", len(g.ids)), zap.String("exchange", g.exchange),
+			zap.String("reason", g.attempt.Reason), zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
 	}
 	return nil
 }

@@ -169,11 +169,36 @@ func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Out
 
 // MarkRetryOn is MarkRetry run on ex (a transaction holding the row's lock).
 func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a Attempt) (Outcome, error) {
-	c := t.Columns
-	if c.Status == "" {
-		// Nothing to record in a table without status (Debezium style):
-		// the caller logs it.
+	out, n, err := w.markRetry(ctx, ex, t, a, []any{a.ID})
+	if err != nil {
+		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+	}
+	if n == 0 {
 		return Skipped, nil
+	}
+	return out, nil
+}
+
+// MarkRetryMany records the same failed attempt (same reason, retry count
+// and limit; a.ID and the version check are ignored) for several rows in one statement, as the
+// binlog path does for a run of rows to one missing exchange. It returns
+// what the rows became and how many moved (rows no longer in a.FromStatuses
+// are left alone).
+func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	a.HasVersion = false
+	out, n, err := w.markRetry(ctx, w.DB, t, a, ids)
+	if err != nil {
+		return Skipped, 0, fmt.Errorf("recording failed publish of %d rows of %s: %w", len(ids), t.FullName(), err)
+	}
+	return out, n, nil
+}
+
+func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	c := t.Columns
+	if c.Status == "" || len(ids) == 0 {
+		// Nothing to record in a table without status (Debezium style):
+		// the caller must not skip the row.
+		return Skipped, 0, nil
 	}
 	out, status := Retrying, t.Statuses.Pending
 	if a.Retries+1 >= a.MaxRetries || t.Statuses.Pending == "" {
@@ -208,8 +233,12 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	if c.UpdatedAt != "" {
 		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
 	}
-	fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
-	args = append(args, a.ID)
+	if len(ids) == 1 {
+		fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
+	} else {
+		fmt.Fprintf(&b, " WHERE %s IN (?%s)", outbox.QuoteIdent(c.ID), strings.Repeat(", ?", len(ids)-1))
+	}
+	args = append(args, ids...)
 	if len(a.FromStatuses) > 0 {
 		fmt.Fprintf(&b, " AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(a.FromStatuses))
 	}
@@ -219,12 +248,10 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	}
 	res, err := ex.ExecContext(ctx, b.String(), args...)
 	if err != nil {
-		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+		return Skipped, 0, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return Skipped, nil
-	}
-	return out, nil
+	n, _ := res.RowsAffected()
+	return out, n, nil
 }
 
 func truncate(s string, n int) string {

@@ -448,3 +448,44 @@ func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 		t.Fatalf("binlog_relay_publish_held_seconds = %v after the hold ended, want 0", v)
 	}
 }
+
+// A backlog of rows to an exchange that was deleted is recorded row by row
+// (PENDING, one retry, the reason) while the rows behind it flow, and the
+// log gets a line per interval with a count, not a line per row.
+func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	p := testenv.StartProcess(t, testenv.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), testenv.SeedTable(db.Name),
+		map[string]string{"http": `{addr: "off"}`})))
+	waitStarted(t, p)
+
+	deleted := testenv.UniqueName("no_such_exchange")
+	const n = 5000
+	for i := range n / 1000 {
+		stmt, _ := orderInsert(deleted, "gone", i, 1000)
+		db.Exec(t, stmt)
+	}
+	want := insertOrders(t, db, br.Exchange, "after", 1, 10)
+	msgs := dropinWait(t, got, len(want), 60*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), want)
+	}
+	q := "SELECT COUNT(*) FROM producer_message WHERE exchange = ? AND status = 'PENDING' AND retry_count = 1 AND error_msg LIKE ?"
+	var recorded int
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		recorded = db.Count(t, q, deleted, "%does not exist%"+deleted+"%")
+		return recorded == n
+	}, "%d of %d rows to the deleted exchange recorded PENDING with one retry and the reason", recorded, n)
+
+	lines := 0
+	for _, l := range strings.Split(p.LogText(), "\n") {
+		if strings.Contains(l, `"publish failed`) {
+			lines++
+		}
+	}
+	if lines < 1 || lines > 3 {
+		t.Fatalf("%d \"publish failed\" log lines for %d failed rows, want 1 to 3 (one per 10 s with a count)", lines, n)
+	}
+}
