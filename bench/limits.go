@@ -15,9 +15,8 @@ import (
 // its drain rate when every row goes to an exchange that does not exist.
 
 const (
-	// payloadRows rows of payloadBytes each: 2 GB through a relay whose
-	// byte budget (relay.max_inflight_bytes) is 64 MiB.
-	payloadRows  = 2000
+	// payloadBytes per row, -payload-rows (2,000) of them: 2 GB through a
+	// relay whose byte budget (relay.max_inflight_bytes) is 64 MiB.
 	payloadBytes = 1 << 20
 	// payloadRSSTarget is the most the relay may hold while it drains them.
 	payloadRSSTarget = 256
@@ -35,6 +34,7 @@ const bigTable = "big_message"
 // relay saved a checkpoint first, as in the backlog drain) and reports the
 // relay's peak RSS meanwhile.
 func (e *env) payloadStep(ctx context.Context, rep *report) error {
+	payloadRows := e.o.payloadRows
 	progress("memory: a backlog of %d rows of %d KiB", payloadRows, payloadBytes>>10)
 	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
 	if err != nil {
@@ -59,8 +59,17 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 		return err
 	}
 	prefix := e.nextPrefix("big")
+	// MariaDB logs each statement's text beside its row events
+	// (binlog_annotate_row_events): for these statements that would double
+	// the gigabytes every server's binlog takes. The relay reads only the
+	// row events.
+	bulk, err := openDB(e.o.primaryDSN, e.dbName, map[string]string{"binlog_annotate_row_events": "0"})
+	if err != nil {
+		return err
+	}
+	defer bulk.Close()
 	// Ten rows (10 MiB) per statement: under the stack's max_allowed_packet.
-	if err := e.insertRowsInto(ctx, e.primary, spec, prefix, payloadRows, 10, "PENDING"); err != nil {
+	if err := e.insertRowsInto(ctx, bulk, spec, prefix, payloadRows, 10, "PENDING"); err != nil {
 		return err
 	}
 	if err := e.quiesce(ctx); err != nil {
@@ -87,6 +96,7 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 		verdict = "OVER"
 	}
 	progress("  drained in %s (%.0f msg/s), relay peak RSS %.1f MB: %s the %d MB target", last.Sub(start).Round(time.Millisecond), rate, mb(rss), verdict, payloadRSSTarget)
+	rep.add("payload_1mib_rows", float64(payloadRows), "rows")
 	rep.add("rss_relay_payload_1mib_drain_peak_mb", mb(rss), "MB")
 	rep.add("drain_relay_payload_1mib_msgs_per_s", rate, "msg/s")
 	return nil
@@ -211,47 +221,106 @@ func (e *env) waitRetried(ctx context.Context, prefix string, n int, within time
 }
 
 // purgeBinlogs removes, on every server the run wrote to (the primary, and
-// the replicas that log what they apply), the binary logs up to the current
-// one: the large-payload step alone writes gigabytes of row images, and the
-// stack keeps its data in memory. The current file is rotated first so the
-// run's last events go too. The server keeps a file a connected reader
-// (a replica's IO thread, a running relay) still needs: it refuses or stops
-// there, which is logged and not an error of the run.
+// the replicas that log what they apply), the binary logs the run left: the
+// large-payload step alone writes gigabytes of row images, and the stack
+// keeps its data in memory. On the primary it purges only up to the oldest
+// file a replica has not applied yet (a replica that reconnects by GTID asks
+// for its applied position, and a paused replica holds no file open), and
+// not at all when a replica cannot be read. On the replicas, which the stack
+// replicates nothing from, it rotates and purges up to the new file; the
+// server keeps a file a connected reader (a running relay) still needs.
 func (e *env) purgeBinlogs() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	type server struct {
-		label string
-		dsn   string
-	}
-	servers := []server{{"primary", e.o.primaryDSN}, {"replica", e.o.replicaDSN}}
-	for _, dsn := range e.o.extraReplicas {
-		servers = append(servers, server{"extra replica", dsn})
-	}
-	for _, s := range servers {
-		db, err := openDB(s.dsn, "", nil)
-		if err != nil {
-			progress("purging binary logs on %s %s: %v", s.label, redactDSN(s.dsn), err)
-			continue
+	replicas := append([]string{e.o.replicaDSN}, e.o.extraReplicas...)
+	oldest := ""
+	for _, dsn := range replicas {
+		db, err := openDB(dsn, "", nil)
+		if err == nil {
+			var f string
+			f, err = appliedSourceFile(ctx, db)
+			if err == nil && (oldest == "" || f < oldest) {
+				oldest = f
+			}
+			_ = db.Close()
 		}
-		before := binlogCount(ctx, db)
+		if err != nil {
+			progress("binary logs on the primary kept: replica %s: %v", redactDSN(dsn), err)
+			oldest = ""
+			break
+		}
+	}
+	if oldest != "" {
+		e.purgeTo(ctx, "primary", e.o.primaryDSN, oldest, false)
+	}
+	for i, dsn := range replicas {
+		label := "replica"
+		if i > 0 {
+			label = "extra replica"
+		}
+		e.purgeTo(ctx, label, dsn, "", true)
+	}
+}
+
+// purgeTo purges a server's binary logs before file, or (rotate) rotates
+// and purges up to the new current file.
+func (e *env) purgeTo(ctx context.Context, label, dsn, file string, rotate bool) {
+	db, err := openDB(dsn, "", nil)
+	if err != nil {
+		progress("purging binary logs on %s %s: %v", label, redactDSN(dsn), err)
+		return
+	}
+	defer db.Close()
+	before := binlogCount(ctx, db)
+	if rotate {
 		// LOCAL: not written to the binlog, so a replica gets no local
 		// event of its own.
-		_, err = db.ExecContext(ctx, "FLUSH LOCAL BINARY LOGS")
-		var file string
-		if err == nil {
+		if _, err = db.ExecContext(ctx, "FLUSH LOCAL BINARY LOGS"); err == nil {
 			file, err = masterFile(ctx, db)
 		}
-		if err == nil {
-			_, err = db.ExecContext(ctx, "PURGE BINARY LOGS TO '"+strings.ReplaceAll(file, "'", "")+"'")
-		}
-		if err != nil {
-			progress("purging binary logs on %s %s: %v", s.label, redactDSN(s.dsn), err)
-		} else {
-			progress("binary logs on %s %s: %d files before, %d after the purge", s.label, redactDSN(s.dsn), before, binlogCount(ctx, db))
-		}
-		_ = db.Close()
 	}
+	if err == nil {
+		_, err = db.ExecContext(ctx, "PURGE BINARY LOGS TO '"+strings.ReplaceAll(file, "'", "")+"'")
+	}
+	if err != nil {
+		progress("purging binary logs on %s %s: %v", label, redactDSN(dsn), err)
+		return
+	}
+	progress("binary logs on %s %s: %d files before, %d after the purge (to %s)", label, redactDSN(dsn), before, binlogCount(ctx, db), file)
+}
+
+// appliedSourceFile is the primary's binary log file holding the last event
+// a replica applied (Relay_Master_Log_File): the oldest it may ask for again.
+func appliedSourceFile(ctx context.Context, db execQuerier) (string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	if !rows.Next() {
+		return "", fmt.Errorf("not a replica")
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", err
+	}
+	for i, c := range cols {
+		if c == "Relay_Master_Log_File" || c == "Relay_Source_Log_File" {
+			if len(vals[i]) == 0 {
+				return "", fmt.Errorf("no applied position")
+			}
+			return string(vals[i]), nil
+		}
+	}
+	return "", fmt.Errorf("SHOW SLAVE STATUS has no Relay_Master_Log_File")
 }
 
 type execQuerier interface {

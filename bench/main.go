@@ -46,6 +46,7 @@ type options struct {
 	pollBatch     int
 	pollEager     bool
 	bigTx         int
+	payloadRows   int
 	payload       int
 	phases        map[string]bool
 	keep          bool
@@ -86,6 +87,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
 	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
+	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
@@ -132,8 +134,8 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case len(o.scaleSizes) == 0:
 		return nil, fmt.Errorf("-scale: at least one size")
-	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs and -big-tx must be positive")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx and -payload-rows must be positive")
 	case o.payload < 16:
 		return nil, fmt.Errorf("-payload: at least 16 bytes")
 	}
