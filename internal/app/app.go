@@ -279,6 +279,7 @@ func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publ
 // source no longer has is reported and the stream restarts at the current
 // position: what was committed in the gap stays PENDING for the sweeper.
 func (a *App) Run(ctx context.Context) error {
+	a.setMemoryLimit() // memory.go
 	a.pickSource(ctx)
 	if problems := a.Check(ctx); HasErrors(problems) {
 		for _, p := range problems {

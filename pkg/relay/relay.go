@@ -197,7 +197,7 @@ type inflightRow struct {
 // eventsBuffer caps the channel from the binlog reader: rows in it are not
 // yet weighed against the byte budget, so it is kept short whatever
 // relay.buffer says.
-const eventsBuffer = 128
+const eventsBuffer = 16
 
 // Run streams from start until ctx ends, then drains: the reader stops at a
 // transaction boundary, in-flight messages are confirmed and marked, and the
