@@ -232,6 +232,8 @@ func (e *env) waitRetried(ctx context.Context, prefix string, n int, within time
 func (e *env) purgeBinlogs() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Every replica of the primary must be among these: one left out could
+	// lose the files it has not fetched yet.
 	replicas := append([]string{e.o.replicaDSN}, e.o.extraReplicas...)
 	oldest := ""
 	for _, dsn := range replicas {
