@@ -46,6 +46,7 @@ type options struct {
 	pollBatch     int
 	pollEager     bool
 	bigTx         int
+	payloadRows   int
 	payload       int
 	phases        map[string]bool
 	keep          bool
@@ -53,7 +54,7 @@ type options struct {
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing"}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -67,7 +68,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
 	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
-	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "other replicas of the primary on this machine, comma-separated (the stack's second replica, there for failover tests): their replication is paused for the run and resumed at its end, so only the replica the relay reads shares the cores (unreachable ones are ignored)")
+	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused for the run and resumed at its end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
 	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
@@ -86,6 +87,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
 	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
+	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
@@ -132,8 +134,8 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case len(o.scaleSizes) == 0:
 		return nil, fmt.Errorf("-scale: at least one size")
-	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs and -big-tx must be positive")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx and -payload-rows must be positive")
 	case o.payload < 16:
 		return nil, fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -208,6 +210,16 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["memory"] {
 		if err := e.bigTxStep(ctx, rep); err != nil {
 			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	if o.phases["payload"] {
+		if err := e.payloadStep(ctx, rep); err != nil {
+			return fmt.Errorf("payload: %w", err)
+		}
+	}
+	if o.phases["missing"] {
+		if err := e.missingExchangeStep(ctx, rep); err != nil {
+			return fmt.Errorf("missing exchange: %w", err)
 		}
 	}
 	return nil

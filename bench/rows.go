@@ -19,19 +19,32 @@ func payload(t time.Time, size int) string {
 // insertRows writes n rows in multi-row INSERTs of per rows each, with
 // message ids prefix + sequence number. status is PENDING or SENT.
 // Each statement commits on its own unless tx is given.
-func (e *env) insertRows(ctx context.Context, ex interface {
+func (e *env) insertRows(ctx context.Context, ex execer, prefix string, n, per int, status string) error {
+	return e.insertRowsInto(ctx, ex, rowSpec{table: "producer_message", exchange: e.exchange, size: e.o.payload}, prefix, n, per, status)
+}
+
+type execer interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, prefix string, n, per int, status string) error {
-	content := payload(time.Time{}, e.o.payload)
+}
+
+// rowSpec says where rows go and how large their payload is.
+type rowSpec struct {
+	table, exchange string
+	size            int
+}
+
+// insertRowsInto is insertRows for another table, exchange or payload size.
+func (e *env) insertRowsInto(ctx context.Context, ex execer, spec rowSpec, prefix string, n, per int, status string) error {
+	content := payload(time.Time{}, spec.size)
 	var b strings.Builder
 	for i := 0; i < n; i += per {
 		b.Reset()
-		b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content, status, next_retry_time) VALUES ")
+		b.WriteString("INSERT INTO " + spec.table + " (message_id, exchange, routing_key, content, status, next_retry_time) VALUES ")
 		for j := i; j < min(i+per, n); j++ {
 			if j > i {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, "('%s%d','%s','bench.created','%s','%s',NOW(3))", prefix, j, e.exchange, content, status)
+			fmt.Fprintf(&b, "('%s%d','%s','bench.created','%s','%s',NOW(3))", prefix, j, spec.exchange, content, status)
 		}
 		if _, err := ex.ExecContext(ctx, b.String()); err != nil {
 			return fmt.Errorf("inserting rows: %w", err)

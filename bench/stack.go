@@ -175,6 +175,9 @@ func (e *env) close() {
 		_ = e.redis.Close()
 	}
 	e.resumeExtras()
+	if e.created {
+		e.purgeBinlogs()
+	}
 	for _, db := range append([]*sql.DB{e.replica}, e.extras...) {
 		if db != nil {
 			_ = db.Close()

@@ -262,6 +262,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
 		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
 		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
+		MaxInflightBytes: cfg.Relay.MaxInflightBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange,
 	}, reader, rt, pub, sw, store, a.Log.Named("relay")), nil
 }
 
@@ -275,13 +276,15 @@ func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publ
 	}
 	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
 		ConnectionName: connName, Strict: strict,
-		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max}, log), nil
+		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max,
+		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log), nil
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the
 // source no longer has is reported and the stream restarts at the current
 // position: what was committed in the gap stays PENDING for the sweeper.
 func (a *App) Run(ctx context.Context) error {
+	a.setMemoryLimit() // memory.go
 	a.pickSource(ctx)
 	if problems := a.Check(ctx); HasErrors(problems) {
 		for _, p := range problems {

@@ -26,6 +26,11 @@ import (
 // every checkpoint.interval (1 s by default), far too often for info.
 const checkpointLogEvery = 30 * time.Second
 
+// holdGrace is how long publishing may hold behind one message before
+// /readyz reports it: a strict-ordering retry that succeeds on its next
+// attempt is not worth a page.
+const holdGrace = 5 * time.Second
+
 // redisPingEvery is how often the Redis connection is probed for /readyz
 // and connection_up{target="redis"}.
 const redisPingEvery = 2 * time.Second
@@ -47,6 +52,7 @@ func (a *App) Metrics() *metrics.Metrics {
 		m := metrics.New()
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
+		m.WatchHold(a.heldFor)
 		a.ops.metrics = m
 	})
 	return a.ops.metrics
@@ -127,7 +133,26 @@ func (a *App) Ready() (bool, []string) {
 	if lag, max := r.Lag(time.Now()), a.Cfg.HTTP.MaxLag(); lag > max {
 		why = append(why, fmt.Sprintf("binlog lag %s is over http.ready_max_lag %s", lag.Round(time.Second), max))
 	}
+	if h, ok := a.holding(); ok && time.Since(h.Since) > holdGrace {
+		why = append(why, relay.HoldReason(h, time.Now()))
+	}
 	return len(why) == 0, why
+}
+
+// holding is what the running relay's stream is held behind, if anything.
+func (a *App) holding() (publisher.Hold, bool) {
+	if rl := a.Relay(); rl != nil {
+		return rl.Holding()
+	}
+	return publisher.Hold{}, false
+}
+
+// heldFor feeds binlog_relay_publish_held_seconds: 0 when not holding.
+func (a *App) heldFor() time.Duration {
+	if h, ok := a.holding(); ok {
+		return time.Since(h.Since)
+	}
+	return 0
 }
 
 // httpService serves /metrics, /healthz and /readyz and runs the pollers

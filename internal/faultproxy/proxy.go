@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type Proxy struct {
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every live pair
 	wg     sync.WaitGroup
+	// accepted counts every connection a client opened through the proxy,
+	// refused ones included: how often a client dialled.
+	accepted atomic.Int64
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) forwarding to target.
@@ -86,6 +90,10 @@ func (p *Proxy) Live() int {
 	return len(p.conns) / 2
 }
 
+// Accepted is the number of connections clients opened through the proxy
+// since it started, refused ones included.
+func (p *Proxy) Accepted() int { return int(p.accepted.Load()) }
+
 // Close stops the proxy and resets every connection.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
@@ -104,6 +112,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		p.accepted.Add(1)
 		p.mu.Lock()
 		refuse := p.cut || p.closed
 		p.mu.Unlock()

@@ -77,6 +77,14 @@ type Broker struct {
 	PasswordFile string `yaml:"password_file"`
 	Window       int    `yaml:"window"`
 	TLS          TLS    `yaml:"tls"`
+	// DeadLetterExchange receives the messages of tables without a status
+	// column that the broker refused, with the reason in headers. Empty:
+	// such a message holds the stream until the broker takes it.
+	DeadLetterExchange string `yaml:"dead_letter_exchange"`
+	// MaxMessageBytes is the largest body published; a larger row is FAILED
+	// (RabbitMQ closes the channel on a body over its max_message_size).
+	// Default 128 MiB, RabbitMQ's own default limit.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 
 // Redis holds the checkpoint.
@@ -120,6 +128,10 @@ type Relay struct {
 	// Ordering is relaxed (a failed row goes to the retry path and the
 	// stream flows on) or strict (the stream holds and retries it in place).
 	Ordering string `yaml:"ordering"`
+	// MaxInflightBytes bounds the rows (payloads and values) between the
+	// router and the settle stage; reading the binlog waits when it is
+	// used up. Default 64 MiB.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
 }
 
 // Log configures zap.
@@ -321,6 +333,12 @@ func (c *Config) applyDefaults() {
 	if c.Relay.Ordering == "" {
 		c.Relay.Ordering = "relaxed"
 	}
+	if c.Relay.MaxInflightBytes == 0 {
+		c.Relay.MaxInflightBytes = 64 << 20
+	}
+	if c.Broker.MaxMessageBytes == 0 {
+		c.Broker.MaxMessageBytes = 128 << 20
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -420,6 +438,18 @@ func (c *Config) Validate() error {
 	if c.Relay.BatchSize < 0 {
 		errs = append(errs, errors.New("relay.batch_size: must be positive"))
 	}
+	if c.Relay.MaxInflightBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.Relay.MaxInflightBytes))
+	}
+	if c.Broker.MaxMessageBytes < 1 {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.Broker.MaxMessageBytes))
+	} else if c.Broker.MaxMessageBytes > 512<<20 {
+		// RabbitMQ refuses max_message_size above 512 MiB.
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", c.Broker.MaxMessageBytes))
+	}
+	if err := checkExchangeName(c.Broker.DeadLetterExchange); err != nil {
+		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
+	}
 	if c.Relay.Ordering != "relaxed" && c.Relay.Ordering != "strict" {
 		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", c.Relay.Ordering))
 	}
@@ -447,6 +477,20 @@ func (c *Config) Validate() error {
 		seen[strings.ToLower(t.FullName())] = i
 	}
 	return errors.Join(errs...)
+}
+
+// checkExchangeName refuses a dead-letter exchange name the broker would
+// refuse or that would route back into the default exchange.
+func checkExchangeName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case len(name) > 255:
+		return fmt.Errorf("%d bytes, AMQP names are at most 255", len(name))
+	case strings.HasPrefix(name, "amq."):
+		return fmt.Errorf("%q: the amq. prefix is reserved by the broker", name)
+	}
+	return nil
 }
 
 // SplitHost parses one source.hosts entry, host or host:port, with def as

@@ -38,12 +38,13 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, pos, gtid, cpAge, cpPos, cpSaved, up, ready *prometheus.Desc
+	lag, pos, gtid, cpAge, cpPos, cpSaved, up, ready, held *prometheus.Desc
 
 	mu     sync.Mutex
 	stream Stream
 	conns  map[string]Conn
 	readyF func() bool
+	heldF  func() time.Duration
 	cp     *checkpoint.Checkpoint
 	now    func() time.Time
 }
@@ -62,14 +63,16 @@ func newLiveCollector() *liveCollector {
 		cpSaved: d("checkpoint_saved_timestamp_seconds", "Unix time the last checkpoint was saved."),
 		up:      d("connection_up", "1 when the connection is up: source (binlog stream), broker (RabbitMQ), redis (checkpoint store).", "target"),
 		ready:   d("ready", "1 when /readyz reports ready."),
-		conns:   map[string]Conn{},
-		now:     time.Now,
+		held: d("publish_held_seconds", "How long publishing has been held behind one message (strict ordering, a message of a table "+
+			"without a status column that the broker refuses and no dead-letter exchange, or a row that cannot be routed); 0 when not holding."),
+		conns: map[string]Conn{},
+		now:   time.Now,
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.pos, c.gtid, c.cpAge, c.cpPos, c.cpSaved, c.up, c.ready} {
+	for _, d := range []*prometheus.Desc{c.lag, c.pos, c.gtid, c.cpAge, c.cpPos, c.cpSaved, c.up, c.ready, c.held} {
 		ch <- d
 	}
 }
@@ -77,7 +80,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, cp := c.stream, c.readyF, c.cp
+	stream, readyF, heldF, cp := c.stream, c.readyF, c.heldF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -110,6 +113,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if readyF != nil {
 		gauge(c.ready, boolFloat(readyF()))
+	}
+	if heldF != nil {
+		gauge(c.held, heldF().Seconds())
 	}
 }
 
@@ -147,6 +153,14 @@ func (m *Metrics) WatchReady(f func() bool) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.readyF = f
+}
+
+// WatchHold exports how long publishing has been held (0 when it is not)
+// as binlog_relay_publish_held_seconds.
+func (m *Metrics) WatchHold(f func() time.Duration) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.heldF = f
 }
 
 // SplitGTID splits one transaction's GTID into its source and sequence

@@ -36,6 +36,7 @@ type Metrics struct {
 	failed    *prometheus.CounterVec
 	returned  *prometheus.CounterVec
 	marked    *prometheus.CounterVec
+	deadLet   *prometheus.CounterVec
 	claims    *prometheus.CounterVec
 	saves     prometheus.Counter
 	confirm   prometheus.Histogram
@@ -74,8 +75,9 @@ func New() *Metrics {
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{reg: reg}
 	m.published = counterVec(f, "messages_published_total", "Outbox rows confirmed by the broker and routed to at least one queue.", "table", "exchange")
-	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, other.", "table", "exchange", "reason")
+	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, no_exchange, refused, field_too_long, other.", "table", "exchange", "reason")
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
+	m.deadLet = counterVec(f, "dead_lettered_total", "Rows of tables without a status column sent to the dead-letter exchange (broker.dead_letter_exchange) because their own exchange refused them or they could not be routed.", "table")
 	m.marked = counterVec(f, "rows_marked_sent_total", "Outbox rows this relay moved to SENT on the primary.", "table")
 	m.claims = counterVec(f, "sweeper_claims_total", "Outbox rows the sweeper claimed on the primary.", "table")
 	m.saves = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "checkpoints_total", Help: "Checkpoints saved to Redis."})
@@ -178,7 +180,9 @@ func (m *Metrics) Failed(t *outbox.Table, exchange string, reason error) {
 }
 
 // FailureReason is the reason label for a failed row: route (it could not
-// be routed: no exchange), returned, nacked, too_large or other.
+// be routed: no exchange), returned, nacked, too_large, no_exchange (the
+// exchange does not exist), refused (403/406 and other per-message channel
+// errors), field_too_long (a name or header over an AMQP limit) or other.
 func FailureReason(exchange string, err error) string {
 	switch {
 	case errors.Is(err, publisher.ErrReturned):
@@ -187,11 +191,22 @@ func FailureReason(exchange string, err error) string {
 		return "nacked"
 	case errors.Is(err, publisher.ErrTooLarge):
 		return "too_large"
+	case errors.Is(err, publisher.ErrNoExchange):
+		return "no_exchange"
+	case errors.Is(err, publisher.ErrRefused):
+		return "refused"
+	case errors.Is(err, publisher.ErrFieldTooLong):
+		return "field_too_long"
 	case exchange == "":
 		return "route"
 	default:
 		return "other"
 	}
+}
+
+// DeadLettered counts a row sent to the dead-letter exchange.
+func (m *Metrics) DeadLettered(t *outbox.Table, _, _ string) {
+	m.deadLet.WithLabelValues(m.tableName(t)).Inc()
 }
 
 // Marked counts rows moved to SENT.

@@ -16,6 +16,10 @@ type Observer interface {
 	Published(t *outbox.Table, exchange string, confirm, sinceCommit time.Duration)
 	// Failed: the row went to the retry path or FAILED.
 	Failed(t *outbox.Table, exchange string, reason error)
+	// DeadLettered: a row of a table without a status column went to the
+	// dead-letter exchange instead of exchange (empty when it could not be
+	// routed), for reason.
+	DeadLettered(t *outbox.Table, exchange, reason string)
 	// Marked: n rows moved to SENT in one statement.
 	Marked(t *outbox.Table, n int64)
 	// Checkpointed: a checkpoint was saved.
@@ -26,5 +30,6 @@ type nopObserver struct{}
 
 func (nopObserver) Published(*outbox.Table, string, time.Duration, time.Duration) {}
 func (nopObserver) Failed(*outbox.Table, string, error)                           {}
+func (nopObserver) DeadLettered(*outbox.Table, string, string)                    {}
 func (nopObserver) Marked(*outbox.Table, int64)                                   {}
 func (nopObserver) Checkpointed(checkpoint.Checkpoint)                            {}

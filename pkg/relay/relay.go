@@ -52,6 +52,17 @@ type Config struct {
 	// cannot be saved, the position held in memory; past it the pipeline
 	// holds until the store answers. Zero holds at once.
 	StoreOutageWindow time.Duration
+	// MaxInflightBytes bounds the bytes of the rows between the router and
+	// the settle stage (see budget).
+	MaxInflightBytes int64
+	// DeadLetterExchange receives the rows of tables without a status column
+	// that cannot be routed (the publisher dead-letters the ones the broker
+	// refuses). Empty: such a row holds the stream until the relay is
+	// stopped and its configuration fixed.
+	DeadLetterExchange string
+	// WarnEvery spaces repeated identical warnings (same table, exchange and
+	// kind of failure): one line per interval with a count of the others.
+	WarnEvery time.Duration
 }
 
 // Defaults fills unset fields.
@@ -74,6 +85,12 @@ func (c *Config) Defaults() {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	if c.WarnEvery == 0 {
+		c.WarnEvery = 10 * time.Second
+	}
 }
 
 // Validate names the field at fault.
@@ -85,6 +102,8 @@ func (c *Config) Validate() error {
 		return errors.New("relay.flush_interval: must be positive")
 	case c.CheckpointInterval <= 0:
 		return errors.New("relay.checkpoint_interval: must be positive")
+	case c.MaxInflightBytes < 0:
+		return errors.New("relay.max_inflight_bytes: must be positive")
 	}
 	return nil
 }
@@ -95,6 +114,9 @@ type Stats struct {
 	Failed      atomic.Int64 // sent to the retry path or FAILED
 	Marked      atomic.Int64 // rows moved to SENT by this relay
 	Checkpoints atomic.Int64 // checkpoints saved
+	// DeadLettered counts rows of tables without a status column that went
+	// to the dead-letter exchange instead of their own.
+	DeadLettered atomic.Int64
 }
 
 // Relay is one binlog path.
@@ -109,6 +131,12 @@ type Relay struct {
 	Stats  Stats
 
 	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+	// budget is the byte budget of the current Run.
+	budget *budget
+	// hold is set while the relay itself holds the stream behind a row it
+	// can neither publish nor record (hold.go).
+	hold atomic.Pointer[publisher.Hold]
+	warn *throttle
 
 	abortMu    sync.Mutex
 	abortCause error
@@ -135,7 +163,8 @@ func (r *Relay) Started() bool { return r.reader.Connected() && r.pub.Connected(
 func New(cfg Config, reader *binlog.Reader, rt *router.Router, pub *publisher.Publisher,
 	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {
 	cfg.Defaults()
-	return &Relay{cfg: cfg, reader: reader, router: rt, pub: pub, status: sw, store: store, log: log}
+	return &Relay{cfg: cfg, reader: reader, router: rt, pub: pub, status: sw, store: store, log: log,
+		warn: newThrottle(cfg.WarnEvery)}
 }
 
 // LastCheckpoint returns the last saved checkpoint, if any.
@@ -150,9 +179,25 @@ func (r *Relay) LastCheckpoint() (checkpoint.Checkpoint, bool) {
 // rowFailure rides in the ordered stream for a row that could not be
 // routed: it is recorded at its place in the order.
 type rowFailure struct {
-	row *outbox.Row
-	err error
+	row    *outbox.Row
+	err    error
+	weight int64 // taken from the budget
 }
+
+// inflightRow tags a row's job in the ordered stream.
+type inflightRow struct {
+	row    *outbox.Row
+	weight int64 // taken from the budget
+	// unroutable is set when the relay itself addressed the row to the
+	// dead-letter exchange because it could not be routed (why, and the
+	// table's own route is unknown).
+	unroutable error
+}
+
+// eventsBuffer caps the channel from the binlog reader: rows in it are not
+// yet weighed against the byte budget, so it is kept short whatever
+// relay.buffer says.
+const eventsBuffer = 16
 
 // Run streams from start until ctx ends, then drains: the reader stops at a
 // transaction boundary, in-flight messages are confirmed and marked, and the
@@ -175,7 +220,9 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	stopReader := context.AfterFunc(gctx, cancelReader)
 	defer stopReader()
 
-	events := make(chan binlog.Event, r.cfg.Buffer)
+	r.budget = newBudget(r.cfg.MaxInflightBytes)
+	r.hold.Store(nil)
+	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
 	jobs := make(chan publisher.Job, r.cfg.Buffer)
 	results := make(chan publisher.Result, r.cfg.Buffer)
 
@@ -185,14 +232,14 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	})
 	g.Go(func() error {
 		defer close(jobs)
-		return r.route(gctx, events, jobs)
+		return r.route(gctx, ctx, events, jobs)
 	})
 	g.Go(func() error {
 		defer close(results)
 		return r.pub.Run(gctx, jobs, results)
 	})
 	g.Go(func() error {
-		return r.settle(gctx, start, results)
+		return r.settle(gctx, ctx, start, results)
 	})
 	err := g.Wait()
 	if cause := context.Cause(hardCtx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -207,8 +254,11 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	return err
 }
 
-// route turns events into publisher jobs, keeping their order.
-func (r *Relay) route(ctx context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job) error {
+// route turns events into publisher jobs, keeping their order. Each row
+// takes its weight from the byte budget first, so it waits here (and the
+// binlog waits behind it) while the rows ahead hold the budget. stop is the
+// graceful stop (ctx ends only on a hard stop).
+func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job) error {
 	for ev := range events {
 		var job publisher.Job
 		switch ev.Kind {
@@ -218,11 +268,14 @@ func (r *Relay) route(ctx context.Context, events <-chan binlog.Event, jobs chan
 					return err
 				}
 			}
-			msg, err := r.router.Route(ev.Row)
-			if err != nil {
-				job = publisher.Job{Tag: rowFailure{row: ev.Row, err: err}}
-			} else {
-				job = publisher.Job{Msg: msg, Tag: ev.Row}
+			var err error
+			if job, err = r.rowJob(ctx, stop, ev.Row); err != nil {
+				return err
+			}
+			if job.Tag == nil { // held until the stop: drop the rest
+				for range events {
+				}
+				return nil
 			}
 		case binlog.KindCommit:
 			job = publisher.Job{Tag: ev.Commit}
@@ -236,4 +289,36 @@ func (r *Relay) route(ctx context.Context, events <-chan binlog.Event, jobs chan
 		}
 	}
 	return nil
+}
+
+// rowJob routes one row and weighs it against the budget. A row of a table
+// without a status column must be delivered (its failure cannot be
+// recorded): it is marked MustDeliver, and when it cannot even be routed it
+// goes to the dead-letter exchange, or, with none configured, the stream
+// holds behind it (a Job with no Tag) until the relay is stopped.
+func (r *Relay) rowJob(ctx, stop context.Context, row *outbox.Row) (publisher.Job, error) {
+	mustDeliver := row.Table.Columns.Status == ""
+	msg, routeErr := r.router.Route(row)
+	if routeErr == nil {
+		// The body is a copy of the payload: drop the row's own copy so a
+		// large payload is held once while in flight.
+		delete(row.Values, row.Table.Columns.Payload)
+	}
+	if routeErr != nil && mustDeliver {
+		if r.cfg.DeadLetterExchange == "" {
+			return publisher.Job{}, r.holdUnroutable(ctx, stop, row, routeErr)
+		}
+		msg = r.unroutableMessage(row, routeErr)
+	}
+	w, err := r.budget.acquire(ctx, rowWeight(row, msg))
+	if err != nil {
+		return publisher.Job{}, err
+	}
+	switch {
+	case routeErr != nil && mustDeliver:
+		return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w, unroutable: routeErr}, MustDeliver: true}, nil
+	case routeErr != nil:
+		return publisher.Job{Tag: rowFailure{row: row, err: routeErr, weight: w}}, nil
+	}
+	return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w}, MustDeliver: mustDeliver}, nil
 }

@@ -24,17 +24,24 @@ import (
 // updates run beside the settling (not inside it) so the primary's round
 // trip never stalls the confirms behind it.
 type settler struct {
-	r        *Relay
+	r    *Relay
+	stop context.Context // the graceful stop
+	// discard is set once the stream held behind a row it could not record
+	// and the stop came: later results only give their budget back.
+	discard  bool
 	tracker  *binlog.Tracker
 	pending  map[*outbox.Table][]any
-	count    int
-	advanced bool // commits applied since the last batch
+	fails    []*failGroup // failures to record, in the order they came
+	count    int          // marks and failures waiting for the next batch
+	advanced bool         // commits applied since the last batch
 	batches  chan<- batch
 }
 
 // batch is one hand-over from the settler to the marker.
 type batch struct {
 	marks map[*outbox.Table][]any
+	// fails are the failed rows to record, grouped by identical attempt.
+	fails []*failGroup
 	// pos is the position after the last commit settled before the batch,
 	// nil when no commit came since the previous batch.
 	pos *binlog.Position
@@ -43,7 +50,7 @@ type batch struct {
 	save, final bool
 }
 
-func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-chan publisher.Result) error {
+func (r *Relay) settle(ctx, stop context.Context, start binlog.Position, results <-chan publisher.Result) error {
 	tracker, err := binlog.NewTracker(start)
 	if err != nil {
 		return err
@@ -52,7 +59,7 @@ func (r *Relay) settle(ctx context.Context, start binlog.Position, results <-cha
 	batches := make(chan batch, 2)
 	m := &marker{r: r}
 	g.Go(func() error { return m.run(gctx, batches) })
-	s := &settler{r: r, tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
+	s := &settler{r: r, stop: stop, tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
 	g.Go(func() error {
 		defer close(batches)
 		return s.run(gctx, results)
@@ -78,6 +85,7 @@ func (s *settler) run(ctx context.Context, results <-chan publisher.Result) erro
 				return err
 			}
 		case <-flushTick.C:
+			s.r.warn.flush(s.logSuppressed)
 			if err := s.flush(ctx, false, false); err != nil {
 				return err
 			}
@@ -92,33 +100,82 @@ func (s *settler) run(ctx context.Context, results <-chan publisher.Result) erro
 func (s *settler) handle(ctx context.Context, res publisher.Result) error {
 	switch tag := res.Job.Tag.(type) {
 	case binlog.Commit:
+		if s.discard {
+			return nil
+		}
 		if err := s.tracker.Apply(tag); err != nil {
 			return err
 		}
 		s.advanced = true
 	case rowFailure:
-		return s.fail(ctx, tag.row, "", tag.err)
-	case *outbox.Row:
-		exchange := res.Job.Msg.Exchange
-		if res.Err != nil {
-			return s.fail(ctx, tag, exchange, res.Err)
-		}
-		s.r.Stats.Published.Add(1)
-		var sinceCommit time.Duration
-		if tag.EventTime > 0 {
-			sinceCommit = time.Since(time.Unix(int64(tag.EventTime), 0))
-		}
-		s.r.cfg.Observer.Published(tag.Table, exchange, res.Latency, sinceCommit)
-		if tag.Table.Columns.Status == "" {
+		defer s.r.budget.release(tag.weight)
+		if s.discard {
 			return nil
 		}
-		s.pending[tag.Table] = append(s.pending[tag.Table], tag.ID)
-		s.count++
-		if s.count >= s.r.cfg.BatchSize {
-			return s.flush(ctx, false, false)
+		return s.fail(ctx, tag.row, "", tag.err)
+	case *inflightRow:
+		defer s.r.budget.release(tag.weight)
+		if s.discard {
+			return nil
 		}
+		return s.row(ctx, tag, res)
 	}
 	return nil
+}
+
+// row settles one published row: SENT (batched), dead-lettered, or failed.
+func (s *settler) row(ctx context.Context, tag *inflightRow, res publisher.Result) error {
+	row, exchange := tag.row, res.Job.Msg.Exchange
+	statusless := row.Table.Columns.Status == ""
+	switch {
+	case res.Err != nil && statusless:
+		return s.holdUnrecorded(ctx, row, exchange, res.Err)
+	case res.Err != nil:
+		return s.fail(ctx, row, exchange, res.Err)
+	case tag.unroutable != nil:
+		// The relay addressed it to the dead-letter exchange itself.
+		s.deadLettered(row, "", tag.unroutable.Error())
+		return nil
+	case res.DeadLettered:
+		s.deadLettered(row, exchange, res.Reason)
+		return nil
+	}
+	s.r.Stats.Published.Add(1)
+	var sinceCommit time.Duration
+	if row.EventTime > 0 {
+		sinceCommit = time.Since(time.Unix(int64(row.EventTime), 0))
+	}
+	s.r.cfg.Observer.Published(row.Table, exchange, res.Latency, sinceCommit)
+	if statusless {
+		return nil
+	}
+	s.pending[row.Table] = append(s.pending[row.Table], row.ID)
+	return s.counted(ctx)
+}
+
+// deadLettered accounts for a row that went to the dead-letter exchange: it
+// is settled (a table without a status column has nothing to mark).
+func (s *settler) deadLettered(row *outbox.Row, exchange, reason string) {
+	s.r.Stats.DeadLettered.Add(1)
+	s.r.cfg.Observer.DeadLettered(row.Table, exchange, reason)
+	k := throttleKey{table: row.Table.FullName(), exchange: exchange, kind: "dead_lettered"}
+	if ok, suppressed := s.r.warn.allow(k); ok {
+		s.r.log.Warn("message sent to the dead-letter exchange", zap.String("table", k.table),
+			zap.String("message_id", router.MessageID(row)), zap.Any("id", row.ID), zap.String("exchange", exchange),
+			zap.String("dead_letter_exchange", s.r.cfg.DeadLetterExchange), zap.String("reason", reason),
+			zap.Int("suppressed", suppressed))
+	}
+}
+
+// logSuppressed reports the lines the throttle held back once their
+// interval is over.
+func (s *settler) logSuppressed(k throttleKey, n int) {
+	msg := "publish failed"
+	if k.kind == "dead_lettered" {
+		msg = "message sent to the dead-letter exchange"
+	}
+	s.r.log.Warn(msg+" (repeated; lines held back)", zap.String("table", k.table), zap.String("exchange", k.exchange),
+		zap.String("kind", k.kind), zap.Int("suppressed", n), zap.Duration("interval", s.r.cfg.WarnEvery))
 }
 
 // flush hands the confirmed rows, and the position reached, to the marker.
@@ -132,6 +189,7 @@ func (s *settler) flush(ctx context.Context, save, final bool) error {
 	b := batch{save: save, final: final}
 	if s.count > 0 {
 		b.marks, s.pending, s.count = s.pending, map[*outbox.Table][]any{}, 0
+		b.fails, s.fails = s.fails, nil
 	}
 	if s.advanced {
 		pos := s.tracker.Position()
@@ -174,6 +232,11 @@ func (m *marker) run(ctx context.Context, batches <-chan batch) error {
 				return err
 			}
 		}
+		for _, g := range b.fails {
+			if err := m.recordFailures(ctx, g); err != nil {
+				return err
+			}
+		}
 		if b.pos != nil {
 			m.latest, m.dirty = *b.pos, true
 		}
@@ -186,15 +249,28 @@ func (m *marker) run(ctx context.Context, batches <-chan batch) error {
 	return nil
 }
 
+// failGroup is a run of failed rows of one table with the same attempt
+// (reason, retry count and limit): one UPDATE records them all. A backlog of
+// rows to a deleted exchange then costs the primary one statement per batch,
+// not one per row.
+type failGroup struct {
+	t        *outbox.Table
+	attempt  status.Attempt // ID unused
+	exchange string
+	kind     string
+	ids      []any
+	first    string // message id of the first row, for the log
+}
+
 // fail sends a row to the retry path: PENDING with a later next_retry_time
-// and the reason, or FAILED when its retries are used up. The stream goes
-// on behind it.
+// and the reason, or FAILED when its retries are used up. The write goes
+// with the next batch, before the checkpoint that passes the row; the
+// stream goes on behind it.
 func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
 	s.r.Stats.Failed.Add(1)
 	s.r.cfg.Observer.Failed(row.Table, exchange, cause)
 	t := row.Table
 	a := status.Attempt{
-		ID:           row.ID,
 		Retries:      intValue(row.Values[t.Columns.RetryCount]),
 		MaxRetries:   t.MaxRetries,
 		Reason:       cause.Error(),
@@ -203,17 +279,56 @@ func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, ca
 	if t.Columns.MaxRetryCount != "" {
 		a.MaxRetries = intValue(row.Values[t.Columns.MaxRetryCount])
 	}
-	var outcome status.Outcome
-	err := retry(ctx, s.r.log, "recording a failed publish", func() error {
+	if n := len(s.fails); n > 0 {
+		if g := s.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
+			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries {
+			g.ids = append(g.ids, row.ID)
+			return s.counted(ctx)
+		}
+	}
+	s.fails = append(s.fails, &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause),
+		ids: []any{row.ID}, first: router.MessageID(row)})
+	return s.counted(ctx)
+}
+
+// counted notes one more row waiting for the next batch and hands the batch
+// over when it is full.
+func (s *settler) counted(ctx context.Context) error {
+	s.count++
+	if s.count >= s.r.cfg.BatchSize {
+		return s.flush(ctx, false, false)
+	}
+	return nil
+}
+
+// recordFailures writes one group of failures (retried until the primary
+// takes it: the checkpoint must not pass unrecorded rows) and logs it,
+// throttled.
+func (m *marker) recordFailures(ctx context.Context, g *failGroup) error {
+	var (
+		outcome  status.Outcome
+		recorded int64
+	)
+	err := retry(ctx, m.r.log, "recording failed publishes", func() error {
 		var err error
-		outcome, err = s.r.status.MarkRetry(ctx, t, a)
+		outcome, recorded, err = m.r.status.MarkRetryMany(ctx, g.t, g.attempt, g.ids)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	s.r.log.Warn("publish failed", zap.String("table", t.FullName()), zap.String("message_id", router.MessageID(row)),
-		zap.Any("id", row.ID), zap.String("reason", cause.Error()), zap.String("outcome", outcomeName(outcome)))
+	if int(recorded) < len(g.ids) {
+		// The rest left their publishable status meanwhile (the sweeper
+		// sent them, or someone changed them): the newer status stands.
+		m.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
+			zap.String("table", g.t.FullName()), zap.Int("rows", len(g.ids)), zap.Int64("recorded", recorded))
+	}
+	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
+	if ok, suppressed := m.r.warn.allow(k); ok {
+		m.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", g.first),
+			zap.Any("id", g.ids[0]), zap.Int("rows", len(g.ids)), zap.String("exchange", g.exchange),
+			zap.String("reason", g.attempt.Reason), zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
+	}
 	return nil
 }
 
@@ -264,8 +379,28 @@ func outcomeName(o status.Outcome) string {
 	case status.Failed:
 		return "FAILED"
 	default:
-		return "not recorded (row not in a publishable status, or the table has no status column)"
+		// The row left its publishable status meanwhile (the sweeper sent
+		// it, or someone changed it): the newer status stands.
+		return "not recorded (the row is no longer in a publishable status)"
 	}
+}
+
+// failureKind names the kind of a publish failure, for throttling identical
+// warnings (the error text differs per row: message id, lengths).
+func failureKind(err error) string {
+	for _, k := range []struct {
+		err  error
+		kind string
+	}{
+		{publisher.ErrReturned, "returned"}, {publisher.ErrNacked, "nacked"}, {publisher.ErrTooLarge, "too_large"},
+		{publisher.ErrNoExchange, "no_exchange"}, {publisher.ErrRefused, "refused"},
+		{publisher.ErrFieldTooLong, "field_too_long"}, {router.ErrNoRoute, "route"},
+	} {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return "other"
 }
 
 func intValue(v any) int {

@@ -6,6 +6,7 @@ package status
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -171,11 +172,36 @@ func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Out
 
 // MarkRetryOn is MarkRetry run on ex (a transaction holding the row's lock).
 func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a Attempt) (Outcome, error) {
-	c := t.Columns
-	if c.Status == "" {
-		// Nothing to record in a table without status (Debezium style):
-		// the caller logs it.
+	out, n, err := w.markRetry(ctx, ex, t, a, []any{a.ID})
+	if err != nil {
+		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+	}
+	if n == 0 {
 		return Skipped, nil
+	}
+	return out, nil
+}
+
+// MarkRetryMany records the same failed attempt (same reason, retry count
+// and limit; a.ID and the version check are ignored) for several rows in one statement, as the
+// binlog path does for a run of rows to one missing exchange. It returns
+// what the rows became and how many moved (rows no longer in a.FromStatuses
+// are left alone).
+func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	a.HasVersion = false
+	out, n, err := w.markRetry(ctx, w.DB, t, a, ids)
+	if err != nil {
+		return Skipped, 0, fmt.Errorf("recording failed publish of %d rows of %s: %w", len(ids), t.FullName(), err)
+	}
+	return out, n, nil
+}
+
+func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	c := t.Columns
+	if c.Status == "" || len(ids) == 0 {
+		// Nothing to record in a table without status (Debezium style):
+		// the caller must not skip the row.
+		return Skipped, 0, nil
 	}
 	pending := t.Statuses.RetryValue()
 	out, status := Retrying, pending
@@ -189,7 +215,7 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	}
 	if status == "" {
 		// Validation refuses such statuses; never write an empty status.
-		return Skipped, fmt.Errorf("recording failed publish of %s id %v: no status to write (statuses.pending and statuses.failed are empty)", t.FullName(), a.ID)
+		return Skipped, 0, errors.New("no status to write (statuses.pending and statuses.failed are empty)")
 	}
 	var (
 		b    strings.Builder
@@ -215,8 +241,12 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	if c.UpdatedAt != "" {
 		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
 	}
-	fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
-	args = append(args, a.ID)
+	if len(ids) == 1 {
+		fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
+	} else {
+		fmt.Fprintf(&b, " WHERE %s IN (?%s)", outbox.QuoteIdent(c.ID), strings.Repeat(", ?", len(ids)-1))
+	}
+	args = append(args, ids...)
 	if len(a.FromStatuses) > 0 {
 		fmt.Fprintf(&b, " AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(a.FromStatuses))
 	}
@@ -226,10 +256,8 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 	}
 	res, err := ex.ExecContext(ctx, b.String(), args...)
 	if err != nil {
-		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+		return Skipped, 0, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return Skipped, nil
-	}
-	return out, nil
+	n, _ := res.RowsAffected()
+	return out, n, nil
 }

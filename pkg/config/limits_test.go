@@ -1,0 +1,47 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const limitsBase = `name: test-relay
+source: {host: 127.0.0.1, port: 3308, user: relay}
+primary: {host: 127.0.0.1, port: 3307, user: relay}
+tables:
+  - {preset: debezium, schema: a}
+`
+
+// The broker's size limit, the dead-letter exchange and the in-flight byte
+// budget default to the broker's own limit, none and 64 MiB.
+func TestBrokerLimitsAndBudgetDefaults(t *testing.T) {
+	c := mustParse(t, limitsBase+`broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}`+"\n")
+	if c.Broker.MaxMessageBytes != 128<<20 || c.Broker.DeadLetterExchange != "" || c.Relay.MaxInflightBytes != 64<<20 {
+		t.Fatalf("defaults: max_message_bytes %d, dead_letter_exchange %q, max_inflight_bytes %d",
+			c.Broker.MaxMessageBytes, c.Broker.DeadLetterExchange, c.Relay.MaxInflightBytes)
+	}
+	c = mustParse(t, limitsBase+`broker: {url: "amqp://guest:guest@127.0.0.1:5672/", dead_letter_exchange: relay.dlx, max_message_bytes: 1048576}
+relay: {max_inflight_bytes: 16777216}
+`)
+	if c.Broker.MaxMessageBytes != 1<<20 || c.Broker.DeadLetterExchange != "relay.dlx" || c.Relay.MaxInflightBytes != 16<<20 {
+		t.Fatalf("set: %+v %+v", c.Broker, c.Relay)
+	}
+}
+
+func TestBrokerLimitsAndBudgetErrorsNameTheField(t *testing.T) {
+	url := `"amqp://guest:guest@127.0.0.1:5672/"`
+	for _, c := range []struct{ name, yaml, want string }{
+		{"negative body limit", "broker: {url: " + url + ", max_message_bytes: -1}\n", "broker.max_message_bytes: -1 must be positive"},
+		{"body limit over RabbitMQ's ceiling", "broker: {url: " + url + ", max_message_bytes: 1073741824}\n", "broker.max_message_bytes: 1073741824 is over RabbitMQ's ceiling"},
+		{"reserved dead-letter exchange", "broker: {url: " + url + ", dead_letter_exchange: amq.topic}\n", "broker.dead_letter_exchange: \"amq.topic\": the amq. prefix is reserved"},
+		{"dead-letter exchange too long", "broker: {url: " + url + ", dead_letter_exchange: " + strings.Repeat("x", 300) + "}\n", "broker.dead_letter_exchange: 300 bytes"},
+		{"budget too small", "broker: {url: " + url + "}\nrelay: {max_inflight_bytes: 4096}\n", "relay.max_inflight_bytes: 4096 is under 1 MiB"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(t, limitsBase+c.yaml, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,491 @@
+package integration
+
+// Poison rows: one row the broker refuses, or that breaks an AMQP limit, must
+// settle on its own (retried or FAILED with the reason) while every good row
+// behind it flows, without a reconnect loop. Tables without a status column
+// never skip such a row: it goes to the dead-letter exchange, or the stream
+// holds behind it (and says so) until it can be delivered.
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+)
+
+// managementURL is the stack's RabbitMQ management API.
+var managementURL = testenv.Env("RELAY_TEST_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
+
+// management sends one request to the management API.
+func management(t *testing.T, method, path string, body any) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	u, err := url.Parse(managementURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	req, err := http.NewRequest(method, u.Scheme+"://"+u.Host+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(u.User.Username(), pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("management API %s %s: %v", method, path, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 && !(method == http.MethodDelete && resp.StatusCode == http.StatusNotFound) {
+		t.Fatalf("management API %s %s: %s", method, path, resp.Status)
+	}
+}
+
+// restrictedUser creates a RabbitMQ user that may configure and read
+// everything but write only to exchanges whose names match write; it is
+// deleted when the test ends. It returns the AMQP URL for it through addr.
+func restrictedUser(t *testing.T, addr, write string) string {
+	t.Helper()
+	name, pw := testenv.UniqueName("relay_user"), testenv.UniqueName("pw")
+	management(t, http.MethodPut, "/api/users/"+name, map[string]string{"password": pw, "tags": ""})
+	t.Cleanup(func() { management(t, http.MethodDelete, "/api/users/"+name, nil) })
+	management(t, http.MethodPut, "/api/permissions/%2F/"+name, map[string]string{"configure": ".*", "read": ".*", "write": write})
+	return fmt.Sprintf("amqp://%s:%s@%s/", name, pw, addr)
+}
+
+// declareExchange declares a topic exchange as guest, deleted at the end.
+func declareExchange(t *testing.T, name string) {
+	t.Helper()
+	conn, err := amqp.Dial(testenv.AMQPURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if c, err := amqp.Dial(testenv.AMQPURL); err == nil {
+			if ch, err := c.Channel(); err == nil {
+				_ = ch.ExchangeDelete(name, false, false)
+			}
+			_ = c.Close()
+		}
+	})
+}
+
+type poisonRow struct {
+	kind       string
+	messageID  string
+	exchange   string
+	routingKey string
+	content    string
+	headers    any    // the headers JSON column; nil is NULL
+	want       string // what the error column must name (any of, separated by |)
+}
+
+// The poison-row test: one row of each kind, each followed by 1,000 good
+// rows. Every good row arrives once, in commit order; every poison row ends
+// PENDING (retried) or FAILED with the reason in error_msg; the relay opens
+// at most 10 broker connections over the whole run; the stop drains within
+// relay.drain_timeout.
+func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	// Room for names over AMQP's 255-byte limit, and a headers JSON column
+	// expanded into AMQP headers.
+	db.Exec(t, "ALTER TABLE producer_message MODIFY message_id VARCHAR(400) NOT NULL, ADD COLUMN hdrs JSON NULL")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	unbound := testenv.NewExchange(t)
+	denied := testenv.UniqueName("deny")
+	declareExchange(t, denied)
+
+	// The relay reaches RabbitMQ through a proxy that counts its dials, as
+	// a user that may not write to the "deny" exchange.
+	proxy, err := faultproxy.Listen(amqpHostPort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	brokerURL := restrictedUser(t, proxy.Addr(), `^(ex_|no_such|amq\.).*`)
+
+	const bodyLimit = 1 << 20
+	poison := []poisonRow{
+		{kind: "internal exchange", exchange: "amq.rabbitmq.trace", routingKey: "k", want: "403|ACCESS_REFUSED"},
+		{kind: "no write permission", exchange: denied, routingKey: "k", want: "403|ACCESS_REFUSED"},
+		{kind: "missing exchange", exchange: testenv.UniqueName("no_such_exchange"), routingKey: "k", want: "does not exist|404"},
+		{kind: "unroutable", exchange: unbound, routingKey: "k", want: "NO_ROUTE"},
+		{kind: "300-byte routing key", exchange: br.Exchange, routingKey: strings.Repeat("€", 100), want: "routing key"},
+		{kind: "300-byte exchange", exchange: strings.Repeat("é", 150), routingKey: "k", want: "exchange"},
+		{kind: "300-byte message id", messageID: "m-" + strings.Repeat("x", 298), exchange: br.Exchange, routingKey: "k", want: "message id|message-id|message_id"},
+		{kind: "headers over frame_max", exchange: br.Exchange, routingKey: "k", headers: map[string]string{"big": strings.Repeat("h", 200<<10)}, want: "frame_max|header"},
+		{kind: "body over max_message_bytes", exchange: br.Exchange, routingKey: "k", content: strings.Repeat("b", bodyLimit+1), want: "too large"},
+		{kind: "header type the broker rejects", exchange: br.Exchange, routingKey: "k", headers: map[string]string{"CC": "not-a-list"}, want: "406|PRECONDITION_FAILED"},
+	}
+	const drainTimeout = 10 * time.Second
+	tables := fmt.Sprintf("  - preset: producer-message\n    schema: %s\n    columns: {headers: [hdrs]}\n    route: {expand_headers: true}\n", db.Name)
+	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("poison"), tables, map[string]string{
+		"broker": fmt.Sprintf("{url: %q, max_message_bytes: %d}", brokerURL, bodyLimit),
+		// Retries far in the future: each poison row is tried once here.
+		"retry": "{base: 1h, max: 2h}",
+		"relay": fmt.Sprintf("{flush_interval: 50ms, drain_timeout: %s}", drainTimeout),
+	}))
+
+	var want []string
+	for i := range poison {
+		p := &poison[i]
+		if p.messageID == "" {
+			p.messageID = fmt.Sprintf("poison-%02d", i)
+		}
+		if p.content == "" {
+			p.content = `{"poison":true}`
+		}
+		var hdrs sql.NullString
+		if p.headers != nil {
+			b, _ := json.Marshal(p.headers)
+			hdrs = sql.NullString{String: string(b), Valid: true}
+		}
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content, hdrs) VALUES (?, ?, ?, ?, ?)",
+			p.messageID, p.exchange, p.routingKey, p.content, hdrs)
+		stmt, ids := orderInsert(br.Exchange, fmt.Sprintf("good%02d", i), i, 1000)
+		db.Exec(t, stmt)
+		want = append(want, ids...)
+	}
+
+	testenv.Eventually(t, 3*time.Minute, func() bool { return got.Len() >= len(want) },
+		"received %d of %d good rows", got.Len(), len(want))
+	time.Sleep(300 * time.Millisecond) // a duplicate would arrive right behind
+	msgs := got.All()
+	if len(msgs) != len(want) {
+		t.Fatalf("received %d messages, want exactly %d (each good row once, no poison row)", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if m.MessageID != want[i] {
+			t.Fatalf("message %d is %.60s, want %s (commit order broken, or a poison row delivered)", i, m.MessageID, want[i])
+		}
+	}
+
+	for _, p := range poison {
+		var status string
+		var retries int
+		var errMsg sql.NullString
+		testenv.Eventually(t, 20*time.Second, func() bool {
+			if err := db.Primary.QueryRow("SELECT status, retry_count, error_msg FROM producer_message WHERE message_id = ?", p.messageID).
+				Scan(&status, &retries, &errMsg); err != nil {
+				t.Fatal(err)
+			}
+			return status == "FAILED" || (status == "PENDING" && retries >= 1)
+		}, "%s: row is %s with %d retries, want PENDING with a retry or FAILED", p.kind, status, retries)
+		named := false
+		for _, w := range strings.Split(p.want, "|") {
+			named = named || strings.Contains(strings.ToLower(errMsg.String), strings.ToLower(w))
+		}
+		if !named {
+			t.Errorf("%s: error_msg %q does not name the reason (want one of %q)", p.kind, errMsg.String, p.want)
+		}
+		t.Logf("%s: %s, retry %d: %s", p.kind, status, retries, errMsg.String)
+	}
+	sent := db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE status = 'SENT'")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		sent = db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE status = 'SENT'")
+		return sent == len(want)
+	}, "%d rows SENT, want the %d good ones", sent, len(want))
+
+	if n := proxy.Accepted(); n > 10 {
+		t.Fatalf("the relay opened %d broker connections, want at most 10 (a refusal must not reconnect)", n)
+	} else {
+		t.Logf("broker connections opened: %d", n)
+	}
+	stopped := time.Now()
+	if err := r.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if d := time.Since(stopped); d > drainTimeout {
+		t.Fatalf("the stop took %s, over relay.drain_timeout %s", d, drainTimeout)
+	}
+}
+
+// debeziumID is a 36-character id for the debezium outbox (CHAR(36)).
+func debeziumID(prefix string, i int) string {
+	return fmt.Sprintf("%-8.8s-0000-0000-0000-%012d", prefix+"--------", i)
+}
+
+// debeziumInsert commits one outbox row in a transaction of its own.
+func debeziumInsert(t *testing.T, db *testenv.DB, id, aggregateType string) {
+	t.Helper()
+	db.Exec(t, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, ?, 'a-1', 'Happened', ?)",
+		id, aggregateType, fmt.Sprintf(`{"id":%q}`, id))
+}
+
+func debeziumTables(db string) string {
+	return fmt.Sprintf("  - {preset: debezium, schema: %s}\n", db)
+}
+
+func messageIDs(ds []testenv.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.MessageID
+	}
+	return out
+}
+
+// headerNaming reports whether some string header of d contains one of the
+// words.
+func headerNaming(d testenv.Delivery, words ...string) bool {
+	for _, v := range d.Headers {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		for _, w := range words {
+			if strings.Contains(s, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readyzBody returns /readyz's status and body.
+func readyzBody(t *testing.T, base string) (int, string) {
+	t.Helper()
+	code, body, err := get(base + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	return code, body
+}
+
+// A debezium row that cannot be routed (empty aggregatetype) goes to the
+// dead-letter exchange with the reason in a header; the rows around it go
+// to their exchange in order, and the dead-letter counter says so.
+func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	dl := testenv.NewBroker(t)
+	dead := dl.Consume(t, dl.Queue)
+	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
+		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
+
+	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
+	bad := debeziumID("noroute", 1)
+	debeziumInsert(t, db, good[0], br.Exchange)
+	debeziumInsert(t, db, bad, "")
+	debeziumInsert(t, db, good[1], br.Exchange)
+	debeziumInsert(t, db, good[2], br.Exchange)
+
+	msgs := dropinWait(t, got, len(good), 30*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), good)
+	}
+	dlq := dropinWait(t, dead, 1, 10*time.Second)
+	if dlq[0].MessageID != bad || !headerNaming(dlq[0], "exchange is empty") || string(dlq[0].Body) != fmt.Sprintf(`{"id":%q}`, bad) {
+		t.Fatalf("dead-lettered %s body %q headers %v; want %s with the reason", dlq[0].MessageID, dlq[0].Body, dlq[0].Headers, bad)
+	}
+	fams, _ := scrape(t, httpAddr(t, r.App))
+	if v, _ := value(fams, "binlog_relay_dead_lettered_total", "table", db.Name+".outbox"); v != 1 {
+		t.Fatalf("binlog_relay_dead_lettered_total = %v, want 1", v)
+	}
+}
+
+// Without a dead-letter exchange a debezium row that cannot be routed holds
+// the stream: /readyz names it, the hold gauge grows, nothing behind it is
+// published and the checkpoint stays before it. Restarted with a
+// dead-letter exchange, the relay sends it there and the rows behind it
+// follow: it was never skipped.
+func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("dbz-hold")
+	const drainTimeout = 10 * time.Second
+	relaySection := fmt.Sprintf("{flush_interval: 50ms, drain_timeout: %s}", drainTimeout)
+	r := testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
+	base := httpAddr(t, r.App)
+
+	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
+	bad := debeziumID("noroute", 1)
+	debeziumInsert(t, db, good[0], br.Exchange)
+	debeziumInsert(t, db, bad, "")
+	debeziumInsert(t, db, good[1], br.Exchange)
+	debeziumInsert(t, db, good[2], br.Exchange)
+
+	var code int
+	var body string
+	testenv.Eventually(t, 30*time.Second, func() bool { code, body = readyzBody(t, base); return code == http.StatusServiceUnavailable },
+		"/readyz still ready while holding: %d %s", code, body)
+	if !strings.Contains(body, bad) || !strings.Contains(body, "exchange is empty") {
+		t.Fatalf("/readyz does not name the held message and the reason: %s", body)
+	}
+	fams, _ := scrape(t, base)
+	if v, ok := value(fams, "binlog_relay_publish_held_seconds"); !ok || v < 5 {
+		t.Fatalf("binlog_relay_publish_held_seconds = %v (present %v), want over the 5 s grace", v, ok)
+	}
+	// The relay has held for over 5 s: rows behind the held one would have
+	// arrived by now.
+	if ids := messageIDs(got.All()); fmt.Sprint(ids) != fmt.Sprint(good[:1]) {
+		t.Fatalf("delivered %v while holding, want only %v", ids, good[:1])
+	}
+	stopped := time.Now()
+	if err := r.Stop(); err != nil {
+		t.Fatalf("stop while holding: %v", err)
+	}
+	if d := time.Since(stopped); d > drainTimeout {
+		t.Fatalf("the stop took %s, over relay.drain_timeout %s", d, drainTimeout)
+	}
+
+	dl := testenv.NewBroker(t)
+	dead := dl.Consume(t, dl.Queue)
+	testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
+		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
+	msgs := dropinWait(t, got, len(good), 30*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
+		t.Fatalf("delivered %v, want %v (each once, in order)", messageIDs(msgs), good)
+	}
+	if dlq := dropinWait(t, dead, 1, 10*time.Second); dlq[0].MessageID != bad {
+		t.Fatalf("dead-lettered %s, want %s", dlq[0].MessageID, bad)
+	}
+}
+
+// A debezium row to an exchange that does not exist goes to the dead-letter
+// exchange with the broker's reason; the rows behind it flow.
+func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	dl := testenv.NewBroker(t)
+	dead := dl.Consume(t, dl.Queue)
+	testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
+		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
+
+	missing := testenv.UniqueName("no_such_exchange")
+	good := []string{debeziumID("good", 1), debeziumID("good", 2)}
+	bad := debeziumID("missing", 1)
+	debeziumInsert(t, db, good[0], br.Exchange)
+	debeziumInsert(t, db, bad, missing)
+	debeziumInsert(t, db, good[1], br.Exchange)
+
+	msgs := dropinWait(t, got, len(good), 30*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), good)
+	}
+	dlq := dropinWait(t, dead, 1, 10*time.Second)
+	if dlq[0].MessageID != bad || !headerNaming(dlq[0], missing) || !headerNaming(dlq[0], "does not exist", "404", "NOT_FOUND") {
+		t.Fatalf("dead-lettered %s with headers %v; want %s with its exchange and the reason", dlq[0].MessageID, dlq[0].Headers, bad)
+	}
+}
+
+// Without a dead-letter exchange, a debezium row to an exchange that does
+// not exist holds the stream (retried with backoff), /readyz names it, and
+// once the exchange is declared it is delivered, then the rows behind it:
+// never skipped, order kept.
+func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
+		"retry": "{base: 200ms, max: 1s}"}))
+	base := httpAddr(t, r.App)
+
+	later := testenv.UniqueName("ex_later")
+	ids := []string{debeziumID("before", 1), debeziumID("held", 1), debeziumID("after", 1), debeziumID("after", 2)}
+	debeziumInsert(t, db, ids[0], br.Exchange)
+	debeziumInsert(t, db, ids[1], later)
+	debeziumInsert(t, db, ids[2], br.Exchange)
+	debeziumInsert(t, db, ids[3], br.Exchange)
+
+	var code int
+	var body string
+	testenv.Eventually(t, 30*time.Second, func() bool { code, body = readyzBody(t, base); return code == http.StatusServiceUnavailable },
+		"/readyz still ready while holding: %d %s", code, body)
+	if !strings.Contains(body, ids[1]) || !strings.Contains(body, later) {
+		t.Fatalf("/readyz does not name the held message and its exchange: %s", body)
+	}
+	fams, _ := scrape(t, base)
+	if v, _ := value(fams, "binlog_relay_publish_held_seconds"); v < 5 {
+		t.Fatalf("binlog_relay_publish_held_seconds = %v, want over the 5 s grace", v)
+	}
+	if delivered := messageIDs(got.All()); fmt.Sprint(delivered) != fmt.Sprint(ids[:1]) {
+		t.Fatalf("delivered %v while holding, want only %v", delivered, ids[:1])
+	}
+
+	declareExchange(t, later)
+	br.BindQueueTo(t, br.Queue, later)
+	msgs := dropinWait(t, got, len(ids), 30*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(ids) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), ids)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { code, body = readyzBody(t, base); return code == http.StatusOK },
+		"/readyz not ready after the hold ended: %s", body)
+	fams, _ = scrape(t, base)
+	if v, _ := value(fams, "binlog_relay_publish_held_seconds"); v != 0 {
+		t.Fatalf("binlog_relay_publish_held_seconds = %v after the hold ended, want 0", v)
+	}
+}
+
+// A backlog of rows to an exchange that was deleted is recorded row by row
+// (PENDING, one retry, the reason) while the rows behind it flow, and the
+// log gets a line per interval with a count, not a line per row.
+func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	p := testenv.StartProcess(t, testenv.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), testenv.SeedTable(db.Name),
+		map[string]string{"http": `{addr: "off"}`})))
+	waitStarted(t, p)
+
+	deleted := testenv.UniqueName("no_such_exchange")
+	const n = 5000
+	for i := range n / 1000 {
+		stmt, _ := orderInsert(deleted, "gone", i, 1000)
+		db.Exec(t, stmt)
+	}
+	want := insertOrders(t, db, br.Exchange, "after", 1, 10)
+	msgs := dropinWait(t, got, len(want), 60*time.Second)
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), want)
+	}
+	q := "SELECT COUNT(*) FROM producer_message WHERE exchange = ? AND status = 'PENDING' AND retry_count = 1 AND error_msg LIKE ?"
+	var recorded int
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		recorded = db.Count(t, q, deleted, "%does not exist%"+deleted+"%")
+		return recorded == n
+	}, "%d of %d rows to the deleted exchange recorded PENDING with one retry and the reason", recorded, n)
+
+	lines := 0
+	for _, l := range strings.Split(p.LogText(), "\n") {
+		if strings.Contains(l, `"publish failed`) {
+			lines++
+		}
+	}
+	if lines < 1 || lines > 3 {
+		t.Fatalf("%d \"publish failed\" log lines for %d failed rows, want 1 to 3 (one per 10 s with a count)", lines, n)
+	}
+}
