@@ -25,6 +25,8 @@ const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 
 usage:
   binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
+         [--accept-gap]                     restart at the current position when the saved one is gone,
+                                            losing what tables without a status column had in the gap
   binlog-relay check  --config relay.yaml   verify servers, grants and tables
   binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
   binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
@@ -51,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
 	var requeue app.RequeueOptions
+	var acceptGap *bool
+	if cmd == "run" {
+		acceptGap = fs.Bool("accept-gap", false, "when the saved position is purged or the checkpoint lost, start at the current position even though rows of tables without a status column in the gap are then lost (docs/operating.md)")
+	}
 	if cmd == "requeue" {
 		requeue.Flags(fs)
 	}
@@ -80,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer a.Close()
+	if acceptGap != nil {
+		a.AcceptGap = *acceptGap
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

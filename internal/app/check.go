@@ -73,7 +73,9 @@ func (a *App) Check(ctx context.Context) []Problem {
 	defer cancel()
 	c := &checker{a: a}
 	if c.checkSource(ctx) {
+		c.checkReplica(ctx) // replica.go
 		c.checkStream(ctx)
+		c.checkDuplicates(ctx) // gap.go
 	}
 	c.checkPrimary(ctx)
 	c.checkBroker()
@@ -251,6 +253,11 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "finding the start position: %v", err)
 		return
 	}
+	if !resumed {
+		if since, lost, err := a.checkpointLost(ctx); err == nil && lost {
+			c.checkGap("checkpoint", fmt.Sprintf("no checkpoint under %s, but relay %q saved one before (first at %s)", a.Cfg.Checkpoint.Key, a.Cfg.Name, since))
+		}
+	}
 	stls, err := a.Cfg.Source.TLSConfig("source")
 	if err != nil {
 		c.add(Error, where, "%v", err)
@@ -291,8 +298,8 @@ func (c *checker) checkStream(ctx context.Context) {
 	}
 	var myErr *mysql.MyError
 	switch {
-	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed:
-		c.add(Warning, where, "the saved checkpoint (%s) is no longer in the source's binlog (purged): the relay will start at the current position and the sweeper will send rows committed in the gap (%s)", start, myErr.Message)
+	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && purgedMessage(myErr.Message):
+		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
 	default:
