@@ -37,8 +37,8 @@ const gapReadyFor = 5 * time.Minute
 // refresh (every instanceEvery). A relay that died without cleaning up
 // blocks a new one with its name for at most this long.
 const (
-	instanceTTL   = 10 * time.Second
-	instanceEvery = 3 * time.Second
+	instanceTTL   = 6 * time.Second
+	instanceEvery = 2 * time.Second
 )
 
 // gapState is what /readyz says about gaps and conflicts.

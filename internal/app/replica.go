@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -473,4 +475,71 @@ func (c *checker) checkReplica(ctx context.Context) {
 	if st.SecondsBehind != nil && time.Duration(*st.SecondsBehind)*time.Second > a.Cfg.HTTP.MaxLag() {
 		c.add(Warning, where, "the source replica is %ds behind its primary %s (over http.ready_max_lag %s)", *st.SecondsBehind, st.Master, a.Cfg.HTTP.MaxLag())
 	}
+}
+
+// precheckDB is where the sweeper inside `run` asks whether rows are due:
+// the source replica while it replicates, the primary while it does not
+// (a thread stopped, or the delay past sweeper.grace_period). A replica
+// that stopped applying has none of the new rows, so its answer would hold
+// every one of them until it is fixed; one indexed EXISTS per table and
+// sweeper.interval on the primary is the price of sending them after the
+// grace period. Each pre-check dials afresh (no idle connections) so it
+// follows the replica's state.
+func (a *App) precheckDB() (*sql.DB, error) {
+	c := &precheckConnector{a: a, source: a.src}
+	if a.src == nil {
+		dsn, err := a.Cfg.Source.DSN("source")
+		if err != nil {
+			return nil, err
+		}
+		if c.source, err = connector(dsn, "source"); err != nil {
+			return nil, err
+		}
+	}
+	dsn, err := a.Cfg.Primary.DSN("primary")
+	if err != nil {
+		return nil, err
+	}
+	if c.primary, err = connector(dsn, "primary"); err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxIdleConns(0)
+	return db, nil
+}
+
+func connector(dsn, field string) (driver.Connector, error) {
+	mc, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	c, err := mysqldrv.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return c, nil
+}
+
+type precheckConnector struct {
+	a               *App
+	source, primary driver.Connector
+}
+
+func (c *precheckConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	if c.a.replicaDegraded() {
+		return c.primary.Connect(ctx)
+	}
+	return c.source.Connect(ctx)
+}
+
+func (c *precheckConnector) Driver() driver.Driver { return c.source.Driver() }
+
+// replicaDegraded reports whether the source replica is not replicating
+// or is further behind the primary than the sweeper's grace period.
+func (a *App) replicaDegraded() bool {
+	if a.replica.stopped.Load() != 0 {
+		return true
+	}
+	d, ok := a.replica.Delay(time.Now())
+	return ok && d > a.Cfg.Sweeper.GracePeriod
 }

@@ -1,0 +1,377 @@
+package integration
+
+// Positions that survive operations: a primary switchover, a stopped SQL
+// thread on the source replica, two relays with one server_id, and a purged
+// position for a table without a status column. The switchover, the
+// stopped thread and the purge run on the stack's switch1-3 servers
+// (testenv.NewTopology), never on the shared ones.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+)
+
+// topologyYAML is opsYAML reading switch2 and writing switch1.
+func topologyYAML(tp *testenv.Topology, name, tables string, sections map[string]string) string {
+	sh, sp := testenv.HostPort(tp.DSN["switch2"])
+	ph, pp := testenv.HostPort(tp.DSN["switch1"])
+	s := map[string]string{
+		"source":  fmt.Sprintf("{host: %s, port: %d, user: root}", sh, sp),
+		"primary": fmt.Sprintf("{host: %s, port: %d, user: root}", ph, pp),
+	}
+	for k, v := range sections {
+		s[k] = v
+	}
+	return opsYAML(name, tables, s)
+}
+
+func debeziumTable(db string) string { return fmt.Sprintf("  - {preset: debezium, schema: %s}\n", db) }
+
+// insertOutbox writes n debezium rows (ids prefix-00001...) in transactions
+// of perTx, routed to exchange, and returns their ids in commit order.
+func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx int) []string {
+	t.Helper()
+	var ids []string
+	for i := 0; i < n; i += perTx {
+		var b strings.Builder
+		b.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ")
+		var args []any
+		for j := i; j < min(i+perTx, n); j++ {
+			if j > i {
+				b.WriteString(",")
+			}
+			id := fmt.Sprintf("%s-%05d", prefix, j)
+			b.WriteString("(?, ?, 'a', 'ev', '{}')")
+			args = append(args, id, exchange)
+			ids = append(ids, id)
+		}
+		if _, err := db.Exec(b.String(), args...); err != nil {
+			t.Fatalf("inserting outbox rows: %v", err)
+		}
+	}
+	return ids
+}
+
+// startApp runs a relay in-process like testenv.StartRelay, with
+// --accept-gap as asked; it returns the App and Run's result channel.
+func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, context.CancelFunc, chan error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AcceptGap = acceptGap
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+		}
+		a.Close()
+	})
+	return a, cancel, done
+}
+
+// (b) The primary is switched over to another server (a new server_id in
+// domain 0) while the relay streams from a replica: every row arrives
+// once, and a restart resumes from the checkpoint written after the switch.
+func TestSwitchoverKeepsEveryRow(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("switch")
+	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
+
+	r := testenv.StartRelay(t, yaml)
+	want := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "before", 300, 10)
+	waitAllDistinct(t, got, want, 30*time.Second)
+
+	// Writes stop, switch3 takes over; switch2 (the relay's source) now
+	// replicates GTIDs 0-13-N after 0-11-N.
+	tp.Switchover(t, "switch3")
+	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "after", 300, 10)...)
+	waitAllDistinct(t, got, want, 30*time.Second)
+	if err := r.Stop(); err != nil {
+		t.Fatalf("stopping the relay: %v", err)
+	}
+	cp, err := r.App.Store.Load(context.Background())
+	if err != nil {
+		t.Fatalf("no checkpoint after the switchover: %v", err)
+	}
+	t.Logf("checkpoint after the switchover: %s", cp.Position())
+
+	// Rows committed while the relay is down, then a restart.
+	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "restart", 200, 10)...)
+	r2 := testenv.StartRelay(t, yaml)
+	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
+		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
+	}
+	waitAllDistinct(t, got, want, 30*time.Second)
+	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
+		t.Fatalf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	}
+	assertSameOrder(t, firstSeenOrder(got.All()), want)
+}
+
+// (c) The source replica's SQL thread stops: /readyz turns not ready
+// within http.ready_max_lag naming the replica and its thread state, the
+// metrics show it, and the sweeper still sends the row after its grace
+// period.
+func TestStoppedSQLThreadIsNotReady(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	const maxLag = 3 * time.Second
+	yaml := topologyYAML(tp, testenv.UniqueName("sqlstop"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB), map[string]string{
+		"http":    fmt.Sprintf(`{addr: "127.0.0.1:0", ready_max_lag: %s}`, maxLag),
+		"sweeper": "{enabled: true, interval: 500ms, grace_period: 2s}",
+	})
+	r := testenv.StartRelay(t, yaml)
+	base := httpAddr(t, r.App)
+	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK }, "the relay is not ready")
+
+	tp.Exec(t, "switch2", "STOP SLAVE SQL_THREAD")
+	t.Cleanup(func() { _, _ = tp.Servers["switch2"].Exec("START SLAVE SQL_THREAD") })
+	stopped := time.Now()
+	if _, err := tp.On(t, "switch1").Exec("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ('stalled-1', ?, 'k', '{}')", br.Exchange); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	testenv.Eventually(t, maxLag+10*time.Second, func() bool {
+		var code int
+		code, body, _ = get(base + "/readyz")
+		return code == http.StatusServiceUnavailable
+	}, "/readyz stayed ready with the SQL thread stopped")
+	took := time.Since(stopped)
+	t.Logf("not ready %s after STOP SLAVE SQL_THREAD: %s", took.Round(100*time.Millisecond), strings.TrimSpace(body))
+	if took > maxLag+5*time.Second {
+		t.Errorf("not ready only after %s (http.ready_max_lag %s)", took, maxLag)
+	}
+	rh, rp := testenv.HostPort(tp.DSN["switch2"])
+	addr := fmt.Sprintf("%s:%d", rh, rp)
+	if !strings.Contains(body, addr) || !strings.Contains(body, "SQL thread No") {
+		t.Errorf("/readyz should name the replica %s and its SQL thread: %q", addr, body)
+	}
+	fams, _ := scrape(t, base)
+	if v, ok := value(fams, "binlog_relay_source_replica_running", "thread", "sql"); !ok || v != 0 {
+		t.Errorf("source_replica_running{thread=sql} = %v (present %v), want 0", v, ok)
+	}
+	if v, ok := value(fams, "binlog_relay_source_replica_running", "thread", "io"); !ok || v != 1 {
+		t.Errorf("source_replica_running{thread=io} = %v (present %v), want 1", v, ok)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		fams, _ := scrape(t, base)
+		v, ok := value(fams, "binlog_relay_source_delay_seconds")
+		return ok && v >= 2
+	}, "source_delay_seconds does not grow with the SQL thread stopped")
+
+	// The sweeper sends the row although the replica never saw it.
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "the sweeper did not send the row")
+	if m := got.All()[0]; m.MessageID != "stalled-1" {
+		t.Fatalf("got %q", m.MessageID)
+	}
+	tp.Exec(t, "switch2", "START SLAVE SQL_THREAD")
+	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK },
+		"not ready again after START SLAVE SQL_THREAD")
+	if distinct, _ := got.Distinct(); distinct != 1 {
+		t.Fatalf("%d distinct messages, want 1", distinct)
+	}
+}
+
+// (d) Two relays given one source.server_id: the second is refused at
+// start naming the conflict; a replica that takes the id from the running
+// relay makes it retry from its checkpoint, never jump; every row arrives
+// once.
+func TestSameServerIDNeverJumps(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
+	id := 300000 + rand.Uint32N(1<<20)
+	source := fmt.Sprintf("{host: %s, port: %d, user: root, server_id: %d}", sh, sp, id)
+	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("sid"), debeziumTable(db.Name), map[string]string{"source": source}))
+	want := insertOutbox(t, db.Primary, br.Exchange, "one", 100, 10)
+	waitAllDistinct(t, got, want, 30*time.Second)
+
+	// A second relay with the same server_id is refused.
+	b, _, done := startApp(t, opsYAML(testenv.UniqueName("sid2"), debeziumTable(db.Name), map[string]string{"source": source}), false)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second relay with the same server_id did not stop")
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("source.server_id %d", id)) || !strings.Contains(err.Error(), "another replica is connected") {
+		t.Fatalf("second relay: %v", err)
+	}
+	_ = b
+
+	// Another replica connects with the same id: the source drops the
+	// relay's stream. It retries from its checkpoint with backoff.
+	time.Sleep(500 * time.Millisecond) // the checkpoint after the first batch (interval 200ms)
+	impostor := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{ServerID: id, Flavor: "mariadb",
+		Host: sh, Port: uint16(sp), User: "root", DisableRetrySync: true})
+	var pos string
+	if err := testenv.Open(t, testenv.ReplicaDSN, "").QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	set, err := mysql.ParseMariadbGTIDSet(pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := impostor.StartSyncGTID(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readCtx, stopReading := context.WithCancel(context.Background())
+	go func() {
+		for readCtx.Err() == nil {
+			if _, err := st.GetEvent(readCtx); err != nil {
+				return
+			}
+		}
+	}()
+	want = append(want, insertOutbox(t, db.Primary, br.Exchange, "two", 100, 10)...)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		_, why := r.App.Ready()
+		return strings.Contains(strings.Join(why, "; "), fmt.Sprintf("uses source.server_id %d", id))
+	}, "the relay does not report the server_id conflict")
+	stopReading()
+	impostor.Close()
+
+	want = append(want, insertOutbox(t, db.Primary, br.Exchange, "three", 100, 10)...)
+	waitAllDistinct(t, got, want, 60*time.Second)
+	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
+		t.Fatalf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	}
+	fams := gatherApp(t, r.App)
+	if v, _ := value(fams, "binlog_relay_gaps_total"); v != 0 {
+		t.Fatalf("gaps_total = %v after a server_id conflict: the relay jumped", v)
+	}
+}
+
+// (e) The position of a relay reading a debezium table (no status column)
+// is purged from the source: `run` refuses without --accept-gap, naming
+// what would be lost; with it, it starts at the current position and
+// counts the gap.
+func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("purged")
+	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
+	r := testenv.StartRelay(t, yaml)
+	first := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "first", 50, 10)
+	waitAllDistinct(t, got, first, 30*time.Second)
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rows committed while the relay is down, then their binlog purged.
+	lost := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "lost", 50, 10)
+	tp.WaitReplicated(t, "switch2", 30*time.Second)
+	tp.Exec(t, "switch2", "FLUSH BINARY LOGS")
+	var file string
+	var pos int64
+	var rest []any
+	rows, err := tp.Servers["switch2"].Query("SHOW MASTER STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	rest = make([]any, len(cols)-2)
+	for i := range rest {
+		rest[i] = new(sql.RawBytes)
+	}
+	if !rows.Next() {
+		t.Fatal("SHOW MASTER STATUS is empty")
+	}
+	if err := rows.Scan(append([]any{&file, &pos}, rest...)...); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	tp.Exec(t, "switch2", "PURGE BINARY LOGS TO '"+file+"'")
+
+	// Without --accept-gap: refused.
+	_, _, done := startApp(t, yaml, false)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("run did not refuse the purged position")
+	}
+	for _, w := range []string{"purged", tp.DB + ".outbox", "--accept-gap", "without a status column"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("run without --accept-gap: %v (want it to say %q)", err, w)
+		}
+	}
+	t.Logf("refused: %v", err)
+
+	// With it: starts at the current position, counts the gap; new rows flow.
+	a, _, done := startApp(t, yaml, true)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run --accept-gap stopped: %v", err)
+		default:
+		}
+		return a.Relay() != nil && a.Relay().Started()
+	}, "run --accept-gap did not start")
+	after := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "after", 50, 10)
+	waitAllDistinct(t, got, append(first, after...), 30*time.Second)
+	fams := gatherApp(t, a)
+	if v, _ := value(fams, "binlog_relay_gaps_total", "handling", "accepted"); v != 1 {
+		t.Fatalf("gaps_total{handling=accepted} = %v, want 1", v)
+	}
+	_, why := a.Ready()
+	if !strings.Contains(strings.Join(why, "; "), "gap taken") {
+		t.Errorf("/readyz does not name the gap: %q", why)
+	}
+	for _, m := range got.All() {
+		if strings.HasPrefix(m.MessageID, "lost-") {
+			t.Fatalf("%s was in the purged range, yet delivered", m.MessageID)
+		}
+	}
+	t.Logf("accepted the gap: %d rows in it not sent, %d delivered", len(lost), got.Len())
+}
+
+// gatherApp reads an in-process relay's metrics without HTTP.
+func gatherApp(t *testing.T, a *app.App) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := a.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range mfs {
+		out[f.GetName()] = f
+	}
+	return out
+}
