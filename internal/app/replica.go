@@ -208,6 +208,8 @@ type replicaWatch struct {
 	state     atomic.Pointer[ReplicaState]
 	stopped   atomic.Int64 // unix nanos since a thread has not been running; 0 when both run
 	streaming atomic.Pointer[streamRef]
+	// conflictLogged: a server_id conflict was logged (once per process).
+	conflictLogged atomic.Bool
 
 	mu       sync.Mutex
 	measured bool     // the delay is measured (GTIDs on both ends, a relay streaming)
@@ -266,6 +268,7 @@ func (a *App) pollReplica(ctx context.Context) {
 	} else {
 		w.setState(a.Log, st)
 	}
+	a.watchServerID(qctx)
 	ref := w.streaming.Load()
 	if ref == nil {
 		w.mu.Lock()
@@ -288,6 +291,28 @@ func (a *App) pollReplica(ctx context.Context) {
 		return
 	}
 	w.observe(flavor, pos, ref.streamed(), time.Now())
+}
+
+// watchServerID looks, while the binlog stream is down, for another
+// replica registered on the source with this relay's source.server_id: the
+// source refuses or drops a second stream with one id (MariaDB: error 4052
+// or 1236), so the reader would reconnect in vain. It is named on /readyz
+// and logged; the reader keeps retrying from its position, never ahead.
+func (a *App) watchServerID(ctx context.Context) {
+	r := a.ops.reader.Load()
+	if r == nil || r.Connected() || a.Cfg.Source.ServerID == 0 || a.replica.streaming.Load() == nil {
+		return
+	}
+	others, err := a.sameServerID(ctx)
+	if err != nil || len(others) == 0 {
+		return
+	}
+	hint := a.conflictHint()
+	a.gap.set("binlog stream from "+a.sourceAddr()+" is refused: "+hint, 2*replicaPollEvery+time.Second)
+	if a.replica.conflictLogged.CompareAndSwap(false, true) {
+		a.Log.Error("binlog stream refused by the source: another replica is connected with this relay's server_id. The reader retries from its position; nothing is skipped",
+			zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.Strings("registered_as", others), zap.String("fix", hint))
+	}
 }
 
 // observe records the primary's position and drops the ones the relay has.
