@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -25,7 +26,8 @@ import (
 )
 
 // replicaPollEvery spaces the health reads: SHOW SLAVE STATUS on the source
-// replica and one SELECT @@gtid_binlog_pos (@@gtid_executed) on the primary.
+// replica and one SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos'
+// ('gtid_executed') on the primary.
 // Neither touches a table; the delay is measured to this resolution.
 const replicaPollEvery = 2 * time.Second
 
@@ -139,14 +141,20 @@ func (a *App) sourceAddr() string {
 }
 
 // primaryPosition reads the primary's GTID position: one variable, no
-// table. Empty when the primary has GTIDs off (MySQL gtid_mode=OFF).
+// table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
+// primary's Com_select keeps counting only real queries (the relay sends the
+// primary none in steady state). Empty when the primary has GTIDs off.
 func (a *App) primaryPosition(ctx context.Context, flavor string) (string, error) {
-	q := "SELECT @@gtid_binlog_pos"
+	name := "gtid_binlog_pos"
 	if flavor == binlog.FlavorMySQL {
-		q = "SELECT @@gtid_executed"
+		name = "gtid_executed"
 	}
-	var v sql.NullString
-	if err := a.Primary.QueryRowContext(ctx, q).Scan(&v); err != nil {
+	var n, v sql.NullString
+	err := a.Primary.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE '"+name+"'").Scan(&n, &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
 		return "", fmt.Errorf("reading the primary's GTID position: %w", err)
 	}
 	return strings.ReplaceAll(v.String, "\n", ""), nil
