@@ -255,7 +255,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	}
 	if !resumed {
 		if since, lost, err := a.checkpointLost(ctx); err == nil && lost {
-			c.checkGap("checkpoint", fmt.Sprintf("no checkpoint under %s, but relay %q saved one before (first at %s)", a.Cfg.Checkpoint.Key, a.Cfg.Name, since))
+			c.checkGap("checkpoint", a.lostWhat(since)) // gap.go
 		}
 	}
 	stls, err := a.Cfg.Source.TLSConfig("source")

@@ -190,13 +190,18 @@ func (a *App) startWithoutCheckpoint(ctx context.Context, p binlog.Position) err
 	if err != nil || !lost {
 		return err
 	}
-	what := fmt.Sprintf("no checkpoint under %s, but relay %q saved one before (first at %s; marker %s): Redis lost it or it was deleted",
-		a.Cfg.Checkpoint.Key, a.Cfg.Name, since, a.markerKey())
+	what := a.lostWhat(since)
 	if err := a.gapRefusal(what); err != nil {
 		return err
 	}
 	a.takeGap(what, binlog.Position{}, p)
 	return nil
+}
+
+// lostWhat describes a lost checkpoint.
+func (a *App) lostWhat(since string) string {
+	return fmt.Sprintf("no checkpoint under %s, but relay %q saved one before (first at %s; marker %s): Redis lost it or it was deleted",
+		a.Cfg.Checkpoint.Key, a.Cfg.Name, since, a.markerKey())
 }
 
 // markFirstSave writes the first-save marker once the running relay has

@@ -21,6 +21,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -90,6 +91,7 @@ func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.Ob
 	}
 	a.AcceptGap = acceptGap
 	ctx, cancel := context.WithCancel(context.Background())
+	appCancels[a] = append(appCancels[a], cancel)
 	done := make(chan error, 1)
 	finished := make(chan struct{})
 	go func() { done <- a.Run(ctx); close(finished) }()
@@ -104,6 +106,9 @@ func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.Ob
 	})
 	return a, logs, done
 }
+
+// appCancels stops Apps started by startApp (tests run one at a time).
+var appCancels = map[*app.App][]context.CancelFunc{}
 
 // waitRunning waits until an App started by startApp streams.
 func waitRunning(t *testing.T, a *app.App, done chan error) {
@@ -238,6 +243,25 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 	if m := got.All()[0]; m.MessageID != "stalled-1" {
 		t.Fatalf("got %q", m.MessageID)
 	}
+	// check and status say the same, with the fix.
+	var problem string
+	for _, p := range r.App.Check(context.Background()) {
+		if strings.Contains(p.Text, "not replicating") {
+			problem = p.String()
+		}
+	}
+	if !strings.Contains(problem, "SQL thread No") || !strings.Contains(problem, "START SLAVE") {
+		t.Errorf("check does not report the stopped SQL thread with its fix: %q", problem)
+	}
+	var status strings.Builder
+	if err := r.App.Status(context.Background(), &status); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), "SQL thread No") {
+		t.Errorf("status does not show the stopped SQL thread:\n%s", status.String())
+	}
+	t.Logf("check: %s\nstatus:\n%s", problem, status.String())
+
 	tp.Exec(t, "switch2", "START SLAVE SQL_THREAD")
 	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK },
 		"not ready again after START SLAVE SQL_THREAD")
@@ -422,4 +446,92 @@ func gatherApp(t *testing.T, a *app.App) map[string]*dto.MetricFamily {
 		out[f.GetName()] = f
 	}
 	return out
+}
+
+// A relay that saved a checkpoint before finds none (Redis lost it): for a
+// table without a status column that is a gap, refused without
+// --accept-gap, for `run` and for an HA standby that becomes leader alike;
+// a first start is not.
+func TestLostCheckpointIsAGap(t *testing.T) {
+	testenv.Integration(t)
+	for _, ha := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ha=%v", ha), func(t *testing.T) {
+			db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+			br := testenv.NewBroker(t)
+			got := br.Consume(t, br.Queue)
+			sections := map[string]string{}
+			if ha {
+				sections["ha"] = "{enabled: true, lease_ttl: 2s}"
+			}
+			name := testenv.UniqueName("lostcp")
+			yaml := opsYAML(name, debeziumTable(db.Name), sections)
+			// First start ever: no checkpoint, no marker, no refusal.
+			a, _, done := startApp(t, yaml, false)
+			waitRunning(t, a, done)
+			first := insertOutbox(t, db.Primary, br.Exchange, "first", 20, 10)
+			waitAllDistinct(t, got, first, 30*time.Second)
+			rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
+			defer rc.Close()
+			key := "binlog-relay:" + name + ":checkpoint"
+			testenv.Eventually(t, 10*time.Second, func() bool { return rc.Exists(context.Background(), key+":first-saved").Val() == 1 },
+				"no first-save marker")
+
+			var err error
+			if ha {
+				// A standby passes its start-up checks while the
+				// checkpoint is there; then Redis loses it and the
+				// leader stops: the standby leads and must refuse.
+				standby, _, standbyDone := startApp(t, yaml, false)
+				// Its HTTP server starts once the start-up checks passed.
+				testenv.Eventually(t, 30*time.Second, func() bool { return standby.HTTPAddr() != "" }, "the standby did not pass its checks")
+				rc.Del(context.Background(), key)
+				stopApp(t, a, done)
+				select {
+				case err = <-standbyDone:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the standby led without the lost checkpoint")
+				}
+			} else {
+				stopApp(t, a, done)
+				rc.Del(context.Background(), key)
+				_, _, done = startApp(t, yaml, false)
+				select {
+				case err = <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the relay started without its lost checkpoint")
+				}
+			}
+			for _, w := range []string{"Redis lost it", db.Name + ".outbox", "--accept-gap"} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("run: %v (want it to say %q)", err, w)
+				}
+			}
+			insertOutbox(t, db.Primary, br.Exchange, "lost", 20, 10)
+			a, _, done = startApp(t, yaml, true)
+			waitRunning(t, a, done)
+			after := insertOutbox(t, db.Primary, br.Exchange, "after", 20, 10)
+			waitAllDistinct(t, got, append(first, after...), 30*time.Second)
+			if v, _ := value(gatherApp(t, a), "binlog_relay_gaps_total", "handling", "accepted"); v != 1 {
+				t.Fatalf("gaps_total{handling=accepted} = %v, want 1", v)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// stopApp stops an App started by startApp and waits for Run.
+func stopApp(t *testing.T, a *app.App, done chan error) {
+	t.Helper()
+	_ = a
+	for _, c := range appCancels[a] {
+		c()
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopping: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
 }
