@@ -14,7 +14,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,7 +402,7 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 		return first == file
 	}, "switch2 keeps binlogs older than %s after PURGE", file)
 
-	// Without --accept-gap: refused.
+	// Without --accept-gap: refused, in-process and by the command.
 	_, _, done := startApp(t, yaml, false)
 	select {
 	case err = <-done:
@@ -412,19 +415,39 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 		}
 	}
 	t.Logf("refused: %v", err)
+	cfgPath := testenv.WriteConfig(t, yaml)
+	p := testenv.StartProcess(t, cfgPath)
+	if code, err := p.Wait(60 * time.Second); err != nil || code != 1 {
+		t.Fatalf("binlog-relay run: exit %d, %v", code, err)
+	}
+	if l := p.LogText(); !strings.Contains(l, "--accept-gap") || !strings.Contains(l, tp.DB+".outbox") {
+		t.Fatalf("binlog-relay run does not say what would be lost:\n%s", l)
+	}
 
 	// With it: starts at the current position, counts the gap; new rows flow.
-	a, _, done := startApp(t, yaml, true)
-	waitRunning(t, a, done)
+	cmd := exec.Command(testenv.Binary(t), "run", "--accept-gap", "--config", cfgPath)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &out}, &syncWriter{w: &out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		l := syncString(&out)
+		return strings.Contains(l, `"handling":"accepted"`) && strings.Contains(l, "binlog stream connected")
+	}, "run --accept-gap did not take the gap and stream:\n%s", syncString(&out))
 	after := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "after", 50, 10)
 	waitAllDistinct(t, got, append(first, after...), 30*time.Second)
-	fams := gatherApp(t, a)
-	if v, _ := value(fams, "binlog_relay_gaps_total", "handling", "accepted"); v != 1 {
-		t.Fatalf("gaps_total{handling=accepted} = %v, want 1", v)
-	}
-	_, why := a.Ready()
-	if !strings.Contains(strings.Join(why, "; "), "gap taken") {
-		t.Errorf("/readyz does not name the gap: %q", why)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run --accept-gap after SIGTERM: %v\n%s", err, syncString(&out))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("run --accept-gap did not stop on SIGTERM")
 	}
 	for _, m := range got.All() {
 		if strings.HasPrefix(m.MessageID, "lost-") {
@@ -533,5 +556,58 @@ func stopApp(t *testing.T, a *app.App, done chan error) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the relay did not stop")
+	}
+}
+
+// syncWriter lets a child process's stdout and stderr share a builder.
+type syncWriter struct{ w *strings.Builder }
+
+var syncMu sync.Mutex
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	syncMu.Lock()
+	defer syncMu.Unlock()
+	return s.w.Write(p)
+}
+
+func syncString(b *strings.Builder) string {
+	syncMu.Lock()
+	defer syncMu.Unlock()
+	return b.String()
+}
+
+// Two relays with one name (no ha.enabled) would write one checkpoint: the
+// second is refused once the first's heartbeat proves it alive.
+func TestSameNameRefused(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	name := testenv.UniqueName("samename")
+	yaml := opsYAML(name, debeziumTable(db.Name), nil)
+	a, _, done := startApp(t, yaml, false)
+	waitRunning(t, a, done)
+	start := time.Now()
+	_, _, done2 := startApp(t, yaml, false)
+	var err error
+	select {
+	case err = <-done2:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a second relay with the same name started")
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("another relay named %q is running", name)) || !strings.Contains(err.Error(), "ha.enabled") {
+		t.Fatalf("second relay: %v", err)
+	}
+	t.Logf("refused after %s: %v", time.Since(start).Round(100*time.Millisecond), err)
+	var problems []string
+	for _, p := range a.Check(context.Background()) {
+		problems = append(problems, p.String())
+	}
+	// The running relay's own check sees its own heartbeat: no warning.
+	if strings.Contains(strings.Join(problems, "\n"), "another relay named") {
+		t.Fatalf("the running relay reports itself as a duplicate: %v", problems)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the first relay stopped: %v", err)
+	default:
 	}
 }
