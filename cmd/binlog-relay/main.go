@@ -53,9 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
 	var requeue app.RequeueOptions
-	var acceptGap *bool
+	var runOpts app.RunOptions
 	if cmd == "run" {
-		acceptGap = fs.Bool("accept-gap", false, "when the saved position is purged or the checkpoint lost, start at the current position even though rows of tables without a status column in the gap are then lost (docs/operating.md)")
+		runOpts.Flags(fs)
 	}
 	if cmd == "requeue" {
 		requeue.Flags(fs)
@@ -86,9 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer a.Close()
-	if acceptGap != nil {
-		a.AcceptGap = *acceptGap
-	}
+	a.AcceptGap = runOpts.AcceptGap
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -13,6 +13,7 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -28,6 +29,17 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/lease"
 	"github.com/binlog-relay/binlog-relay/pkg/metrics"
 )
+
+// RunOptions are the flags of `binlog-relay run`.
+type RunOptions struct {
+	// AcceptGap: see App.AcceptGap.
+	AcceptGap bool
+}
+
+// Flags registers the options on fs.
+func (o *RunOptions) Flags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.AcceptGap, "accept-gap", false, "when the saved position was purged or Redis lost the checkpoint, start at the current position even for tables without a status column, whose rows in the gap are then lost (docs/operating.md, Gaps)")
+}
 
 // gapReadyFor is how long /readyz names a gap after the relay took it, so
 // a rollout or a dashboard sees it.
