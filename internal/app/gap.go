@@ -167,6 +167,12 @@ func (a *App) takeGap(what string, saved, now binlog.Position) {
 // purgedGap handles binlog.ErrPositionPurged from the stream: it returns
 // where to restart, or the refusal.
 func (a *App) purgedGap(ctx context.Context, saved binlog.Position, cause error) (binlog.Position, error) {
+	if !purgedMessage(cause.Error()) {
+		// Error 1236 for another reason (a GTID the source's binlog does
+		// not hold after a failover, out-of-order GTIDs under strict mode):
+		// reported, never answered by jumping ahead.
+		return saved, fmt.Errorf("the source refused the relay's position %s, and not because it was purged: %w", saved, cause)
+	}
 	now, err := a.CurrentPosition(ctx)
 	if err != nil {
 		return now, errors.Join(cause, err)
@@ -176,6 +182,7 @@ func (a *App) purgedGap(ctx context.Context, saved binlog.Position, cause error)
 		a.Log.Error("gap refused", zap.Error(cause))
 		return now, err
 	}
+	a.Log.Error("the source no longer has the relay's position", zap.Error(cause))
 	a.takeGap(what, saved, now)
 	return now, nil
 }
