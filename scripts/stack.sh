@@ -5,9 +5,9 @@
 #   scripts/stack.sh down [--wipe]       stop our MariaDB servers (--wipe: delete STACK_DIR too)
 #   scripts/stack.sh status              one line per component; exit 0 only if all healthy
 #   scripts/stack.sh env                 export lines for the tests (eval "$(scripts/stack.sh env)")
-#   scripts/stack.sh start|stop|restart NAME   one MariaDB server (primary|replica|replica2|misconf)
+#   scripts/stack.sh start|stop|restart NAME   one MariaDB server (primary|replica|replica2|misconf|switch1|switch2|switch3)
 #
-# Four private mariadbd instances live under STACK_DIR (outside the repo, so several clones share
+# Seven private mariadbd instances live under STACK_DIR (outside the repo, so several clones share
 # one stack). Redis and RabbitMQ belong to the machine: reused if they answer, started otherwise,
 # never stopped by `down`.
 set -euo pipefail
@@ -29,10 +29,13 @@ default_stack_dir() {
 STACK_DIR=${STACK_DIR:-$(default_stack_dir)}
 BINLOG_EXPIRE=1800   # seconds; longer than make bench keeps replica2 paused
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
-NAMES=(primary replica replica2 misconf)
+NAMES=(primary replica replica2 misconf switch1 switch2 switch3)
 REPLICAS=(replica replica2)
-declare -A PORT=([primary]=3307 [replica]=3308 [replica2]=3309 [misconf]=3310)
-declare -A SERVER_ID=([primary]=1 [replica]=2 [replica2]=3 [misconf]=4)
+# switch1, switch2 and switch3 are a topology of their own for tests that change replication itself
+# (switchover, a stopped SQL thread, purged binlogs) without touching the shared servers: the
+# tests set up and reset replication between them, so `up` only starts them.
+declare -A PORT=([primary]=3307 [replica]=3308 [replica2]=3309 [misconf]=3310 [switch1]=3311 [switch2]=3312 [switch3]=3313)
+declare -A SERVER_ID=([primary]=1 [replica]=2 [replica2]=3 [misconf]=4 [switch1]=11 [switch2]=12 [switch3]=13)
 MARKER=.binlog-relay-stack   # proves STACK_DIR is ours before `down --wipe` deletes it
 CHANGED=0                    # set when anything was (re)started/configured: triggers the e2e check
 
@@ -124,7 +127,7 @@ performance_schema             = OFF
 # writes); only an OS crash would, and then we rebuild the stack anyway.
 innodb_flush_log_at_trx_commit = 2
 sync_binlog                    = 0
-# Four servers share a small box: keep the other buffers small.
+# Seven servers share a small box: keep the other buffers small.
 key_buffer_size                = 8M
 aria_pagecache_buffer_size     = 8M
 innodb_log_buffer_size         = 16M
@@ -133,6 +136,9 @@ EOF
     if [[ $n == misconf ]]; then
       # Deliberately wrong for the relay's start-up checks; otherwise like the others.
       printf '%-30s = %s\n' binlog_format STATEMENT innodb_buffer_pool_size 64M innodb_log_file_size 48M
+    elif [[ $n == switch* ]]; then
+      # Small test traffic only.
+      printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 64M innodb_log_file_size 48M
     else
       printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 256M innodb_log_file_size 256M
     fi
@@ -306,7 +312,7 @@ cmd_up() {
     sql "$n" -e "SET GLOBAL binlog_expire_logs_seconds = $BINLOG_EXPIRE"   # servers started by an older cnf
   done
   for r in "${REPLICAS[@]}"; do ensure_replication "$r"; done
-  if (( CHANGED )); then verify_replication; else log "mariadb: all four already up, replication running"; fi
+  if (( CHANGED )); then verify_replication; else log "mariadb: all seven already up, replication running"; fi
   ensure_redis; ensure_rabbit
   log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR)"
 }
@@ -336,6 +342,8 @@ cmd_status() {
       [[ -n $err ]] && line+="  error=\"$err\""
       [[ $io/$sq == Yes/Yes ]] || ok=1
     elif [[ $n == misconf ]]; then line+="  binlog_format=$(sql "$n" -e 'SELECT @@binlog_format')"
+    elif [[ $n == switch* && -n $(sql "$n" -e 'SHOW SLAVE STATUS') ]]; then
+      line+="  io=$(slave_field "$n" Slave_IO_Running) sql=$(slave_field "$n" Slave_SQL_Running) (set up by tests)"
     fi
     echo "$line"
   done
@@ -356,7 +364,7 @@ cmd_env() {
 
 cmd_one() {  # start|stop|restart NAME
   local verb=$1 n=${2:-}
-  [[ -n $n && -v PORT[$n] ]] || die "usage: $0 $verb primary|replica|replica2|misconf"
+  [[ -n $n && -v PORT[$n] ]] || die "usage: $0 $verb primary|replica|replica2|misconf|switch1|switch2|switch3"
   lock
   [[ $verb == start ]] || stop_instance "$n"
   [[ $verb == stop ]] && return 0

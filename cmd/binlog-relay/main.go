@@ -25,6 +25,8 @@ const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 
 usage:
   binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
+         [--accept-gap]                     restart at the current position when the saved one is gone,
+                                            losing what tables without a status column had in the gap
   binlog-relay check  --config relay.yaml   verify servers, grants and tables
   binlog-relay lint   --config relay.yaml   validate the config without connecting to anything
   binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
@@ -54,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
 	var requeue app.RequeueOptions
+	var runOpts app.RunOptions
+	if cmd == "run" {
+		runOpts.Flags(fs)
+	}
 	if cmd == "requeue" {
 		requeue.Flags(fs)
 	}
@@ -86,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer a.Close()
+	a.AcceptGap = runOpts.AcceptGap
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

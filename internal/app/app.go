@@ -47,6 +47,15 @@ type App struct {
 	ops ops // metrics and health (http.go)
 
 	src *sources // source.hosts, nil with one source (ha.go)
+
+	replica replicaWatch // source replica health and delay (replica.go)
+	gap     gapState     // purged positions and instances (gap.go)
+
+	// AcceptGap lets the relay restart at the current position when its
+	// saved one was purged even for tables without a status column, whose
+	// rows in the gap are then lost (`run --accept-gap`, gap.go).
+	AcceptGap bool
+	starting  atomic.Bool // Run is starting: a second relay is an error, not a warning
 }
 
 // Relay returns the running relay (nil before Run built it), for tests and
@@ -281,11 +290,17 @@ func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publ
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the
-// source no longer has is reported and the stream restarts at the current
-// position: what was committed in the gap stays PENDING for the sweeper.
+// source no longer has is a gap (gap.go): taken when the sweeper covers it
+// or the operator accepted it, refused otherwise.
 func (a *App) Run(ctx context.Context) error {
 	a.setMemoryLimit() // memory.go
 	a.pickSource(ctx)
+	if err := a.claimName(ctx); err != nil { // gap.go
+		return err
+	}
+	defer a.releaseName()
+	a.waitServerIDFree(ctx)
+	a.starting.Store(true)
 	if problems := a.Check(ctx); HasErrors(problems) {
 		for _, p := range problems {
 			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
@@ -304,6 +319,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !resumed {
+		if err := a.startWithoutCheckpoint(ctx, start); err != nil { // gap.go
+			return err
+		}
+	}
 	a.Log.Info("relay starting", zap.Bool("from_checkpoint", resumed), zap.String("gtid", start.GTIDSet),
 		zap.String("binlog_file", start.File), zap.Uint32("binlog_pos", start.Pos),
 		zap.String("checkpoint_key", a.Cfg.Checkpoint.Key))
@@ -318,24 +338,55 @@ func (a *App) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// stream runs the binlog path, restarting at the current position when the
-// saved one has been purged from the source.
+// stream runs the binlog path. A purged position is a gap (gap.go): the
+// stream restarts at the current position or stops with the refusal. A
+// second replica with this server_id is never answered by a jump: the
+// stream retries from its last checkpoint with backoff until the other one
+// goes.
 func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position) error {
+	ref := &streamRef{r: r, start: start}
+	a.replica.streaming.Store(ref)
+	defer func() { a.replica.streaming.CompareAndSwap(ref, nil) }()
+	backoff := time.Second
 	for {
+		began := time.Now()
 		err := r.Run(ctx, start)
-		if !errors.Is(err, binlog.ErrPositionPurged) {
-			if err == nil {
-				a.Log.Info("relay stopped", zap.Int64("published", r.Stats.Published.Load()))
+		resume := start
+		if cp, ok := r.LastCheckpoint(); ok {
+			resume = cp.Position()
+		}
+		switch {
+		case err == nil:
+			a.Log.Info("relay stopped", zap.Int64("published", r.Stats.Published.Load()))
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case serverIDConflict(err):
+			if time.Since(began) > time.Minute {
+				backoff = time.Second
 			}
+			hint := a.conflictHint()
+			a.gap.set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(backoff, instanceTTL)+backoff)
+			a.Log.Error("binlog stream dropped by the source: another replica connected with this relay's server_id. Retrying from the last checkpoint; nothing is skipped",
+				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", backoff),
+				zap.String("gtid", resume.GTIDSet), zap.String("binlog_file", resume.File), zap.Uint32("binlog_pos", resume.Pos), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 30*time.Second)
+			start = resume
+		case errors.Is(err, binlog.ErrPositionPurged):
+			now, gerr := a.purgedGap(ctx, resume, err)
+			if gerr != nil {
+				return gerr
+			}
+			start = now
+		default:
 			return err
 		}
-		now, perr := a.CurrentPosition(ctx)
-		if perr != nil {
-			return errors.Join(err, perr)
-		}
-		a.Log.Error("the saved checkpoint is no longer on the source (binlog purged); restarting at the current position. Rows committed in the gap stay PENDING and are sent by the sweeper",
-			zap.String("saved_gtid", start.GTIDSet), zap.String("saved_binlog_file", start.File),
-			zap.String("gtid", now.GTIDSet), zap.String("binlog_file", now.File), zap.Uint32("binlog_pos", now.Pos), zap.Error(err))
-		start = now
+		ref = &streamRef{r: r, start: start}
+		a.replica.streaming.Store(ref)
 	}
 }

@@ -73,7 +73,9 @@ func (a *App) Check(ctx context.Context) []Problem {
 	defer cancel()
 	c := &checker{a: a}
 	if c.checkSource(ctx) {
+		c.checkReplica(ctx) // replica.go
 		c.checkStream(ctx)
+		c.checkDuplicates(ctx) // gap.go
 	}
 	c.checkPrimary(ctx)
 	c.checkBroker()
@@ -252,6 +254,11 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "finding the start position: %v", err)
 		return
 	}
+	if !resumed {
+		if since, lost, err := a.checkpointLost(ctx); err == nil && lost {
+			c.checkGap("checkpoint", a.lostWhat(since)) // gap.go
+		}
+	}
 	stls, err := a.Cfg.Source.TLSConfig("source")
 	if err != nil {
 		c.add(Error, where, "%v", err)
@@ -292,8 +299,8 @@ func (c *checker) checkStream(ctx context.Context) {
 	}
 	var myErr *mysql.MyError
 	switch {
-	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed:
-		c.add(Warning, where, "the saved checkpoint (%s) is no longer in the source's binlog (purged): the relay will start at the current position and the sweeper will send rows committed in the gap (%s)", start, myErr.Message)
+	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && purgedMessage(myErr.Message):
+		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
 	default:

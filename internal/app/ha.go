@@ -68,6 +68,9 @@ func (a *App) lead(ctx context.Context, l *lease.Lease) error {
 		case err == nil:
 			return nil
 		}
+		if refused := (*GapRefusedError)(nil); errors.As(err, &refused) {
+			return err // an operator's decision; another term would refuse the same
+		}
 		if time.Since(began) > time.Minute {
 			backoff = time.Second
 		}
@@ -143,7 +146,11 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 				zap.String("gtid", last.GTIDSet), zap.String("binlog_file", last.File), zap.Uint32("binlog_pos", last.Pos))
 			return last.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound):
+			// A first start, or a checkpoint Redis lost: a gap (gap.go).
 			p, err := a.CurrentPosition(ctx)
+			if err == nil {
+				err = a.startWithoutCheckpoint(ctx, p)
+			}
 			return p, false, err
 		}
 		if herr := l.Held(); herr != nil {

@@ -28,13 +28,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "source       %s\n", now)
 	}
-	var lag *int64
-	if row := a.Source.QueryRowContext(ctx, "SELECT 1"); row.Err() == nil {
-		lag = replicaLag(ctx, a)
-	}
-	if lag != nil {
-		fmt.Fprintf(w, "replica lag  %ds behind its primary\n", *lag)
-	}
+	a.replicaStatus(ctx, w, cp, err == nil) // replica.go
 	for _, t := range a.Cfg.Tables {
 		if t.Columns.Status == "" {
 			continue
@@ -56,36 +50,6 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 		}
 		rows.Close()
 		a.lifecycleStatus(ctx, w, t)
-	}
-	return nil
-}
-
-// replicaLag reads Seconds_Behind_Master when the source is a replica.
-func replicaLag(ctx context.Context, a *App) *int64 {
-	rows, err := a.Source.QueryContext(ctx, "SHOW SLAVE STATUS")
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		return nil
-	}
-	vals := make([]any, len(cols))
-	raw := make([][]byte, len(cols))
-	for i := range vals {
-		vals[i] = &raw[i]
-	}
-	if rows.Scan(vals...) != nil {
-		return nil
-	}
-	for i, c := range cols {
-		if c == "Seconds_Behind_Master" && raw[i] != nil {
-			var n int64
-			if _, err := fmt.Sscan(string(raw[i]), &n); err == nil {
-				return &n
-			}
-		}
 	}
 	return nil
 }

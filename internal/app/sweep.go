@@ -41,7 +41,11 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := sweeper.New(cfg.Sweeper, cfg.Tables, a.Source, a.Primary, pub, rt,
+	precheck, err := a.precheckDB() // replica.go
+	if err != nil {
+		return nil, err
+	}
+	s, err := sweeper.New(cfg.Sweeper, cfg.Tables, precheck, a.Primary, pub, rt,
 		status.NewWriter(a.Primary, cfg.Retry), a.Log.Named("sweeper"))
 	if err != nil {
 		return nil, err

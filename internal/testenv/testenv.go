@@ -34,8 +34,13 @@ var (
 	ReplicaDSN  = Env("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/")
 	Replica2DSN = Env("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/")
 	MisconfDSN  = Env("RELAY_TEST_MISCONF_DSN", "root@tcp(127.0.0.1:3310)/")
-	AMQPURL     = Env("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-	RedisAddr   = Env("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	// Switch1DSN, Switch2DSN and Switch3DSN are servers tests wire into a
+	// replication topology of their own (testenv.NewTopology).
+	Switch1DSN = Env("RELAY_TEST_SWITCH1_DSN", "root@tcp(127.0.0.1:3311)/")
+	Switch2DSN = Env("RELAY_TEST_SWITCH2_DSN", "root@tcp(127.0.0.1:3312)/")
+	Switch3DSN = Env("RELAY_TEST_SWITCH3_DSN", "root@tcp(127.0.0.1:3313)/")
+	AMQPURL    = Env("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	RedisAddr  = Env("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379")
 )
 
 // Integration marks a test that needs the stack: skipped with -short,

@@ -54,7 +54,8 @@ type Metrics struct {
 	queueConsumer *prometheus.GaugeVec
 	queueErrors   prometheus.Counter
 
-	live *liveCollector
+	live    *liveCollector
+	replica *replicaCollector
 
 	// Per-row counters by (table, exchange), so the settle stage does not
 	// build label strings for every row.
@@ -106,6 +107,7 @@ func New() *Metrics {
 
 	m.live = newLiveCollector()
 	f(m.live)
+	m.replica = newReplicaCollector(f)
 	return m
 }
 

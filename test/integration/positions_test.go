@@ -1,0 +1,618 @@
+package integration
+
+// Positions that survive operations: a primary switchover, a stopped SQL
+// thread on the source replica, two relays with one server_id, and a purged
+// position for a table without a status column. The switchover, the
+// stopped thread and the purge run on the stack's switch1-3 servers
+// (testenv.NewTopology), never on the shared ones.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/config"
+)
+
+// topologyYAML is opsYAML reading switch2 and writing switch1.
+func topologyYAML(tp *testenv.Topology, name, tables string, sections map[string]string) string {
+	sh, sp := testenv.HostPort(tp.DSN["switch2"])
+	ph, pp := testenv.HostPort(tp.DSN["switch1"])
+	s := map[string]string{
+		"source":  fmt.Sprintf("{host: %s, port: %d, user: root}", sh, sp),
+		"primary": fmt.Sprintf("{host: %s, port: %d, user: root}", ph, pp),
+	}
+	for k, v := range sections {
+		s[k] = v
+	}
+	return opsYAML(name, tables, s)
+}
+
+func debeziumTable(db string) string { return fmt.Sprintf("  - {preset: debezium, schema: %s}\n", db) }
+
+// insertOutbox writes n debezium rows (ids prefix-00001...) in transactions
+// of perTx, routed to exchange, and returns their ids in commit order.
+func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx int) []string {
+	t.Helper()
+	var ids []string
+	for i := 0; i < n; i += perTx {
+		var b strings.Builder
+		b.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ")
+		var args []any
+		for j := i; j < min(i+perTx, n); j++ {
+			if j > i {
+				b.WriteString(",")
+			}
+			id := fmt.Sprintf("%s-%05d", prefix, j)
+			b.WriteString("(?, ?, 'a', 'ev', '{}')")
+			args = append(args, id, exchange)
+			ids = append(ids, id)
+		}
+		if _, err := db.Exec(b.String(), args...); err != nil {
+			t.Fatalf("inserting outbox rows: %v", err)
+		}
+	}
+	return ids
+}
+
+// startApp runs a relay in-process like testenv.StartRelay, with
+// --accept-gap as asked; it returns the App and Run's result channel.
+func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.ObservedLogs, chan error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, core)
+	})))
+	a, err := app.Open(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AcceptGap = acceptGap
+	ctx, cancel := context.WithCancel(context.Background())
+	appCancels[a] = append(appCancels[a], cancel)
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() { done <- a.Run(ctx); close(finished) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(60 * time.Second):
+			t.Errorf("the relay did not stop within 60s")
+		}
+		a.Close()
+	})
+	return a, logs, done
+}
+
+// appCancels stops Apps started by startApp (tests run one at a time).
+var appCancels = map[*app.App][]context.CancelFunc{}
+
+// waitRunning waits until an App started by startApp streams.
+func waitRunning(t *testing.T, a *app.App, done chan error) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the relay stopped: %v", err)
+		default:
+		}
+		return a.Relay() != nil && a.Relay().Started()
+	}, "the relay did not start")
+}
+
+// loggedText reports whether any captured line (message or error) contains s.
+func loggedText(logs *observer.ObservedLogs, s string) bool {
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, s) {
+			return true
+		}
+		for _, f := range e.Context {
+			if f.Interface != nil {
+				if err, ok := f.Interface.(error); ok && strings.Contains(err.Error(), s) {
+					return true
+				}
+			}
+			if strings.Contains(f.String, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// (b) The primary is switched over to another server (a new server_id in
+// domain 0) while the relay streams from a replica: every row arrives
+// once, and a restart resumes from the checkpoint written after the switch.
+func TestSwitchoverKeepsEveryRow(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("switch")
+	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
+
+	r := testenv.StartRelay(t, yaml)
+	want := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "before", 300, 10)
+	waitAllDistinct(t, got, want, 30*time.Second)
+
+	// Writes stop, switch3 takes over; switch2 (the relay's source) now
+	// replicates GTIDs 0-13-N after 0-11-N.
+	tp.Switchover(t, "switch3")
+	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "after", 300, 10)...)
+	waitAllDistinct(t, got, want, 30*time.Second)
+	if err := r.Stop(); err != nil {
+		t.Fatalf("stopping the relay: %v", err)
+	}
+	cp, err := r.App.Store.Load(context.Background())
+	if err != nil {
+		t.Fatalf("no checkpoint after the switchover: %v", err)
+	}
+	t.Logf("checkpoint after the switchover: %s", cp.Position())
+
+	// Rows committed while the relay is down, then a restart.
+	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "restart", 200, 10)...)
+	r2 := testenv.StartRelay(t, yaml)
+	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
+		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
+	}
+	waitAllDistinct(t, got, want, 30*time.Second)
+	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
+		t.Fatalf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	}
+	assertSameOrder(t, firstSeenOrder(got.All()), want)
+}
+
+// (c) The source replica's SQL thread stops: /readyz turns not ready
+// within http.ready_max_lag naming the replica and its thread state, the
+// metrics show it, and the sweeper still sends the row after its grace
+// period.
+func TestStoppedSQLThreadIsNotReady(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	const maxLag = 3 * time.Second
+	yaml := topologyYAML(tp, testenv.UniqueName("sqlstop"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB), map[string]string{
+		"http":    fmt.Sprintf(`{addr: "127.0.0.1:0", ready_max_lag: %s}`, maxLag),
+		"sweeper": "{enabled: true, interval: 500ms, grace_period: 2s}",
+	})
+	r := testenv.StartRelay(t, yaml)
+	base := httpAddr(t, r.App)
+	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK }, "the relay is not ready")
+
+	tp.Exec(t, "switch2", "STOP SLAVE SQL_THREAD")
+	t.Cleanup(func() { _, _ = tp.Servers["switch2"].Exec("START SLAVE SQL_THREAD") })
+	stopped := time.Now()
+	if _, err := tp.On(t, "switch1").Exec("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ('stalled-1', ?, 'k', '{}')", br.Exchange); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	testenv.Eventually(t, maxLag+10*time.Second, func() bool {
+		var code int
+		code, body, _ = get(base + "/readyz")
+		return code == http.StatusServiceUnavailable
+	}, "/readyz stayed ready with the SQL thread stopped")
+	took := time.Since(stopped)
+	t.Logf("not ready %s after STOP SLAVE SQL_THREAD: %s", took.Round(100*time.Millisecond), strings.TrimSpace(body))
+	if took > maxLag+5*time.Second {
+		t.Errorf("not ready only after %s (http.ready_max_lag %s)", took, maxLag)
+	}
+	rh, rp := testenv.HostPort(tp.DSN["switch2"])
+	addr := fmt.Sprintf("%s:%d", rh, rp)
+	if !strings.Contains(body, addr) || !strings.Contains(body, "SQL thread No") {
+		t.Errorf("/readyz should name the replica %s and its SQL thread: %q", addr, body)
+	}
+	fams, _ := scrape(t, base)
+	if v, ok := value(fams, "binlog_relay_source_replica_running", "thread", "sql"); !ok || v != 0 {
+		t.Errorf("source_replica_running{thread=sql} = %v (present %v), want 0", v, ok)
+	}
+	if v, ok := value(fams, "binlog_relay_source_replica_running", "thread", "io"); !ok || v != 1 {
+		t.Errorf("source_replica_running{thread=io} = %v (present %v), want 1", v, ok)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		fams, _ := scrape(t, base)
+		v, ok := value(fams, "binlog_relay_source_delay_seconds")
+		return ok && v >= 2
+	}, "source_delay_seconds does not grow with the SQL thread stopped")
+
+	// The sweeper sends the row although the replica never saw it.
+	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "the sweeper did not send the row")
+	if m := got.All()[0]; m.MessageID != "stalled-1" {
+		t.Fatalf("got %q", m.MessageID)
+	}
+	// check and status say the same, with the fix.
+	var problem string
+	for _, p := range r.App.Check(context.Background()) {
+		if strings.Contains(p.Text, "not replicating") {
+			problem = p.String()
+		}
+	}
+	if !strings.Contains(problem, "SQL thread No") || !strings.Contains(problem, "START SLAVE") {
+		t.Errorf("check does not report the stopped SQL thread with its fix: %q", problem)
+	}
+	var status strings.Builder
+	if err := r.App.Status(context.Background(), &status); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), "SQL thread No") {
+		t.Errorf("status does not show the stopped SQL thread:\n%s", status.String())
+	}
+	t.Logf("check: %s\nstatus:\n%s", problem, status.String())
+
+	tp.Exec(t, "switch2", "START SLAVE SQL_THREAD")
+	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK },
+		"not ready again after START SLAVE SQL_THREAD")
+	if distinct, _ := got.Distinct(); distinct != 1 {
+		t.Fatalf("%d distinct messages, want 1", distinct)
+	}
+}
+
+// (d) Two relays given one source.server_id: the second is refused at
+// start naming the conflict. A replica that keeps taking the id from the
+// running relay (the source drops the older stream each time) makes it
+// retry from its position with backoff and say why, never jump: every row
+// arrives, none skipped.
+func TestSameServerIDNeverJumps(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
+	id := 300000 + rand.Uint32N(1<<20)
+	source := fmt.Sprintf("{host: %s, port: %d, user: root, server_id: %d}", sh, sp, id)
+	a, logs, done := startApp(t, opsYAML(testenv.UniqueName("sid"), debeziumTable(db.Name), map[string]string{"source": source}), false)
+	waitRunning(t, a, done)
+	want := insertOutbox(t, db.Primary, br.Exchange, "one", 100, 10)
+	waitAllDistinct(t, got, want, 30*time.Second)
+
+	// A second relay with the same server_id is refused.
+	_, _, done2 := startApp(t, opsYAML(testenv.UniqueName("sid2"), debeziumTable(db.Name), map[string]string{"source": source}), false)
+	var err error
+	select {
+	case err = <-done2:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second relay with the same server_id did not stop")
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("source.server_id %d", id)) || !strings.Contains(err.Error(), "another replica is connected") {
+		t.Fatalf("second relay: %v", err)
+	}
+
+	// Another replica with the same id connects again whenever dropped,
+	// for 4 s, while rows are written.
+	var pos string
+	if err := testenv.Open(t, testenv.ReplicaDSN, "").QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	fightCtx, stopFight := context.WithTimeout(context.Background(), 4*time.Second)
+	defer stopFight()
+	fought := make(chan int)
+	go func() {
+		n := 0
+		for fightCtx.Err() == nil {
+			impostor := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{ServerID: id, Flavor: "mariadb",
+				Host: sh, Port: uint16(sp), User: "root", DisableRetrySync: true, Logger: slog.New(slog.DiscardHandler)})
+			set, _ := mysql.ParseMariadbGTIDSet(pos)
+			if st, err := impostor.StartSyncGTID(set); err == nil {
+				n++
+				for fightCtx.Err() == nil {
+					if _, err := st.GetEvent(fightCtx); err != nil {
+						break
+					}
+				}
+			}
+			impostor.Close()
+			time.Sleep(100 * time.Millisecond)
+		}
+		fought <- n
+	}()
+	want = append(want, insertOutbox(t, db.Primary, br.Exchange, "two", 100, 10)...)
+	t.Logf("the other replica connected %d times", <-fought)
+	if !loggedText(logs, "same server_uuid/server_id") {
+		t.Errorf("the relay did not log the server_id conflict")
+	}
+
+	want = append(want, insertOutbox(t, db.Primary, br.Exchange, "three", 100, 10)...)
+	waitAllDistinct(t, got, want, 60*time.Second)
+	// A stream the source dropped resumes from the last checkpoint: rows
+	// confirmed after it may go out again (at least once), only rows
+	// written while the two fought.
+	distinct, dups := got.Distinct()
+	t.Logf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
+	if distinct != len(want) || dups > 100 {
+		t.Fatalf("%d distinct of %d rows, %d duplicates (at most the 100 written during the conflict)", distinct, len(want), dups)
+	}
+	assertSameOrder(t, firstSeenOrder(got.All()), want)
+	if v, _ := value(gatherApp(t, a), "binlog_relay_gaps_total"); v != 0 {
+		t.Fatalf("gaps_total = %v after a server_id conflict: the relay jumped", v)
+	}
+}
+
+// (e) The position of a relay reading a debezium table (no status column)
+// is purged from the source: `run` refuses without --accept-gap, naming
+// what would be lost; with it, it starts at the current position and
+// counts the gap.
+func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
+	testenv.Integration(t)
+	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("purged")
+	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
+	r := testenv.StartRelay(t, yaml)
+	first := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "first", 50, 10)
+	waitAllDistinct(t, got, first, 30*time.Second)
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rows committed while the relay is down, then their binlog purged.
+	lost := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "lost", 50, 10)
+	tp.WaitReplicated(t, "switch2", 30*time.Second)
+	tp.Exec(t, "switch2", "FLUSH BINARY LOGS")
+	var file string
+	var pos int64
+	var rest []any
+	rows, err := tp.Servers["switch2"].Query("SHOW MASTER STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	rest = make([]any, len(cols)-2)
+	for i := range rest {
+		rest[i] = new(sql.RawBytes)
+	}
+	if !rows.Next() {
+		t.Fatal("SHOW MASTER STATUS is empty")
+	}
+	if err := rows.Scan(append([]any{&file, &pos}, rest...)...); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	// MariaDB keeps a file until its binlog checkpoint is written (after
+	// the storage engine flushed the commits in it), so PURGE may leave it
+	// at first: repeat until the older files are gone.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		tp.Exec(t, "switch2", "PURGE BINARY LOGS TO '"+file+"'")
+		var first string
+		var size any
+		if err := tp.Servers["switch2"].QueryRow("SHOW BINARY LOGS").Scan(&first, &size); err != nil {
+			t.Fatal(err)
+		}
+		return first == file
+	}, "switch2 keeps binlogs older than %s after PURGE", file)
+
+	// Without --accept-gap: refused, in-process and by the command.
+	_, _, done := startApp(t, yaml, false)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("run did not refuse the purged position")
+	}
+	for _, w := range []string{"purged", tp.DB + ".outbox", "--accept-gap", "without a status column"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("run without --accept-gap: %v (want it to say %q)", err, w)
+		}
+	}
+	t.Logf("refused: %v", err)
+	cfgPath := testenv.WriteConfig(t, yaml)
+	p := testenv.StartProcess(t, cfgPath)
+	if code, err := p.Wait(60 * time.Second); err != nil || code != 1 {
+		t.Fatalf("binlog-relay run: exit %d, %v", code, err)
+	}
+	if l := p.LogText(); !strings.Contains(l, "--accept-gap") || !strings.Contains(l, tp.DB+".outbox") {
+		t.Fatalf("binlog-relay run does not say what would be lost:\n%s", l)
+	}
+
+	// With it: starts at the current position, counts the gap; new rows flow.
+	cmd := exec.Command(testenv.Binary(t), "run", "--accept-gap", "--config", cfgPath)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &out}, &syncWriter{w: &out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		l := syncString(&out)
+		return strings.Contains(l, `"handling":"accepted"`) && strings.Contains(l, "binlog stream connected")
+	}, "run --accept-gap did not take the gap and stream:\n%s", syncString(&out))
+	after := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "after", 50, 10)
+	waitAllDistinct(t, got, append(first, after...), 30*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run --accept-gap after SIGTERM: %v\n%s", err, syncString(&out))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("run --accept-gap did not stop on SIGTERM")
+	}
+	for _, m := range got.All() {
+		if strings.HasPrefix(m.MessageID, "lost-") {
+			t.Fatalf("%s was in the purged range, yet delivered", m.MessageID)
+		}
+	}
+	t.Logf("accepted the gap: %d rows in it not sent, %d delivered", len(lost), got.Len())
+}
+
+// gatherApp reads an in-process relay's metrics without HTTP.
+func gatherApp(t *testing.T, a *app.App) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := a.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range mfs {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// A relay that saved a checkpoint before finds none (Redis lost it): for a
+// table without a status column that is a gap, refused without
+// --accept-gap, for `run` and for an HA standby that becomes leader alike;
+// a first start is not.
+func TestLostCheckpointIsAGap(t *testing.T) {
+	testenv.Integration(t)
+	for _, ha := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ha=%v", ha), func(t *testing.T) {
+			db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+			br := testenv.NewBroker(t)
+			got := br.Consume(t, br.Queue)
+			sections := map[string]string{}
+			if ha {
+				sections["ha"] = "{enabled: true, lease_ttl: 2s}"
+			}
+			name := testenv.UniqueName("lostcp")
+			yaml := opsYAML(name, debeziumTable(db.Name), sections)
+			// First start ever: no checkpoint, no marker, no refusal.
+			a, _, done := startApp(t, yaml, false)
+			waitRunning(t, a, done)
+			first := insertOutbox(t, db.Primary, br.Exchange, "first", 20, 10)
+			waitAllDistinct(t, got, first, 30*time.Second)
+			rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
+			defer rc.Close()
+			key := "binlog-relay:" + name + ":checkpoint"
+			testenv.Eventually(t, 10*time.Second, func() bool { return rc.Exists(context.Background(), key+":first-saved").Val() == 1 },
+				"no first-save marker")
+
+			var err error
+			if ha {
+				// A standby passes its start-up checks while the
+				// checkpoint is there; then Redis loses it and the
+				// leader stops: the standby leads and must refuse.
+				standby, _, standbyDone := startApp(t, yaml, false)
+				// Its HTTP server starts once the start-up checks passed.
+				testenv.Eventually(t, 30*time.Second, func() bool { return standby.HTTPAddr() != "" }, "the standby did not pass its checks")
+				rc.Del(context.Background(), key)
+				stopApp(t, a, done)
+				select {
+				case err = <-standbyDone:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the standby led without the lost checkpoint")
+				}
+			} else {
+				stopApp(t, a, done)
+				rc.Del(context.Background(), key)
+				_, _, done = startApp(t, yaml, false)
+				select {
+				case err = <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the relay started without its lost checkpoint")
+				}
+			}
+			for _, w := range []string{"Redis lost it", db.Name + ".outbox", "--accept-gap"} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("run: %v (want it to say %q)", err, w)
+				}
+			}
+			insertOutbox(t, db.Primary, br.Exchange, "lost", 20, 10)
+			a, _, done = startApp(t, yaml, true)
+			waitRunning(t, a, done)
+			after := insertOutbox(t, db.Primary, br.Exchange, "after", 20, 10)
+			waitAllDistinct(t, got, append(first, after...), 30*time.Second)
+			if v, _ := value(gatherApp(t, a), "binlog_relay_gaps_total", "handling", "accepted"); v != 1 {
+				t.Fatalf("gaps_total{handling=accepted} = %v, want 1", v)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// stopApp stops an App started by startApp and waits for Run.
+func stopApp(t *testing.T, a *app.App, done chan error) {
+	t.Helper()
+	_ = a
+	for _, c := range appCancels[a] {
+		c()
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopping: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+}
+
+// syncWriter lets a child process's stdout and stderr share a builder.
+type syncWriter struct{ w *strings.Builder }
+
+var syncMu sync.Mutex
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	syncMu.Lock()
+	defer syncMu.Unlock()
+	return s.w.Write(p)
+}
+
+func syncString(b *strings.Builder) string {
+	syncMu.Lock()
+	defer syncMu.Unlock()
+	return b.String()
+}
+
+// Two relays with one name (no ha.enabled) would write one checkpoint: the
+// second is refused once the first's heartbeat proves it alive.
+func TestSameNameRefused(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	name := testenv.UniqueName("samename")
+	yaml := opsYAML(name, debeziumTable(db.Name), nil)
+	a, _, done := startApp(t, yaml, false)
+	waitRunning(t, a, done)
+	start := time.Now()
+	_, _, done2 := startApp(t, yaml, false)
+	var err error
+	select {
+	case err = <-done2:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a second relay with the same name started")
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("another relay named %q is running", name)) || !strings.Contains(err.Error(), "ha.enabled") {
+		t.Fatalf("second relay: %v", err)
+	}
+	t.Logf("refused after %s: %v", time.Since(start).Round(100*time.Millisecond), err)
+	var problems []string
+	for _, p := range a.Check(context.Background()) {
+		problems = append(problems, p.String())
+	}
+	// The running relay's own check sees its own heartbeat: no warning.
+	if strings.Contains(strings.Join(problems, "\n"), "another relay named") {
+		t.Fatalf("the running relay reports itself as a duplicate: %v", problems)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the first relay stopped: %v", err)
+	default:
+	}
+}
