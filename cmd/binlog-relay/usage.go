@@ -84,8 +84,12 @@ func commandUsage(w io.Writer, cmd string) {
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.String("config", "relay.yaml", "path to the YAML config")
-	if cmd == "requeue" {
+	switch cmd {
+	case "requeue":
 		var o app.RequeueOptions
+		o.Flags(fs)
+	case "run":
+		var o app.RunOptions
 		o.Flags(fs)
 	}
 	fmt.Fprintln(w, "\nflags:")

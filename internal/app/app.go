@@ -251,6 +251,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
 		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
 		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
+		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
 	rt, err := router.New(cfg.Tables, cfg.Name)
 	if err != nil {

@@ -25,6 +25,8 @@ const (
 	Error Severity = "ERROR"
 	// Warning is reported; the relay starts.
 	Warning Severity = "WARN"
+	// Info is a setting worth knowing; nothing to change.
+	Info Severity = "INFO"
 )
 
 // Problem is one finding, phrased as what to change.
@@ -127,6 +129,11 @@ func (c *checker) checkSource(ctx context.Context) bool {
 		if v != "1" && !strings.EqualFold(v, "ON") {
 			c.add(Error, where, "the source is a replica with log_slave_updates off: rows replicated from the primary never reach its binlog; set log_slave_updates=ON (log_replica_updates on MySQL 8)")
 		}
+	}
+	if v, err := binlog.CompressionSetting(ctx, a.Source); err == nil && v != "" {
+		// Compressed transactions arrive as TRANSACTION_PAYLOAD events,
+		// which the reader decodes; reported so the setting is known.
+		c.add(Info, where, "binlog_transaction_compression is %s (compressed transactions are decoded)", v)
 	}
 	if flavor == binlog.FlavorMySQL {
 		if v, _ := variable(ctx, a.Source, "gtid_mode"); !strings.EqualFold(v, "ON") {
@@ -273,7 +280,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	defer syncer.Close()
 	var streamer *replication.BinlogStreamer
 	if start.HasGTID() {
-		set, perr := mysql.ParseGTIDSet(start.Flavor, start.GTIDSet)
+		set, perr := binlog.ParseGTIDSet(start.Flavor, start.GTIDSet)
 		if perr != nil {
 			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, a.Cfg.Checkpoint.Key)
 			return
@@ -299,7 +306,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	}
 	var myErr *mysql.MyError
 	switch {
-	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && purgedMessage(myErr.Message):
+	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && binlog.IsPurgedMessage(myErr.Message):
 		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)

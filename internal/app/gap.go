@@ -138,15 +138,6 @@ func (c *checker) checkGap(where, what string) {
 	c.add(Warning, where, "%s: %s", what, how)
 }
 
-// purgedMessage tells a purged position apart from the other reasons the
-// source gives with error 1236 (a second replica with the same server_id,
-// out-of-order GTIDs under gtid_strict_mode, a corrupt or oversized event).
-func purgedMessage(msg string) bool {
-	m := strings.ToLower(msg)
-	return strings.Contains(m, "purged") || strings.Contains(m, "could not find first log file name") ||
-		strings.Contains(m, "could not find gtid state requested")
-}
-
 // takeGap reports a gap the relay is about to take: an error line with
 // both positions, binlog_relay_gaps_total and a readiness reason.
 func (a *App) takeGap(what string, saved, now binlog.Position) {
@@ -167,7 +158,7 @@ func (a *App) takeGap(what string, saved, now binlog.Position) {
 // purgedGap handles binlog.ErrPositionPurged from the stream: it returns
 // where to restart, or the refusal.
 func (a *App) purgedGap(ctx context.Context, saved binlog.Position, cause error) (binlog.Position, error) {
-	if !purgedMessage(cause.Error()) {
+	if !binlog.IsPurgedMessage(cause.Error()) {
 		// Error 1236 for another reason (a GTID the source's binlog does
 		// not hold after a failover, out-of-order GTIDs under strict mode):
 		// reported, never answered by jumping ahead.

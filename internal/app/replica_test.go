@@ -123,8 +123,8 @@ func TestPurgedMessage(t *testing.T) {
 		"A slave with the same server_uuid/server_id as this slave has connected to the master":                                                             false,
 		"Error: connecting slave requested to start from GTID 0-1-5, which is not in the master's binlog":                                                   false,
 	} {
-		if purgedMessage(msg) != want {
-			t.Errorf("purgedMessage(%q) = %v", msg, !want)
+		if binlog.IsPurgedMessage(msg) != want {
+			t.Errorf("IsPurgedMessage(%q) = %v", msg, !want)
 		}
 	}
 	if !serverIDConflict(errors.New("ERROR 4052 (HY000): A slave with the same server_uuid/server_id is already connected")) ||

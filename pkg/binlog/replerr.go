@@ -53,6 +53,18 @@ var purgedMessages = []string{
 	"required binlog files have been purged",
 }
 
+// IsPurgedMessage reports whether the text of an error 1236 means the
+// position is no longer in the source's binlogs (and nothing else).
+func IsPurgedMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, p := range purgedMessages {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // serverIDMessages: when a replica registers with a server_id (or
 // server_uuid) already connected, the source drops the older connection.
 // MySQL ends it with 1236 "A slave with the same server_uuid/server_id as
@@ -84,10 +96,8 @@ func classifyReplError(err error) (replErrKind, *mysql.MyError) {
 			return replErrServerID, my
 		}
 	}
-	for _, m := range purgedMessages {
-		if strings.Contains(msg, m) {
-			return replErrPurged, my
-		}
+	if IsPurgedMessage(msg) {
+		return replErrPurged, my
 	}
 	return replErrOther, my
 }

@@ -57,6 +57,11 @@ type MySQL struct {
 	Hosts []string `yaml:"hosts"`
 	// Flavor is mysql, mariadb or auto (detected).
 	Flavor string `yaml:"flavor"`
+	// XABufferRows and XABufferBytes (source only) bound the outbox rows of
+	// prepared XA transactions held until their XA COMMIT; 0 means the
+	// reader's defaults (100,000 rows, 64 MiB).
+	XABufferRows  int   `yaml:"xa_buffer_rows"`
+	XABufferBytes int64 `yaml:"xa_buffer_bytes"`
 	TLS    TLS    `yaml:"tls"`
 }
 
@@ -437,6 +442,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Relay.BatchSize < 0 {
 		errs = append(errs, errors.New("relay.batch_size: must be positive"))
+	}
+	if c.Source.XABufferRows < 0 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.Source.XABufferRows))
+	}
+	if c.Source.XABufferBytes < 0 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.Source.XABufferBytes))
 	}
 	if c.Relay.MaxInflightBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.Relay.MaxInflightBytes))
