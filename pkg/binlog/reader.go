@@ -125,6 +125,12 @@ type Commit struct {
 	Pos  uint32
 	// Time is the event timestamp (seconds) of the commit.
 	Time uint32
+	// OpenXA: after this transaction a prepared XA branch with outbox rows
+	// still waits for its XA COMMIT. Its rows live only in the reader's
+	// memory, so the position after this transaction is not one to resume
+	// from: a restart there would never read them again. The checkpoint
+	// stays before the oldest such prepare.
+	OpenXA bool
 }
 
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
@@ -553,7 +559,7 @@ func (s *stream) beginTx(g TxGTID) {
 }
 
 func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error {
-	c := Commit{GTID: s.txGTID, File: s.tracker.file, Pos: ev.Header.LogPos, Time: ev.Header.Timestamp}
+	c := Commit{GTID: s.txGTID, File: s.tracker.file, Pos: ev.Header.LogPos, Time: ev.Header.Timestamp, OpenXA: s.heldRows > 0}
 	if err := s.tracker.Apply(c); err != nil {
 		return &fatalError{fmt.Errorf("tracking GTID %s: %w", c.GTID, err)}
 	}

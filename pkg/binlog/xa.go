@@ -19,10 +19,13 @@ import (
 // branch are held here and emitted in the XA COMMIT transaction, or dropped
 // on XA ROLLBACK, so a rolled-back branch never publishes anything.
 //
-// What is held lives in memory only: the position moves past the prepare,
-// so a relay restarted between XA PREPARE and XA COMMIT does not read the
-// branch's rows again. The XA COMMIT is then logged as such, and rows of a
-// status table are left to the sweeper.
+// What is held lives in memory only, so the commits read while a branch
+// with outbox rows is prepared carry Commit.OpenXA and the relay does not
+// save a checkpoint past the prepare: a relay restarted between XA PREPARE
+// and XA COMMIT reads the branch again (and replays what came after it, as
+// after any crash). An XA COMMIT whose prepare lies before the start
+// position (a checkpoint saved by an older relay) is logged as such, and
+// rows of a status table are left to the sweeper.
 
 // mariadbFlPreparedXA is MariaDB's Gtid_log_event flag FL_PREPARED_XA (64,
 // sql/log_event.h): the event group is an XA branch up to its XA PREPARE.

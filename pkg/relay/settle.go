@@ -34,7 +34,13 @@ type settler struct {
 	fails    []*failGroup // failures to record, in the order they came
 	count    int          // marks and failures waiting for the next batch
 	advanced bool         // commits applied since the last batch
-	batches  chan<- batch
+	// xaOpen: the last commit left a prepared XA branch open in the
+	// reader's memory; no position past its prepare is handed on. safe is
+	// the position before that prepare, if not handed on yet.
+	xaOpen  bool
+	safe    *binlog.Position
+	handed  bool // a position was handed to the marker (the start one may never have been saved)
+	batches chan<- batch
 }
 
 // batch is one hand-over from the settler to the marker.
@@ -103,10 +109,18 @@ func (s *settler) handle(ctx context.Context, res publisher.Result) error {
 		if s.discard {
 			return nil
 		}
+		if tag.OpenXA && !s.xaOpen && (s.advanced || !s.handed) {
+			pos := s.tracker.Position()
+			s.safe = &pos
+		}
 		if err := s.tracker.Apply(tag); err != nil {
 			return err
 		}
-		s.advanced = true
+		s.xaOpen = tag.OpenXA
+		s.advanced = !s.xaOpen
+		if !s.xaOpen {
+			s.safe = nil
+		}
 	case rowFailure:
 		defer s.r.budget.release(tag.weight)
 		if s.discard {
@@ -183,7 +197,7 @@ func (s *settler) logSuppressed(k throttleKey, n int) {
 func (s *settler) flush(ctx context.Context, save, final bool) error {
 	// A save request always goes through: the marker may hold a position
 	// that an earlier batch brought and no save has stored yet.
-	if s.count == 0 && !s.advanced && !save {
+	if s.count == 0 && !s.advanced && s.safe == nil && !save {
 		return nil
 	}
 	b := batch{save: save, final: final}
@@ -191,10 +205,14 @@ func (s *settler) flush(ctx context.Context, save, final bool) error {
 		b.marks, s.pending, s.count = s.pending, map[*outbox.Table][]any{}, 0
 		b.fails, s.fails = s.fails, nil
 	}
-	if s.advanced {
+	switch {
+	case s.advanced:
 		pos := s.tracker.Position()
 		b.pos, s.advanced = &pos, false
+	case s.safe != nil:
+		b.pos, s.safe = s.safe, nil
 	}
+	s.handed = s.handed || b.pos != nil
 	select {
 	case s.batches <- b:
 		return nil
