@@ -62,7 +62,7 @@ type MySQL struct {
 	// reader's defaults (100,000 rows, 64 MiB).
 	XABufferRows  int   `yaml:"xa_buffer_rows"`
 	XABufferBytes int64 `yaml:"xa_buffer_bytes"`
-	TLS    TLS    `yaml:"tls"`
+	TLS           TLS   `yaml:"tls"`
 }
 
 // TLS options for any connection.
