@@ -63,6 +63,9 @@ type machine struct {
 	suspects int
 	// requeued: settleHead put the head back to be published again.
 	requeued bool
+	// retryPending counts failed messages that will be retried (strict
+	// mode, MustDeliver): nothing is published past them meanwhile.
+	retryPending int
 
 	sess *session
 	conn amqpConn // kept when only the channel is reopened
@@ -179,7 +182,7 @@ func (m *machine) window() int {
 
 // pump publishes waiting entries in job order while the window allows.
 func (m *machine) pump() error {
-	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() {
+	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() && m.retryPending == 0 {
 		e := m.q[m.next]
 		if e.job.Msg == nil || e.state != waiting {
 			m.next++

@@ -64,6 +64,15 @@ func (m *machine) fail(e *entry, err error) {
 		m.suspects--
 	}
 	e.state, e.err = done, err
+	if err != nil && m.mustRetry(e) {
+		m.retryPending++
+	}
+}
+
+// mustRetry: a failure of this message is not a result but a retry (at the
+// dead-letter exchange or in place) that nothing behind it may overtake.
+func (m *machine) mustRetry(e *entry) bool {
+	return e.job.MustDeliver || m.cfg.Strict
 }
 
 // onConfirm settles the entry a confirmation is for. amqp091-go hands

@@ -15,7 +15,7 @@ func (m *machine) settleHead() error {
 		if e.job.Msg != nil && e.state != done {
 			return nil
 		}
-		if e.job.Msg != nil && e.err != nil && (e.job.MustDeliver || m.cfg.Strict) {
+		if e.job.Msg != nil && e.err != nil && m.mustRetry(e) {
 			m.retryHead(e)
 			return nil
 		}
@@ -61,6 +61,7 @@ func (m *machine) emit(e *entry) error {
 // holds behind it and it is retried with backoff.
 func (m *machine) retryHead(e *entry) {
 	m.requeued = true
+	m.retryPending--
 	if e.job.MustDeliver && m.cfg.DeadLetterExchange != "" && !e.viaDLX {
 		e.viaDLX, e.reason = true, e.err.Error()
 		e.state, e.err = waiting, nil

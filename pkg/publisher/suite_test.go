@@ -20,6 +20,7 @@ var scenarios = []struct {
 	{"InOrder", testInOrder},
 	{"MultipleAckThenReset", testMultipleAckThenReset},
 	{"StrictHoldPlusReconnect", testStrictHoldPlusReconnect},
+	{"StrictHoldNothingOvertakes", testStrictHoldNothingOvertakes},
 	{"RefusedExchangeIsBounded", testRefusedExchangeIsBounded},
 	{"RefusalAmongManyInFlight", testRefusalAmongManyInFlight},
 	{"Nack", testNack},
@@ -174,6 +175,35 @@ func testStrictHoldPlusReconnect(t *testing.T, e env) {
 	}
 	if e.dials() != 2 {
 		t.Errorf("%d connections, want 2", e.dials())
+	}
+}
+
+// Strict ordering: a message returned on its first three attempts holds
+// every message behind it, on every retry.
+func testStrictHoldNothingOvertakes(t *testing.T, e env) {
+	f := needFake(t, e, "return a message a chosen number of times")
+	ex := e.bound(t)
+	f.script = func(p fakePub) outcome {
+		if p.msg.MessageId == "m-0002" && p.attempt <= 3 {
+			return outcome{kind: ret}
+		}
+		return outcome{code: -1}
+	}
+	h := start(t, e, Config{Strict: true, StrictRetryMin: 10 * time.Millisecond, StrictRetryMax: 20 * time.Millisecond})
+	names := ids("m", 6)
+	h.send(jobsTo(ex, names)...)
+	rs := h.results(len(names))
+	wantOrder(t, rs, names)
+	wantErrs(t, rs, nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var order []string
+	for _, p := range f.published {
+		order = append(order, p.msg.MessageId)
+	}
+	want := "m-0001,m-0002,m-0002,m-0002,m-0002,m-0003,m-0004,m-0005,m-0006"
+	if strings.Join(order, ",") != want {
+		t.Errorf("published %v, want %s", order, want)
 	}
 }
 
