@@ -23,6 +23,8 @@ var scenarios = []struct {
 	{"StrictHoldNothingOvertakes", testStrictHoldNothingOvertakes},
 	{"RefusedExchangeIsBounded", testRefusedExchangeIsBounded},
 	{"RefusalAmongManyInFlight", testRefusalAmongManyInFlight},
+	{"FrameErrorClosesConnection", testFrameErrorClosesConnection},
+	{"ExchangeDeletedAfterCheck", testExchangeDeletedAfterCheck},
 	{"Nack", testNack},
 	{"ReturnsForSameMessageID", testReturnsForSameMessageID},
 	{"SlowConfirms", testSlowConfirms},
@@ -278,6 +280,55 @@ func testRefusalAmongManyInFlight(t *testing.T, e env) {
 	}
 	if tries != 2 {
 		t.Errorf("the refused message was published %d times, want 2 (with others, then alone)", tries)
+	}
+	wantDials(t, e, 1)
+}
+
+// A frame error (the broker closes the whole connection over what one
+// message looked like) settles that message, reconnects, and the rest
+// flows.
+func testFrameErrorClosesConnection(t *testing.T, e env) {
+	f := needFake(t, e, "close the connection with a frame error on a chosen message")
+	ex := e.bound(t)
+	f.script = func(p fakePub) outcome {
+		if p.msg.MessageId == "m-0003" {
+			return outcome{kind: closeConn, code: amqp.FrameError, text: "FRAME_ERROR - frame too large"}
+		}
+		return outcome{code: -1}
+	}
+	h := start(t, e, Config{Window: 1})
+	names := ids("m", 5)
+	h.send(jobsTo(ex, names)...)
+	rs := h.results(len(names))
+	wantOrder(t, rs, names)
+	wantErrs(t, rs, map[string]error{"m-0003": ErrRefused})
+	if err := rs[2].Err; err == nil || !strings.Contains(err.Error(), "501 FRAME_ERROR") {
+		t.Errorf("error %v, want the broker's 501", err)
+	}
+	if e.dials() != 2 {
+		t.Errorf("%d connections, want 2", e.dials())
+	}
+}
+
+// An exchange deleted after the (cached) passive check: the broker's 404
+// on publish fails that message with ErrNoExchange and the rest flows.
+func testExchangeDeletedAfterCheck(t *testing.T, e env) {
+	f := needFake(t, e, "delete an exchange between two publishes")
+	ex, doomed := e.bound(t), e.bound(t)
+	h := start(t, e, Config{Window: 1})
+	h.send(msg("m1", doomed, "k"))
+	if rs := h.results(1); rs[0].Err != nil {
+		t.Fatalf("m1: %v", rs[0].Err)
+	}
+	f.mu.Lock()
+	delete(f.exchanges, doomed)
+	f.mu.Unlock()
+	h.send(msg("m2", doomed, "k"), msg("m3", ex, "k"), msg("m4", doomed, "k"))
+	rs := h.results(3)
+	wantOrder(t, rs, []string{"m2", "m3", "m4"})
+	wantErrs(t, rs, map[string]error{"m2": ErrNoExchange, "m4": ErrNoExchange})
+	if err := rs[0].Err; err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND") {
+		t.Errorf("error %v, want the broker's 404", err)
 	}
 	wantDials(t, e, 1)
 }
