@@ -27,7 +27,7 @@ func (m *machine) channelEnded() error {
 	s := m.sess
 	m.sess = nil
 	m.p.connected.Store(false)
-	cerr, rets, confs := s.ended()
+	cerr, rets, confs := s.ended(m.ctx)
 	for _, r := range rets {
 		m.onReturn(s, r)
 	}
@@ -39,7 +39,8 @@ func (m *machine) channelEnded() error {
 	if refusalCode(cerr, connClosed) && len(inflight) > 0 {
 		m.refused(cerr, inflight)
 		if !connClosed {
-			return nil // step reopens the channel at once
+			m.check = s.check // still open on this connection
+			return nil        // step reopens the channel at once
 		}
 	} else {
 		m.p.warn.warn("broker connection lost; unconfirmed messages will be republished",

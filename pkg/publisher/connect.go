@@ -30,6 +30,7 @@ func (m *machine) connect() {
 		m.scheduleRedial()
 		return
 	}
+	s.check, m.check = m.check, nil
 	m.sess, m.next = s, 0
 	m.p.connected.Store(true)
 	m.log.Info("broker channel open", zap.String("broker", Redact(m.cfg.URL)),
@@ -69,7 +70,7 @@ func (m *machine) scheduleRedial() {
 // dead network waits for a close-ok that never comes.
 func (m *machine) dropConn() {
 	conn := m.conn
-	m.conn = nil
+	m.conn, m.check = nil, nil
 	m.p.connected.Store(false)
 	if conn == nil {
 		return

@@ -69,6 +69,8 @@ type machine struct {
 
 	sess *session
 	conn amqpConn // kept when only the channel is reopened
+	// check is the exchange-check channel kept across a channel reopen.
+	check amqpChannel
 	// streak counts connections opened since the last confirmation: it
 	// drives the reconnect backoff.
 	streak   int

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -61,7 +62,7 @@ const drainTimeout = 5 * time.Second
 // (nil when the client closed it) and the returns and confirmations still
 // buffered, in the order they were delivered. It never selects on a closed
 // channel twice: each notification channel is read until it is closed.
-func (s *session) ended() (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
+func (s *session) ended(ctx context.Context) (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
 	timeout := time.NewTimer(drainTimeout)
 	defer timeout.Stop()
 	cerr := s.closeErr
@@ -69,6 +70,7 @@ func (s *session) ended() (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
 		select {
 		case cerr = <-s.closes:
 		case <-timeout.C:
+		case <-ctx.Done():
 		}
 	}
 	var rets []amqp.Return
@@ -88,6 +90,8 @@ func (s *session) ended() (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
 			}
 			confs = append(confs, c)
 		case <-timeout.C:
+			return cerr, rets, confs
+		case <-ctx.Done():
 			return cerr, rets, confs
 		}
 	}
