@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"errors"
 	"context"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ type fakeBroker struct {
 	mu        sync.Mutex
 	dials     int
 	dialTimes []time.Time
+	failDials int // the next this many dials fail
 	frameMax  int
 	exchanges map[string]bool // existing exchanges; "unroutable" ones have no binding
 	unbound   map[string]bool
@@ -70,6 +72,10 @@ func (b *fakeBroker) dial(ctx context.Context) (amqpConn, error) {
 	defer b.mu.Unlock()
 	b.dials++
 	b.dialTimes = append(b.dialTimes, time.Now())
+	if b.failDials > 0 {
+		b.failDials--
+		return nil, errors.New("dial tcp 127.0.0.1:5672: connect: connection refused")
+	}
 	return &fakeConn{b: b, n: b.dials}, nil
 }
 

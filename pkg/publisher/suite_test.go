@@ -34,7 +34,9 @@ var scenarios = []struct {
 	{"BodyOverMaxMessageSize", testBodyOverMax},
 	{"MustDeliverWithDeadLetterExchange", testMustDeliverDLX},
 	{"MustDeliverWithoutDeadLetterExchange", testMustDeliverHold},
+	{"MustDeliverDeadLetterExchangeMissing", testMustDeliverDLXMissing},
 	{"MissingExchangeIsCached", testMissingExchangeCached},
+	{"BrokerDownAtStart", testBrokerDownAtStart},
 	{"ReconnectBackoff", testReconnectBackoff},
 }
 
@@ -584,5 +586,53 @@ func testReconnectBackoff(t *testing.T, e env) {
 		if gap := f.dialTimes[i].Sub(f.dialTimes[i-1]); gap < 990*time.Millisecond {
 			t.Errorf("connection %d opened %s after the previous one, want at least 1s", i+1, gap)
 		}
+	}
+}
+
+// The dead-letter exchange itself is missing: the MustDeliver message holds
+// the stream (alternating original and dead-letter attempts) until the
+// dead-letter exchange exists, then goes there.
+func testMustDeliverDLXMissing(t *testing.T, e env) {
+	ex := e.bound(t)
+	dlx := uniqueName("late_dlx")
+	h := start(t, e, Config{DeadLetterExchange: dlx, StrictRetryMin: 20 * time.Millisecond, StrictRetryMax: 200 * time.Millisecond})
+	lost := msg("lost", uniqueName("no_such_exchange"), "k")
+	lost.MustDeliver = true
+	h.send(lost, msg("m1", ex, "k"))
+	var hold Hold
+	eventually(t, 5*time.Second, func() bool {
+		var ok bool
+		hold, ok = h.p.Holding()
+		return ok && hold.Attempts >= 2
+	}, "Holding() = %+v, want the message held", hold)
+	if hold.MessageID != "lost" || !strings.Contains(hold.Reason, dlx) {
+		t.Errorf("Holding() = %+v, want the dead-letter exchange named as the reason", hold)
+	}
+	e.declare(t, dlx)
+	rs := h.results(2)
+	wantOrder(t, rs, []string{"lost", "m1"})
+	wantErrs(t, rs, nil)
+	if !rs[0].DeadLettered || !strings.Contains(rs[0].Reason, "exchange does not exist") {
+		t.Errorf("lost: DeadLettered=%v Reason=%q", rs[0].DeadLettered, rs[0].Reason)
+	}
+	wantDeliveredOnce(t, e.received(t, dlx, 1), []string{"lost"})
+	wantDials(t, e, 1)
+}
+
+// The broker is unreachable at start: the publisher keeps dialling with
+// backoff and delivers once it is up; cancel still returns promptly.
+func testBrokerDownAtStart(t *testing.T, e env) {
+	f := needFake(t, e, "refuse connections")
+	ex := e.bound(t)
+	f.failDials = 3
+	h := start(t, e, Config{ReconnectMin: 10 * time.Millisecond})
+	h.send(msg("m1", ex, "k"))
+	rs := h.results(1)
+	wantErrs(t, rs, nil)
+	if e.dials() != 4 {
+		t.Errorf("%d dials, want 4 (three refused)", e.dials())
+	}
+	if !h.p.Connected() {
+		t.Error("Connected() false after delivering")
 	}
 }
