@@ -3,8 +3,11 @@ package publisher
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +32,10 @@ type env interface {
 	unbound(t *testing.T) string
 	// declare creates the named exchange, bound, later in a test.
 	declare(t *testing.T, name string)
+	// denied declares an exchange the publisher's user may not write to
+	// (call it before start: on the real broker the publisher then logs in
+	// as a user with write permission on the test's other exchanges only).
+	denied(t *testing.T) string
 	// received waits for n distinct messages routed via exchange and
 	// returns what arrived (with any duplicates).
 	received(t *testing.T, exchange string, n int) []amqp.Publishing
@@ -70,6 +77,11 @@ func (f fakeEnv) unbound(*testing.T) string {
 	return n
 }
 func (f fakeEnv) declare(_ *testing.T, name string) { f.b.addExchange(name, true) }
+func (f fakeEnv) denied(*testing.T) string {
+	n := uniqueName("denied")
+	f.b.addExchange(n, true)
+	return n
+}
 func (f fakeEnv) received(t *testing.T, exchange string, n int) []amqp.Publishing {
 	t.Helper()
 	var got []amqp.Publishing
@@ -115,6 +127,51 @@ func newRealEnv(t *testing.T) *realEnv {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &realEnv{p: New(Config{URL: amqpURL}, zaptest.NewLogger(t)), admin: ch, queues: map[string]string{}}
+}
+
+// denied creates a user whose write permission covers the test's
+// pubtest_ex exchanges only (through the management API, removed when the
+// test ends) and makes the publisher log in as that user.
+func (r *realEnv) denied(t *testing.T) string {
+	t.Helper()
+	name := uniqueName("pubtest_denied")
+	if err := r.admin.ExchangeDeclare(name, "topic", false, true, false, false, nil); err != nil {
+		t.Fatalf("declaring %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = r.admin.ExchangeDelete(name, false, false) })
+	user := uniqueName("pubtest_user")
+	manage(t, http.MethodPut, "/api/users/"+user, `{"password":"pubtest","tags":""}`)
+	t.Cleanup(func() { manage(t, http.MethodDelete, "/api/users/"+user, "") })
+	manage(t, http.MethodPut, "/api/permissions/%2F/"+user, `{"configure":"^$","write":"^pubtest_ex","read":".*"}`)
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, "pubtest")
+	r.p = New(Config{URL: u.String()}, r.p.log)
+	return name
+}
+
+// manage calls the RabbitMQ management API as the stack's admin user.
+func manage(t *testing.T, method, path, body string) {
+	t.Helper()
+	base := os.Getenv("RELAY_TEST_AMQP_MANAGEMENT_URL")
+	if base == "" {
+		base = "http://guest:guest@127.0.0.1:15672"
+	}
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("management API %s %s: %v", method, path, err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("management API %s %s: %s", method, path, resp.Status)
+	}
 }
 
 func (r *realEnv) dial(ctx context.Context) (amqpConn, error) {

@@ -103,6 +103,8 @@ func (b *fakeBroker) decide(p fakePub) outcome {
 	switch {
 	case p.exchange == "amq.rabbitmq.trace":
 		return outcome{kind: closeChannel, code: 403, text: "ACCESS_REFUSED - access to exchange 'amq.rabbitmq.trace' in vhost '/' refused for user 'guest'"}
+	case strings.HasPrefix(p.exchange, "denied"):
+		return outcome{kind: closeChannel, code: 403, text: "ACCESS_REFUSED - write access to exchange '" + p.exchange + "' in vhost '/' refused for user 'relay'"}
 	case p.exchange != "" && !b.exchanges[p.exchange]:
 		return outcome{kind: closeChannel, code: 404, text: "NOT_FOUND - no exchange '" + p.exchange + "' in vhost '/'"}
 	case b.unbound[p.exchange]:

@@ -22,6 +22,7 @@ var scenarios = []struct {
 	{"StrictHoldPlusReconnect", testStrictHoldPlusReconnect},
 	{"StrictHoldNothingOvertakes", testStrictHoldNothingOvertakes},
 	{"RefusedExchangeIsBounded", testRefusedExchangeIsBounded},
+	{"WritePermissionRefused", testWritePermissionRefused},
 	{"RefusalAmongManyInFlight", testRefusalAmongManyInFlight},
 	{"FrameErrorClosesConnection", testFrameErrorClosesConnection},
 	{"ExchangeDeletedAfterCheck", testExchangeDeletedAfterCheck},
@@ -230,6 +231,27 @@ func testRefusedExchangeIsBounded(t *testing.T, e env) {
 	}
 	good := append(append([]string{}, before...), after...)
 	wantDeliveredOnce(t, e.received(t, ex, len(good)), good)
+	wantDials(t, e, 1)
+}
+
+// A message to an exchange the publisher's user may not write to fails
+// with the broker's 403; the others flow on the same connection.
+func testWritePermissionRefused(t *testing.T, e env) {
+	denied := e.denied(t)
+	ex := e.bound(t)
+	h := start(t, e, Config{Window: 64})
+	before, after := ids("a", 20), ids("b", 20)
+	h.send(jobsTo(ex, before)...)
+	h.send(msg("denied", denied, "k"))
+	h.send(jobsTo(ex, after)...)
+	all := append(append(append([]string{}, before...), "denied"), after...)
+	rs := h.results(len(all))
+	wantOrder(t, rs, all)
+	wantErrs(t, rs, map[string]error{"denied": ErrRefused})
+	if err := rs[20].Err; err == nil || !strings.Contains(err.Error(), "403 ACCESS_REFUSED") {
+		t.Errorf("error %v, want the broker's 403", err)
+	}
+	wantDeliveredOnce(t, e.received(t, ex, 40), append(append([]string{}, before...), after...))
 	wantDials(t, e, 1)
 }
 
