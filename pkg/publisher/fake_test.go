@@ -1,8 +1,8 @@
 package publisher
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
