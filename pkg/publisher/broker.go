@@ -60,18 +60,37 @@ func (c realConn) Channel() (amqpChannel, error) {
 func (c realConn) FrameMax() int { return c.Connection.Config.FrameSize }
 
 // dialAMQP is the production dialFunc: amqp091-go over a write-coalescing
-// TCP connection.
+// TCP connection. amqp091-go's dial takes no context, so it runs aside and
+// a cancelled ctx returns at once (a connection that opens later is closed).
 func (p *Publisher) dialAMQP(ctx context.Context) (amqpConn, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(p.cfg.ConnectionName)
-	conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
-		Heartbeat:       10 * time.Second,
-		TLSClientConfig: p.cfg.TLS,
-		Properties:      props,
-		Dial:            batchDial(10 * time.Second),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", Redact(p.cfg.URL), Scrub(err, p.cfg.URL))
+	type dialed struct {
+		conn *amqp.Connection
+		err  error
 	}
-	return realConn{conn}, nil
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
+			Heartbeat:       10 * time.Second,
+			TLSClientConfig: p.cfg.TLS,
+			Properties:      props,
+			Dial:            batchDial(10 * time.Second),
+		})
+		done <- dialed{conn, err}
+	}()
+	select {
+	case d := <-done:
+		if d.err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", Redact(p.cfg.URL), Scrub(d.err, p.cfg.URL))
+		}
+		return realConn{d.conn}, nil
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.conn != nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }

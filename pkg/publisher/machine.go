@@ -92,11 +92,11 @@ func newMachine(ctx context.Context, p *Publisher, in <-chan Job, out chan<- Res
 func (m *machine) run() error {
 	defer m.shutdown()
 	for {
-		if !m.inOpen && len(m.q) == 0 {
-			return nil
-		}
 		if err := m.step(); err != nil {
 			return err
+		}
+		if !m.inOpen && len(m.q) == 0 {
+			return nil
 		}
 		if err := m.wait(); err != nil {
 			return err

@@ -38,6 +38,7 @@ var scenarios = []struct {
 	{"MustDeliverDeadLetterExchangeMissing", testMustDeliverDLXMissing},
 	{"MissingExchangeIsCached", testMissingExchangeCached},
 	{"BrokerDownAtStart", testBrokerDownAtStart},
+	{"RunReturnsWhenInputCloses", testRunReturnsWhenInputCloses},
 	{"ReconnectBackoff", testReconnectBackoff},
 }
 
@@ -656,5 +657,25 @@ func testBrokerDownAtStart(t *testing.T, e env) {
 	}
 	if !h.p.Connected() {
 		t.Error("Connected() false after delivering")
+	}
+}
+
+// Run returns nil once its input is closed and every result is out.
+func testRunReturnsWhenInputCloses(t *testing.T, e env) {
+	ex := e.bound(t)
+	h := start(t, e, Config{})
+	h.send(msg("m1", ex, "k"), Job{Tag: "marker"})
+	close(h.in)
+	rs := h.results(2)
+	wantOrder(t, rs, []string{"m1", "marker"})
+	wantErrs(t, rs, nil)
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+		h.done <- err // for stop
+	case <-time.After(3 * time.Second):
+		t.Error("Run did not return within 3s of its input closing")
 	}
 }
