@@ -297,6 +297,13 @@ func (h *harness) results(n int) []Result {
 		case r := <-h.out:
 			rs = append(rs, r)
 		case err := <-h.done:
+			h.done <- err // for stop and for the test
+			select {
+			case r := <-h.out: // results sent before Run returned
+				rs = append(rs, r)
+				continue
+			default:
+			}
 			h.t.Fatalf("Run returned %v after %d of %d results", err, len(rs), n)
 		case <-deadline:
 			h.t.Fatalf("%d of %d results after 20s", len(rs), n)

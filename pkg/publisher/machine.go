@@ -41,6 +41,9 @@ type entry struct {
 	reason       string
 	holdUntil    time.Time
 	attempts     int
+	// retryPending: failed, and will be retried (strict mode, MustDeliver)
+	// once it reaches the head.
+	retryPending bool
 }
 
 // machine is one Run: the ordered queue of jobs and the broker session, and
@@ -63,9 +66,6 @@ type machine struct {
 	suspects int
 	// requeued: settleHead put the head back to be published again.
 	requeued bool
-	// retryPending counts failed messages that will be retried (strict
-	// mode, MustDeliver): nothing is published past them meanwhile.
-	retryPending int
 
 	sess *session
 	conn amqpConn // kept when only the channel is reopened
@@ -184,8 +184,11 @@ func (m *machine) window() int {
 
 // pump publishes waiting entries in job order while the window allows.
 func (m *machine) pump() error {
-	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() && m.retryPending == 0 {
+	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() {
 		e := m.q[m.next]
+		if e.retryPending {
+			return nil // nothing overtakes a message that will be retried
+		}
 		if e.job.Msg == nil || e.state != waiting {
 			m.next++
 			continue

@@ -65,7 +65,15 @@ func (m *machine) fail(e *entry, err error) {
 	}
 	e.state, e.err = done, err
 	if err != nil && m.mustRetry(e) {
-		m.retryPending++
+		// Nothing behind it may be published until it is retried: move
+		// the publish cursor back to it, where pump stops.
+		e.retryPending = true
+		for i, x := range m.q[:min(m.next, len(m.q))] {
+			if x == e {
+				m.next = i
+				break
+			}
+		}
 	}
 }
 
@@ -159,8 +167,9 @@ const (
 
 // deadLetter is the copy of a message for the dead-letter exchange: same
 // body and properties, the reason and original route in headers, and the
-// original routing key (empty when it is over the 255-byte limit, which may
-// be why it is here).
+// original routing key. A routing key or property over the 255-byte limit
+// (which may be why it is here) cannot be sent as it is: the key is left
+// empty and such a property moves to an x-relay-original-<name> header.
 func (m *machine) deadLetter(e *entry) (string, string, amqp.Publishing) {
 	msg := e.job.Msg
 	pub := msg.Publishing
@@ -169,6 +178,15 @@ func (m *machine) deadLetter(e *entry) (string, string, amqp.Publishing) {
 	pub.Headers[HeaderReason] = e.reason
 	pub.Headers[HeaderOriginalExchange] = msg.Exchange
 	pub.Headers[HeaderOriginalRoutingKey] = msg.RoutingKey
+	for name, v := range map[string]*string{"message-id": &pub.MessageId, "type": &pub.Type,
+		"correlation-id": &pub.CorrelationId, "reply-to": &pub.ReplyTo, "app-id": &pub.AppId,
+		"user-id": &pub.UserId, "content-type": &pub.ContentType, "content-encoding": &pub.ContentEncoding,
+		"expiration": &pub.Expiration} {
+		if len(*v) > shortstrMax {
+			pub.Headers["x-relay-original-"+name] = *v
+			*v = ""
+		}
+	}
 	key := msg.RoutingKey
 	if len(key) > shortstrMax {
 		key = ""

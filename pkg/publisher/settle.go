@@ -61,7 +61,7 @@ func (m *machine) emit(e *entry) error {
 // holds behind it and it is retried with backoff.
 func (m *machine) retryHead(e *entry) {
 	m.requeued = true
-	m.retryPending--
+	e.retryPending = false
 	if e.job.MustDeliver && m.cfg.DeadLetterExchange != "" && !e.viaDLX {
 		e.viaDLX, e.reason = true, e.err.Error()
 		e.state, e.err = waiting, nil

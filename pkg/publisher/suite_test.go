@@ -502,17 +502,26 @@ func testMustDeliverDLX(t *testing.T, e env) {
 	missing.MustDeliver = true
 	unroutable := msg("unroutable", lost, "k.lost")
 	unroutable.MustDeliver = true
-	h.send(msg("m1", ex, "k"), missing, unroutable, msg("m2", ex, "k"))
-	rs := h.results(4)
-	wantOrder(t, rs, []string{"m1", "missing", "unroutable", "m2"})
+	longID := msg("long-id", ex, "k")
+	longID.MustDeliver = true
+	longID.Msg.Publishing.MessageId = strings.Repeat("x", 300)
+	h.send(msg("m1", ex, "k"), missing, unroutable, msg("m2", ex, "k"), longID)
+	rs := h.results(5)
+	wantOrder(t, rs, []string{"m1", "missing", "unroutable", "m2", "long-id"})
 	wantErrs(t, rs, nil)
+	if r := rs[4]; !r.DeadLettered || !strings.Contains(r.Reason, "message id is 300 bytes") {
+		t.Errorf("long-id: DeadLettered=%v Reason=%q, want dead-lettered for its id", r.DeadLettered, r.Reason)
+	}
 	for i, want := range []string{"exchange does not exist", "unroutable"} {
 		r := rs[i+1]
 		if !r.DeadLettered || !strings.Contains(r.Reason, want) {
 			t.Errorf("%s: DeadLettered=%v Reason=%q, want dead-lettered because %q", r.Job.Tag, r.DeadLettered, r.Reason, want)
 		}
 	}
-	got := e.received(t, dlx, 2)
+	got := e.received(t, dlx, 3)
+	if p := got[len(got)-1]; p.MessageId != "" || p.Headers["x-relay-original-message-id"] != longID.Msg.Publishing.MessageId {
+		t.Errorf("dead-letter copy of long-id: id %q, headers %v; want the id moved to a header", p.MessageId, p.Headers)
+	}
 	for i, j := range []Job{missing, unroutable} {
 		p := got[i]
 		if p.MessageId != j.Msg.Publishing.MessageId || string(p.Body) != string(j.Msg.Publishing.Body) ||
