@@ -19,7 +19,9 @@ const frameOverhead = 1 + 2 + 4 + 1
 // checkLimits fails a message that the protocol or the broker cannot take:
 // a short string over 255 bytes, a content header frame over frame_max (the
 // broker closes the connection on one), a body over maxBody. Nothing is
-// ever truncated.
+// ever truncated. Header values are not short strings: amqp091-go writes a
+// string value as a long string ('S'), so only their total size counts,
+// through the content header.
 func checkLimits(exchange, key string, pub *amqp.Publishing, frameMax, maxBody int) error {
 	fields := [...]struct{ name, v string }{
 		{"exchange", exchange}, {"routing key", key},

@@ -3,6 +3,15 @@
 // the order the messages were given. It owns the connection: when the broker
 // goes away it reconnects with backoff and republishes every message not yet
 // confirmed, so a caller only ever sees "routed" or a definite failure.
+//
+// Every broker outcome is settled per message: a return, a nack, a channel
+// the broker closed over one publish (403, 404, 406) or a frame it could not
+// take fails that message with the broker's reply, and the stream goes on;
+// only a failure of the connection itself reconnects. Messages that break an
+// AMQP limit fail before they are sent. A message that must not fail
+// (Job.MustDeliver, or any message in strict mode) goes to the dead-letter
+// exchange or holds the stream, reported by Holding, until it is delivered.
+// The work is an explicit state machine (machine.go), one method per event.
 package publisher
 
 import (

@@ -202,15 +202,16 @@ func testStrictHoldNothingOvertakes(t *testing.T, e env) {
 	wantOrder(t, rs, names)
 	wantErrs(t, rs, nil)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	var order []string
 	for _, p := range f.published {
 		order = append(order, p.msg.MessageId)
 	}
+	f.mu.Unlock()
 	want := "m-0001,m-0002,m-0002,m-0002,m-0002,m-0003,m-0004,m-0005,m-0006"
 	if strings.Join(order, ",") != want {
 		t.Errorf("published %v, want %s", order, want)
 	}
+	wantDials(t, e, 1)
 }
 
 // A message to an exchange the broker refuses (403 on the internal trace
@@ -491,6 +492,7 @@ func testBodyOverMax(t *testing.T, e env) {
 		t.Errorf("error %v, want the size and the limit", err)
 	}
 	wantDeliveredOnce(t, e.received(t, ex, 2), []string{"fits", "m2"})
+	wantDials(t, e, 1)
 }
 
 // A MustDeliver message to a missing exchange, and one that is unroutable,
@@ -531,6 +533,7 @@ func testMustDeliverDLX(t *testing.T, e env) {
 		}
 	}
 	wantDeliveredOnce(t, e.received(t, ex, 2), []string{"m1", "m2"})
+	wantDials(t, e, 1)
 }
 
 // Without a dead-letter exchange a MustDeliver message to a missing
@@ -678,6 +681,7 @@ func testRunReturnsWhenInputCloses(t *testing.T, e env) {
 	rs := h.results(2)
 	wantOrder(t, rs, []string{"m1", "marker"})
 	wantErrs(t, rs, nil)
+	wantDials(t, e, 1)
 	select {
 	case err := <-h.done:
 		if err != nil {
