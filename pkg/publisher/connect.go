@@ -9,6 +9,7 @@ import (
 // connect opens the publishing channel, dialling first when there is no
 // open connection. On failure it schedules the next attempt.
 func (m *machine) connect() {
+	dialled := false
 	if m.conn == nil || m.conn.IsClosed() {
 		m.streak++
 		conn, err := m.p.dial(m.ctx)
@@ -21,7 +22,7 @@ func (m *machine) connect() {
 			m.scheduleRedial()
 			return
 		}
-		m.conn = conn
+		m.conn, dialled = conn, true
 	}
 	s, err := openChannel(m.conn, m.cfg.Window)
 	if err != nil {
@@ -33,7 +34,11 @@ func (m *machine) connect() {
 	s.check, m.check = m.check, nil
 	m.sess, m.next = s, 0
 	m.p.connected.Store(true)
-	m.log.Info("broker channel open", zap.String("broker", Redact(m.cfg.URL)),
+	msg := "publishing channel reopened after a refusal"
+	if dialled {
+		msg = "broker connected" // operators and tests look for this line
+	}
+	m.log.Info(msg, zap.String("broker", Redact(m.cfg.URL)),
 		zap.Int("republishing", m.unconfirmed()), zap.Int("suspects", m.suspects))
 }
 

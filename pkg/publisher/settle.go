@@ -37,9 +37,8 @@ func (m *machine) emit(e *entry) error {
 		if !e.sentAt.IsZero() {
 			r.Latency = time.Since(e.sentAt)
 		}
-		if e.err != nil {
-			m.p.warn.warn("publish failed", zap.String("exchange", e.job.Msg.Exchange), zap.Error(e.err))
-		} else if e.deadLettered {
+		// A failure is the caller's to log, with the row it belongs to.
+		if e.deadLettered {
 			m.p.warn.warn("message dead-lettered", zap.String("exchange", e.job.Msg.Exchange),
 				zap.String("dead_letter_exchange", m.cfg.DeadLetterExchange), zap.String("reason", e.reason))
 		}
