@@ -199,6 +199,9 @@ func (m *machine) pump() error {
 		if err := m.send(e); err != nil {
 			return err
 		}
+		if m.sess == nil || e.retryPending {
+			return nil // the session ended, or e failed and will be retried
+		}
 		m.next++
 	}
 	return nil

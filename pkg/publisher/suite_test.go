@@ -21,6 +21,7 @@ var scenarios = []struct {
 	{"MultipleAckThenReset", testMultipleAckThenReset},
 	{"StrictHoldPlusReconnect", testStrictHoldPlusReconnect},
 	{"StrictHoldNothingOvertakes", testStrictHoldNothingOvertakes},
+	{"StrictHoldsAnInvalidMessage", testStrictHoldsInvalid},
 	{"RefusedExchangeIsBounded", testRefusedExchangeIsBounded},
 	{"WritePermissionRefused", testWritePermissionRefused},
 	{"RefusalAmongManyInFlight", testRefusalAmongManyInFlight},
@@ -210,6 +211,32 @@ func testStrictHoldNothingOvertakes(t *testing.T, e env) {
 	want := "m-0001,m-0002,m-0002,m-0002,m-0002,m-0003,m-0004,m-0005,m-0006"
 	if strings.Join(order, ",") != want {
 		t.Errorf("published %v, want %s", order, want)
+	}
+	wantDials(t, e, 1)
+}
+
+// Strict ordering and a message that fails before it is sent (a 300-byte
+// routing key): the stream holds on it, retrying with backoff, and nothing
+// behind it is published.
+func testStrictHoldsInvalid(t *testing.T, e env) {
+	f := needFake(t, e, "list what was published")
+	ex := e.bound(t)
+	h := start(t, e, Config{Strict: true, StrictRetryMin: 5 * time.Millisecond, StrictRetryMax: 10 * time.Millisecond})
+	h.send(msg("m1", ex, "k"), msg("bad", ex, strings.Repeat("k", 300)), msg("m2", ex, "k"), msg("m3", ex, "k"))
+	if rs := h.results(1); rs[0].Err != nil {
+		t.Fatalf("m1: %v", rs[0].Err)
+	}
+	var hold Hold
+	eventually(t, 5*time.Second, func() bool {
+		var ok bool
+		hold, ok = h.p.Holding()
+		return ok && hold.Attempts >= 3
+	}, "Holding() = %+v, want bad retried 3 times", hold)
+	if !strings.Contains(hold.Reason, "routing key is 300 bytes") {
+		t.Errorf("hold reason %q, want the routing key's length", hold.Reason)
+	}
+	if got := f.routedIDs(); strings.Join(got, ",") != "m1" {
+		t.Errorf("published %v while the stream holds behind bad, want only m1", got)
 	}
 	wantDials(t, e, 1)
 }
