@@ -25,8 +25,7 @@ import (
 //     backoff, and every unconfirmed message is republished in order.
 func (m *machine) channelEnded() error {
 	s := m.sess
-	m.sess = nil
-	m.p.connected.Store(false)
+	m.sess = nil // Connected() stays true unless the connection goes too
 	cerr, rets, confs := s.ended(m.ctx)
 	for _, r := range rets {
 		m.onReturn(s, r)
