@@ -22,8 +22,9 @@ type Publisher interface {
 // changes, so it counts as a used retry.
 var ErrUnroutable = errors.New("message returned by the broker as unroutable")
 
-// errNotConfirmed means the broker nacked the message, or the channel closed before the
-// confirm came. Whether it arrived is unknown, so it is republished later.
+// errNotConfirmed means the broker nacked the message, or the channel or connection
+// closed before the confirm came (the error says which). Whether it arrived is
+// unknown, so it is republished later without using up a retry.
 var errNotConfirmed = errors.New("publish not confirmed by the broker")
 
 // Dialer opens the TCP connection to the broker; nil means net.Dial. Tests use it to
@@ -43,6 +44,7 @@ type AMQPPublisher struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	closes  chan *amqp.Error
 }
 
 // NewAMQPPublisher returns a publisher for url. name labels the connection in the
@@ -72,16 +74,38 @@ func (p *AMQPPublisher) Publish(ctx context.Context, exchange, routingKey string
 	// message, and the client hands both over from one reader goroutine, so the return
 	// (if any) is already in the buffered channel.
 	// https://www.rabbitmq.com/docs/confirms#when-publishes-are-confirmed
+	// A channel that shut down closes its returns channel too: that reads as "no
+	// value", and is not a return.
 	select {
-	case <-p.returns:
-		return fmt.Errorf("exchange %q routing key %q: %w", exchange, routingKey, ErrUnroutable)
+	case _, ok := <-p.returns:
+		if ok {
+			return fmt.Errorf("exchange %q routing key %q: %w", exchange, routingKey, ErrUnroutable)
+		}
 	default:
 	}
 	if !acked {
+		why := p.unconfirmedReason()
 		p.closeLocked()
-		return errNotConfirmed
+		return fmt.Errorf("exchange %q routing key %q: %w: %s", exchange, routingKey, errNotConfirmed, why)
 	}
 	return nil
+}
+
+// unconfirmedReason tells a nack from a channel or connection that closed before the
+// confirm (amqp091-go reports both as "not acked").
+func (p *AMQPPublisher) unconfirmedReason() string {
+	select {
+	case e, ok := <-p.closes:
+		if ok && e != nil {
+			return fmt.Sprintf("the channel closed: %d %s", e.Code, e.Reason)
+		}
+		return "the channel closed"
+	default:
+	}
+	if p.ch.IsClosed() {
+		return "the channel closed"
+	}
+	return "nacked by the broker"
 }
 
 func (p *AMQPPublisher) open() error {
@@ -106,6 +130,7 @@ func (p *AMQPPublisher) open() error {
 	}
 	p.conn, p.ch = conn, ch
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, 1))
+	p.closes = ch.NotifyClose(make(chan *amqp.Error, 1))
 	return nil
 }
 
@@ -113,7 +138,7 @@ func (p *AMQPPublisher) closeLocked() {
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
-	p.conn, p.ch, p.returns = nil, nil, nil
+	p.conn, p.ch, p.returns, p.closes = nil, nil, nil, nil
 }
 
 // Close closes the connection.

@@ -1,0 +1,117 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap/zaptest"
+)
+
+// cutOnWrite dials the broker; once armed, the next write goes out and the
+// connection is cut right after it, before the broker's confirm can be read.
+type cutOnWrite struct {
+	armed atomic.Bool
+	dials atomic.Int32
+}
+
+type cuttingConn struct {
+	net.Conn
+	d    *cutOnWrite
+	once sync.Once
+}
+
+func (d *cutOnWrite) dial(network, addr string) (net.Conn, error) {
+	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.dials.Add(1)
+	return &cuttingConn{Conn: c, d: d}, nil
+}
+
+func (c *cuttingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.d.armed.CompareAndSwap(true, false) {
+		c.once.Do(func() { _ = c.Conn.Close() })
+	}
+	return n, err
+}
+
+// A lost connection or a channel the broker closed (404 on a missing
+// exchange) is "not confirmed": republished later, no retry used. Only a
+// basic.return is "unroutable". The publisher recovers after each.
+func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
+	needIntegration(t)
+	e := newTestEnv(t)
+	unbound := randName("inbox_unbound_")
+	if err := e.ch.ExchangeDeclare(unbound, "topic", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.ch.ExchangeDelete(unbound, false, false) })
+	d := &cutOnWrite{}
+	pub := NewAMQPPublisher(amqpURL(), "inbox-publisher-test", d.dial)
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	good := func(step string) {
+		t.Helper()
+		if err := pub.Publish(ctx, e.exchange, routingKey, amqp.Publishing{MessageId: step, Body: []byte("{}")}); err != nil {
+			t.Fatalf("%s: a routable publish failed: %v", step, err)
+		}
+	}
+	good("first")
+
+	d.armed.Store(true)
+	err := pub.Publish(ctx, e.exchange, routingKey, amqp.Publishing{MessageId: "cut", Body: []byte("{}")})
+	if err == nil || errors.Is(err, ErrUnroutable) || !errors.Is(err, errNotConfirmed) || !strings.Contains(err.Error(), "channel closed") {
+		t.Fatalf("publish over a cut connection: %v, want not confirmed (channel closed), not unroutable", err)
+	}
+	good("after-cut")
+
+	err = pub.Publish(ctx, randName("inbox_missing_"), routingKey, amqp.Publishing{MessageId: "missing", Body: []byte("{}")})
+	if err == nil || errors.Is(err, ErrUnroutable) || !errors.Is(err, errNotConfirmed) || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("publish to a missing exchange: %v, want not confirmed with the broker's 404, not unroutable", err)
+	}
+	good("after-404")
+
+	err = pub.Publish(ctx, unbound, routingKey, amqp.Publishing{MessageId: "lost", Body: []byte("{}")})
+	if !errors.Is(err, ErrUnroutable) {
+		t.Fatalf("publish to an unbound exchange: %v, want ErrUnroutable", err)
+	}
+	good("after-return")
+	if n := d.dials.Load(); n != 3 {
+		t.Errorf("%d connections, want 3 (first, after the cut, after the 404 closed the channel)", n)
+	}
+}
+
+// A republish whose channel the broker closes (missing exchange) gives the
+// claim back without spending its last retry: the row is not FAILED.
+func TestClosedChannelRepublishKeepsTheRetry(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.insertRow("no-exchange", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
+	e.exec(`UPDATE consumer_message SET exchange = ?`, randName("inbox_missing_"))
+	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
+	defer pub.Close()
+	cfg := e.config()
+	cfg.RetryBackoff = time.Millisecond
+	cfg.RetryMaxBackoff = time.Millisecond
+	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("RunOnce: %v, want the republish to fail with the broker's 404", err)
+	}
+	r0 := e.rows()[0]
+	if r0.Status != StatusPendingRetry || r0.RetryCount != 0 {
+		t.Errorf("row = %+v, want PENDING_RETRY with retry_count 0 (the retry is not used)", r0)
+	}
+}

@@ -1,0 +1,96 @@
+package publisher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The publisher talks to the broker through these two small interfaces so
+// that every state transition can be driven by a scripted fake in tests.
+// The real implementation is amqp091-go; the fake reproduces the delivery
+// contract documented here, which is amqp091-go v1.16.0's:
+//
+//   - confirmations reach the NotifyPublish channel one per delivery tag, in
+//     tag order (a multiple ack is expanded; out-of-order acks are
+//     resequenced), and a basic.return reaches NotifyReturn before the
+//     confirmation of the same message (the broker sends the return first
+//     and one reader goroutine dispatches both);
+//   - when a channel shuts down, its NotifyClose listeners get the error (if
+//     the close was not requested by the client), then the return, close and
+//     confirm channels are closed: confirmations already buffered stay
+//     readable, everything after is lost;
+//   - a connection that shuts down is marked closed before its channels are
+//     shut down with the connection's error.
+type amqpConn interface {
+	Channel() (amqpChannel, error)
+	// FrameMax is the negotiated frame_max, which bounds the content header.
+	FrameMax() int
+	IsClosed() bool
+	Close() error
+}
+
+type amqpChannel interface {
+	Confirm(noWait bool) error
+	GetNextPublishSeqNo() uint64
+	PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp.Publishing) error
+	NotifyPublish(c chan amqp.Confirmation) chan amqp.Confirmation
+	NotifyReturn(c chan amqp.Return) chan amqp.Return
+	NotifyClose(c chan *amqp.Error) chan *amqp.Error
+	ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp.Table) error
+	IsClosed() bool
+	Close() error
+}
+
+// dialFunc opens one broker connection.
+type dialFunc func(ctx context.Context) (amqpConn, error)
+
+type realConn struct{ *amqp.Connection }
+
+func (c realConn) Channel() (amqpChannel, error) {
+	ch, err := c.Connection.Channel()
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (c realConn) FrameMax() int { return c.Connection.Config.FrameSize }
+
+// dialAMQP is the production dialFunc: amqp091-go over a write-coalescing
+// TCP connection. amqp091-go's dial takes no context, so it runs aside and
+// a cancelled ctx returns at once (a connection that opens later is closed).
+func (p *Publisher) dialAMQP(ctx context.Context) (amqpConn, error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(p.cfg.ConnectionName)
+	type dialed struct {
+		conn *amqp.Connection
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
+			Heartbeat:       10 * time.Second,
+			TLSClientConfig: p.cfg.TLS,
+			Properties:      props,
+			Dial:            batchDial(10 * time.Second),
+		})
+		done <- dialed{conn, err}
+	}()
+	select {
+	case d := <-done:
+		if d.err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", Redact(p.cfg.URL), Scrub(d.err, p.cfg.URL))
+		}
+		return realConn{d.conn}, nil
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.conn != nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,100 @@
+package publisher
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// connect opens the publishing channel, dialling first when there is no
+// open connection. On failure it schedules the next attempt.
+func (m *machine) connect() {
+	dialled := false
+	if m.conn == nil || m.conn.IsClosed() {
+		m.streak++
+		conn, err := m.p.dial(m.ctx)
+		if err != nil {
+			if m.ctx.Err() != nil {
+				return
+			}
+			m.p.warn.warn("broker connect failed, retrying", zap.String("broker", Redact(m.cfg.URL)),
+				zap.Error(err), zap.Duration("backoff", m.redialDelay()))
+			m.scheduleRedial()
+			return
+		}
+		m.conn, dialled = conn, true
+	}
+	s, err := openChannel(m.conn, m.cfg.Window)
+	if err != nil {
+		m.p.warn.warn("opening the publishing channel failed, reconnecting", zap.Error(err))
+		m.dropConn()
+		m.scheduleRedial()
+		return
+	}
+	s.check, m.check = m.check, nil
+	m.sess, m.next = s, 0
+	m.p.connected.Store(true)
+	msg := "publishing channel reopened after a refusal"
+	if dialled {
+		msg = "broker connected" // operators and tests look for this line
+	}
+	m.log.Info(msg, zap.String("broker", Redact(m.cfg.URL)),
+		zap.Int("republishing", m.unconfirmed()), zap.Int("suspects", m.suspects))
+}
+
+// redialDelay: the first connection after a healthy one is immediate, the
+// next few back off from ReconnectMin, and from the fourth on at least a
+// second apart, so no failure can make the publisher open more than one
+// connection a second for long.
+func (m *machine) redialDelay() time.Duration {
+	if m.streak == 0 {
+		return 0
+	}
+	d := m.cfg.ReconnectMin
+	for i := 1; i < m.streak && d < m.cfg.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, m.cfg.ReconnectMax)
+	if m.streak >= 3 && d < time.Second {
+		d = time.Second
+	}
+	return d
+}
+
+func (m *machine) scheduleRedial() {
+	d := m.redialDelay()
+	if m.redial == nil {
+		m.redial = time.NewTimer(d)
+	} else {
+		m.redial.Reset(d)
+	}
+	m.redialC = m.redial.C
+}
+
+// dropConn closes the connection, waiting a bounded time: a close on a
+// dead network waits for a close-ok that never comes.
+func (m *machine) dropConn() {
+	conn := m.conn
+	m.conn, m.check = nil, nil
+	m.p.connected.Store(false)
+	if conn == nil {
+		return
+	}
+	closed := make(chan struct{})
+	go func() { _ = conn.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// unconfirmed counts messages whose outcome is not known yet.
+func (m *machine) unconfirmed() int {
+	n := 0
+	for _, e := range m.q {
+		if e.job.Msg != nil && e.state != done {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,229 @@
+package publisher
+
+import (
+	"context"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+)
+
+// entryState is where one job is in its life.
+type entryState uint8
+
+const (
+	// waiting: not published on the current channel (new, or its fate on
+	// a lost channel is unknown, or held for a retry).
+	waiting entryState = iota
+	// sent: published on the current channel, confirmation pending.
+	sent
+	// done: the outcome is known (err nil: confirmed and routed).
+	done
+)
+
+type entry struct {
+	job   Job
+	state entryState
+	err   error
+	seq   uint64
+	// exchange and routing key of the last publish (the dead-letter
+	// exchange for a dead-letter copy), for matching basic.return.
+	exchange, key string
+	sentAt        time.Time
+	returned      string // reply of a basic.return matched to the last publish
+	// suspect: in flight when the channel was closed by a refusal that
+	// could belong to any of several messages; it is sent alone until its
+	// outcome is known.
+	suspect bool
+	// viaDLX: the next publish is the dead-letter copy; reason is why.
+	viaDLX       bool
+	deadLettered bool
+	reason       string
+	holdUntil    time.Time
+	attempts     int
+	// retryPending: failed, and will be retried (strict mode, MustDeliver)
+	// once it reaches the head.
+	retryPending bool
+}
+
+// machine is one Run: the ordered queue of jobs and the broker session, and
+// a method per event (job in, publish, confirm, return, channel end,
+// reconnect, hold timer, settle). Only Run's goroutine touches it.
+type machine struct {
+	p   *Publisher
+	cfg *Config
+	log *zap.Logger
+	ctx context.Context
+	in  <-chan Job
+	out chan<- Result
+
+	inOpen bool
+	q      []*entry // in job order; q[0] is the oldest unsettled job
+	next   int      // q[next:] have not been offered to the current session
+	sent   int      // entries in state sent
+	// suspects counts unresolved suspects; while there are any, one
+	// message at a time is in flight so the next refusal names its culprit.
+	suspects int
+	// requeued: settleHead put the head back to be published again.
+	requeued bool
+
+	sess *session
+	conn amqpConn // kept when only the channel is reopened
+	// check is the exchange-check channel kept across a channel reopen.
+	check amqpChannel
+	// streak counts connections opened since the last confirmation: it
+	// drives the reconnect backoff.
+	streak   int
+	redial   *time.Timer
+	redialC  <-chan time.Time
+	holdT    *time.Timer
+	holdC    <-chan time.Time
+	holdWait time.Duration
+}
+
+func newMachine(ctx context.Context, p *Publisher, in <-chan Job, out chan<- Result) *machine {
+	return &machine{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
+		holdWait: p.cfg.StrictRetryMin}
+}
+
+// run is the event loop. Each turn it makes sure a session exists (or a
+// redial is scheduled), publishes what the window allows, settles the head
+// of the queue, then waits for one event.
+func (m *machine) run() error {
+	defer m.shutdown()
+	for {
+		if err := m.step(); err != nil {
+			return err
+		}
+		if !m.inOpen && len(m.q) == 0 {
+			return nil
+		}
+		if err := m.wait(); err != nil {
+			return err
+		}
+	}
+}
+
+// step does the work that needs no event: connect, publish, settle. A head
+// put back for the dead-letter exchange or a retry is published at once;
+// a second round cannot put it back again without a broker event (it is
+// in flight, or held until its timer).
+func (m *machine) step() error {
+	for {
+		if m.sess == nil && m.redialC == nil {
+			m.connect()
+		}
+		if m.sess != nil {
+			if err := m.pump(); err != nil {
+				return err
+			}
+		}
+		m.requeued = false
+		if err := m.settleHead(); err != nil || !m.requeued {
+			return err
+		}
+	}
+}
+
+func (m *machine) wait() error {
+	var in <-chan Job
+	if m.inOpen && len(m.q) < 4*m.cfg.Window && m.sent < m.window() {
+		in = m.in
+	}
+	var confirms <-chan amqp.Confirmation
+	var returns <-chan amqp.Return
+	var closes <-chan *amqp.Error
+	if m.sess != nil {
+		confirms, returns, closes = m.sess.confirms, m.sess.returns, m.sess.closes
+	}
+	select {
+	case <-m.ctx.Done():
+		return m.ctx.Err()
+	case job, ok := <-in:
+		m.intake(job, ok)
+	case r, ok := <-returns:
+		if !ok {
+			return m.channelEnded()
+		}
+		m.onReturn(m.sess, r)
+	case c, ok := <-confirms:
+		if !ok {
+			return m.channelEnded()
+		}
+		m.drainReturns()
+		m.onConfirm(m.sess, c)
+	case cerr := <-closes:
+		m.sess.closeErr, m.sess.closeSeen = cerr, true
+		return m.channelEnded()
+	case <-m.redialC:
+		m.redialC = nil
+		m.connect()
+	case <-m.holdC:
+		m.holdC = nil
+		m.releaseHold()
+	}
+	return nil
+}
+
+func (m *machine) intake(job Job, ok bool) {
+	if !ok {
+		m.inOpen = false
+		return
+	}
+	m.q = append(m.q, &entry{job: job})
+}
+
+// window is how many messages may be unconfirmed: one while suspects are
+// being resolved (or in strict mode, where Defaults sets Window to 1).
+func (m *machine) window() int {
+	if m.suspects > 0 {
+		return 1
+	}
+	return m.cfg.Window
+}
+
+// pump publishes waiting entries in job order while the window allows.
+func (m *machine) pump() error {
+	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() {
+		e := m.q[m.next]
+		if e.retryPending {
+			return nil // nothing overtakes a message that will be retried
+		}
+		if e.job.Msg == nil || e.state != waiting {
+			m.next++
+			continue
+		}
+		if !e.holdUntil.IsZero() {
+			return nil // held: nothing overtakes it
+		}
+		if err := m.send(e); err != nil {
+			return err
+		}
+		if m.sess == nil || e.retryPending {
+			return nil // the session ended, or e failed and will be retried
+		}
+		m.next++
+	}
+	return nil
+}
+
+// shutdown closes the connection without waiting long for a dead peer.
+func (m *machine) shutdown() {
+	m.p.connected.Store(false)
+	if m.redial != nil {
+		m.redial.Stop()
+	}
+	if m.holdT != nil {
+		m.holdT.Stop()
+	}
+	conn := m.conn
+	if conn == nil {
+		return
+	}
+	closed := make(chan struct{})
+	go func() { _ = conn.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+	}
+}
