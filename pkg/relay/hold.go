@@ -14,9 +14,10 @@ import (
 )
 
 // Headers on a message the relay sends to the dead-letter exchange because
-// it could not route the row.
+// it could not route the row: the reason is the publisher's header (the
+// same one a broker refusal gets), plus the table.
 const (
-	HeaderReason = "x-relay-reason"
+	HeaderReason = publisher.HeaderReason
 	HeaderTable  = "x-relay-table"
 )
 
