@@ -366,9 +366,12 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 		DiscardGTIDSet:  true,
 		HeartbeatPeriod: r.cfg.Heartbeat,
 		// go-mysql buffers 10240 parsed events by default (~80 MB of 8 KB
-		// row events); the reader's own bounded channel is the buffer that
-		// matters, so keep this one small and memory flat.
-		EventCacheCount: 256,
+		// row events, gigabytes of 1 MiB ones) outside the relay's byte
+		// budget; the reader's own bounded channel is the buffer that
+		// matters, so keep this one small: 32 events of 1 MiB rows is
+		// 32 MiB, and a buffer of 32 still decouples parsing from the
+		// reader on a busy stream.
+		EventCacheCount: 32,
 		ReadTimeout:     r.cfg.Heartbeat*3 + 5*time.Second,
 		ParseTime:       true,
 		// A JSON column's binary value is turned into the text MySQL itself
