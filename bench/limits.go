@@ -294,32 +294,16 @@ func (e *env) purgeTo(ctx context.Context, label, dsn, file string, rotate bool)
 // appliedSourceFile is the primary's binary log file holding the last event
 // a replica applied (Relay_Master_Log_File): the oldest it may ask for again.
 func appliedSourceFile(ctx context.Context, db execQuerier) (string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	row, err := firstRow(ctx, db, "SHOW SLAVE STATUS")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("not a replica: %w", err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return "", err
-	}
-	if !rows.Next() {
-		return "", fmt.Errorf("not a replica")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return "", err
-	}
-	for i, c := range cols {
-		if c == "Relay_Master_Log_File" || c == "Relay_Source_Log_File" {
-			if len(vals[i]) == 0 {
+	for _, c := range []string{"Relay_Master_Log_File", "Relay_Source_Log_File"} {
+		if f, ok := row[c]; ok {
+			if f == "" {
 				return "", fmt.Errorf("no applied position")
 			}
-			return string(vals[i]), nil
+			return f, nil
 		}
 	}
 	return "", fmt.Errorf("SHOW SLAVE STATUS has no Relay_Master_Log_File")
@@ -332,17 +316,30 @@ type execQuerier interface {
 // masterFile is the server's current binary log file (the first column of
 // SHOW MASTER STATUS, whose other columns differ between versions).
 func masterFile(ctx context.Context, db execQuerier) (string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	row, err := firstRow(ctx, db, "SHOW MASTER STATUS")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("binary logging is off: %w", err)
+	}
+	return row["File"], nil
+}
+
+// firstRow reads the first row of a SHOW statement whose columns differ
+// between versions, by column name.
+func firstRow(ctx context.Context, db execQuerier, query string) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !rows.Next() {
-		return "", fmt.Errorf("binary logging is off")
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s returned no row", query)
 	}
 	vals := make([]sql.RawBytes, len(cols))
 	ptrs := make([]any, len(cols))
@@ -350,9 +347,13 @@ func masterFile(ctx context.Context, db execQuerier) (string, error) {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return "", err
+		return nil, err
 	}
-	return string(vals[0]), nil
+	out := make(map[string]string, len(cols))
+	for i, c := range cols {
+		out[c] = string(vals[i])
+	}
+	return out, nil
 }
 
 // binlogCount is how many binary log files the server keeps (-1 unknown).
