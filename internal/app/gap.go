@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -253,6 +254,29 @@ func instanceID() string {
 	return fmt.Sprintf("%s/pid %d/%08x", host, os.Getpid(), rand.Uint32())
 }
 
+// leftByDeadProcess reports whether a heartbeat value (instanceID's form)
+// was written by a process on this host that is not running any more: the
+// same pid as this process (a restarted container, where the relay is pid 1
+// again: two live processes cannot share a pid on one host) or a pid that
+// no longer exists.
+func leftByDeadProcess(instance string) bool {
+	host, _ := os.Hostname()
+	parts := strings.Split(instance, "/")
+	if len(parts) != 3 || parts[0] != host || !strings.HasPrefix(parts[1], "pid ") {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(parts[1], "pid "))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	// Signal 0 checks that the process exists; EPERM means it does (owned
+	// by another user).
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
 // claimName takes the heartbeat key of this relay's name, waiting up to
 // instanceTTL for one left by a relay that died. Another relay refreshing
 // it is running under the same name: without ha.enabled the two would
@@ -281,6 +305,15 @@ func (a *App) claimName(ctx context.Context) error {
 		}
 		if err == nil {
 			other = v
+		}
+		if other != "" && leftByDeadProcess(other) {
+			// A relay killed on this host (SIGKILL, OOM, a restarted
+			// container) left it: no need to wait for the TTL.
+			a.Log.Info("the relay name's heartbeat was left by a process on this host that is no longer running; taking it over",
+				zap.String("instance", other), zap.String("key", a.instanceKey()))
+			if err := a.Redis.Set(ctx, a.instanceKey(), a.gap.instance, instanceTTL).Err(); err == nil {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("another relay named %q is running (instance %s, heartbeat in redis key %s): two relays with one name fight over one checkpoint; give each its own name, or set ha.enabled on both so one leads and the other waits",
