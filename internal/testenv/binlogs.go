@@ -33,33 +33,38 @@ const binlogGrace = 2 * time.Minute
 // connected reader still reads.
 func PurgeBinlogs(t testing.TB) {
 	t.Helper()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		purgeBinlogs(ctx, t)
-	})
+	t.Cleanup(func() { PurgeBinlogsNow(t.Logf) })
 }
 
-func purgeBinlogs(ctx context.Context, t testing.TB) {
+// PurgeBinlogsNow is PurgeBinlogs' cleanup, for a TestMain to run once its
+// package's tests are over (the last purge of a run). logf reports each
+// server.
+func PurgeBinlogsNow(logf func(format string, args ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	purgeBinlogs(ctx, logf)
+}
+
+func purgeBinlogs(ctx context.Context, logf func(format string, args ...any)) {
 	replicas := map[string]string{"replica": ReplicaDSN, "replica2": Replica2DSN}
 	primary, err := openPlain(PrimaryDSN)
 	if err != nil {
-		t.Logf("binary logs on primary kept: %v", err)
+		logf("binary logs on primary kept: %v", err)
 		return
 	}
 	defer primary.Close()
 	if why := primaryPurgeBlocked(ctx, primary, replicas); why != "" {
-		t.Logf("binary logs on primary kept: %s", why)
+		logf("binary logs on primary kept: %s", why)
 	} else {
-		purgeOld(ctx, t, "primary", primary, false)
+		purgeOld(ctx, logf, "primary", primary, false)
 	}
 	for _, name := range []string{"replica", "replica2"} {
 		db, err := openPlain(replicas[name])
 		if err != nil {
-			t.Logf("binary logs on %s kept: %v", name, err)
+			logf("binary logs on %s kept: %v", name, err)
 			continue
 		}
-		purgeOld(ctx, t, name, db, true)
+		purgeOld(ctx, logf, name, db, true)
 		_ = db.Close()
 	}
 }
@@ -112,21 +117,21 @@ func replicaBehind(ctx context.Context, db *sql.DB, name, pos, current string) s
 }
 
 // purgeOld rotates (replicas) and removes the files older than binlogGrace.
-func purgeOld(ctx context.Context, t testing.TB, name string, db *sql.DB, rotate bool) {
+func purgeOld(ctx context.Context, logf func(format string, args ...any), name string, db *sql.DB, rotate bool) {
 	before, bytesBefore := binlogUsage(ctx, db)
 	if rotate {
 		if _, err := db.ExecContext(ctx, "FLUSH LOCAL BINARY LOGS"); err != nil {
-			t.Logf("binary logs on %s kept: rotating: %v", name, err)
+			logf("binary logs on %s kept: rotating: %v", name, err)
 			return
 		}
 	}
 	q := fmt.Sprintf("PURGE BINARY LOGS BEFORE NOW() - INTERVAL %d SECOND", int(binlogGrace.Seconds()))
 	if _, err := db.ExecContext(ctx, q); err != nil {
-		t.Logf("binary logs on %s kept: %v", name, err)
+		logf("binary logs on %s kept: %v", name, err)
 		return
 	}
 	after, bytesAfter := binlogUsage(ctx, db)
-	t.Logf("binary logs on %s: %d files (%d MiB) before, %d (%d MiB) after purging those older than %s",
+	logf("binary logs on %s: %d files (%d MiB) before, %d (%d MiB) after purging those older than %s",
 		name, before, bytesBefore>>20, after, bytesAfter>>20, binlogGrace)
 }
 

@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// recorder keeps what a cleanup logs, and passes it on.
+// recorder keeps what a purge logs, and passes it on.
 type recorder struct {
-	testing.TB
+	t     testing.TB
 	lines []string
 }
 
-func (r *recorder) Logf(format string, args ...any) {
+func (r *recorder) logf(format string, args ...any) {
 	r.lines = append(r.lines, fmt.Sprintf(format, args...))
-	r.TB.Logf(format, args...)
+	r.t.Logf(format, args...)
 }
 
 // The purge leaves replication running and caught up, keeps the files in
@@ -33,8 +33,8 @@ func TestPurgeBinlogsKeepsReplicationWhole(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	rec := &recorder{TB: t}
-	purgeBinlogs(ctx, rec)
+	rec := &recorder{t: t}
+	purgeBinlogs(ctx, rec.logf)
 
 	for _, name := range []string{"primary", "replica", "replica2"} {
 		found := false
