@@ -355,7 +355,7 @@ space_of() {
   data=$(du -sk "$(dir_of "$n")/data" 2>/dev/null | awk '{print $1}')
   read -r files binlog < <(sql "$n" -e 'SHOW BINARY LOGS' 2>/dev/null | awk '{n++; b+=$2} END {print n+0, b+0}')
   SPACE_DATA=$((SPACE_DATA + ${data:-0})); SPACE_BINLOG=$((SPACE_BINLOG + ${binlog:-0}))
-  SPACE_LINE=$(printf '  data=%sM binlog=%sM (%s files)' "$(( ${data:-0} / 1024 ))" "$(( ${binlog:-0} / 1048576 ))" "${files:-0}")
+  SPACE_LINE=$(printf '  data=%sM (binlog %sM in %s files)' "$(( ${data:-0} / 1024 ))" "$(( ${binlog:-0} / 1048576 ))" "${files:-0}")
 }
 space_total() {
   local where=$STACK_DIR avail
