@@ -12,21 +12,33 @@
 # never stopped by `down`.
 set -euo pipefail
 
-# Where the servers keep their data: memory-backed /dev/shm when it has room (an existing stack
-# there is kept), else /var/tmp. On a VM disk the kernel writes back what the servers wrote every
-# 30 s in one burst, which stalls their commits by up to a few hundred ms: noise in every latency
-# the tests and `make bench` measure that says nothing about the relay. The data is test data;
-# `down --wipe` deletes it and a reboot loses it, after which `up` starts from nothing.
+# Where the servers keep their data: memory-backed /dev/shm when it has room, else /var/tmp. On a
+# VM disk the kernel writes back what the servers wrote every 30 s in one burst, which stalls their
+# commits by up to a few hundred ms: noise in every latency the tests and `make bench` measure that
+# says nothing about the relay. But /dev/shm is the machine's memory: a run that fills it (binlogs
+# of gigabytes, before purging) starves everything else, so a stack goes there only with
+# SHM_MIN_FREE_GIB free (a bench run writes a few GiB before it purges; the long tests purge at
+# their end, and binlogs expire after BINLOG_EXPIRE). A stack running in /dev/shm stays there (`up`
+# warns when it is short of room); a stopped one is left and a new one starts in /var/tmp. The data
+# is test data; `down --wipe` deletes it and a reboot loses it, after which `up` starts from nothing.
+SHM_MIN_FREE_GIB=${STACK_SHM_MIN_FREE_GIB:-8}
+shm_free_kib() { df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}'; }
+running_in() { local pid; pid=$(cat "$1/primary/mysqld.pid" 2>/dev/null || true); [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }
 default_stack_dir() {
-  local shm=/dev/shm/binlog-relay-stack disk=/var/tmp/binlog-relay-stack avail pid
-  if [[ -f $shm/.binlog-relay-stack ]]; then echo "$shm"; return; fi
-  # A stack still running from /var/tmp (made before this default) stays where it is.
-  pid=$(cat "$disk/primary/mysqld.pid" 2>/dev/null || true)
-  if [[ -f $disk/.binlog-relay-stack && -n $pid ]] && kill -0 "$pid" 2>/dev/null; then echo "$disk"; return; fi
-  avail=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')
-  if [[ -w /dev/shm && ${avail:-0} -gt $((8 * 1024 * 1024)) ]]; then echo "$shm"; else echo "$disk"; fi
+  local shm=/dev/shm/binlog-relay-stack disk=/var/tmp/binlog-relay-stack avail
+  avail=$(shm_free_kib)
+  if [[ -f $shm/.binlog-relay-stack ]] && running_in "$shm"; then echo "$shm"; return; fi
+  # A stack still running from /var/tmp stays where it is.
+  if [[ -f $disk/.binlog-relay-stack ]] && running_in "$disk"; then echo "$disk"; return; fi
+  if [[ -w /dev/shm && ${avail:-0} -ge $((SHM_MIN_FREE_GIB * 1024 * 1024)) ]]; then echo "$shm"; return; fi
+  if [[ ${1:-} == up ]]; then
+    printf '[stack] /dev/shm has %s MiB free, under %s GiB (STACK_SHM_MIN_FREE_GIB): the stack goes to %s\n' \
+      "$(( ${avail:-0} / 1024 ))" "$SHM_MIN_FREE_GIB" "$disk" >&2
+    [[ -f $shm/.binlog-relay-stack ]] && printf '[stack] a stopped stack in %s is left as it is (STACK_DIR=%s %s down --wipe deletes it)\n' "$shm" "$shm" "$0" >&2
+  fi
+  echo "$disk"
 }
-STACK_DIR=${STACK_DIR:-$(default_stack_dir)}
+STACK_DIR=${STACK_DIR:-$(default_stack_dir "${1:-}")}
 BINLOG_EXPIRE=1800   # seconds; longer than make bench keeps replica2 paused
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 NAMES=(primary replica replica2 misconf switch1 switch2 switch3)
@@ -312,6 +324,11 @@ cmd_up() {
     sql "$n" -e "SET GLOBAL binlog_expire_logs_seconds = $BINLOG_EXPIRE"   # servers started by an older cnf
   done
   for r in "${REPLICAS[@]}"; do ensure_replication "$r"; done
+  if [[ $STACK_DIR == /dev/shm/* ]]; then
+    local avail; avail=$(shm_free_kib)
+    (( ${avail:-0} >= SHM_MIN_FREE_GIB * 1024 * 1024 )) || log "WARNING: /dev/shm has $(( ${avail:-0} / 1024 )) MiB free," \
+      "under ${SHM_MIN_FREE_GIB} GiB; the running stack stays there. Purge binary logs or: $0 down --wipe && $0 up"
+  fi
   if (( CHANGED )); then verify_replication; else log "mariadb: all seven already up, replication running"; fi
   ensure_redis; ensure_rabbit
   log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR)"
@@ -330,6 +347,23 @@ cmd_down() {
   log "down (redis and rabbitmq left running: they belong to the machine)"
 }
 
+# space_of NAME: sets SPACE_LINE to what the server's data directory holds on disk (or in memory) and how much of it
+# is binary logs (SHOW BINARY LOGS: the files the server still keeps).
+SPACE_DATA=0; SPACE_BINLOG=0; SPACE_LINE=
+space_of() {
+  local n=$1 data binlog files
+  data=$(du -sk "$(dir_of "$n")/data" 2>/dev/null | awk '{print $1}')
+  read -r files binlog < <(sql "$n" -e 'SHOW BINARY LOGS' 2>/dev/null | awk '{n++; b+=$2} END {print n+0, b+0}')
+  SPACE_DATA=$((SPACE_DATA + ${data:-0})); SPACE_BINLOG=$((SPACE_BINLOG + ${binlog:-0}))
+  SPACE_LINE=$(printf '  data=%sM (binlog %sM in %s files)' "$(( ${data:-0} / 1024 ))" "$(( ${binlog:-0} / 1048576 ))" "${files:-0}")
+}
+space_total() {
+  local where=$STACK_DIR avail
+  avail=$(df -Pk "$where" 2>/dev/null | awk 'NR==2 {print $4}')
+  printf 'space     %s: data=%sM of which binlog=%sM; %sM free there\n' "$where" \
+    "$(( SPACE_DATA / 1024 ))" "$(( SPACE_BINLOG / 1048576 ))" "$(( ${avail:-0} / 1024 ))"
+}
+
 cmd_status() {
   local n ok=0 line io sq
   for n in "${NAMES[@]}"; do
@@ -345,8 +379,9 @@ cmd_status() {
     elif [[ $n == switch* && -n $(sql "$n" -e 'SHOW SLAVE STATUS') ]]; then
       line+="  io=$(slave_field "$n" Slave_IO_Running) sql=$(slave_field "$n" Slave_SQL_Running) (set up by tests)"
     fi
-    echo "$line"
+    space_of "$n"; echo "$line$SPACE_LINE"
   done
+  space_total
   if redis_up; then echo "redis     up    127.0.0.1:6379  PONG"; else echo "redis     down  127.0.0.1:6379"; ok=1; fi
   if amqp_up; then echo "rabbitmq  up    127.0.0.1:5672  AMQP"; else echo "rabbitmq  down  127.0.0.1:5672"; ok=1; fi
   return $ok

@@ -49,7 +49,11 @@ type ops struct {
 // Metrics returns the App's metrics, in a registry of its own.
 func (a *App) Metrics() *metrics.Metrics {
 	a.ops.once.Do(func() {
-		m := metrics.New()
+		log := zap.NewNop()
+		if a.Log != nil {
+			log = a.Log.Named("metrics")
+		}
+		m := metrics.NewWith(metrics.Config{MaxLabelValues: a.Cfg.Metrics.MaxLabelValues}, log)
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
 		m.WatchHold(a.heldFor)

@@ -38,6 +38,7 @@ type Config struct {
 	Log        Log             `yaml:"log"`
 	Sweeper    Sweeper         `yaml:"sweeper"`
 	HTTP       HTTP            `yaml:"http"`
+	Metrics    Metrics         `yaml:"metrics"`
 	HA         HA              `yaml:"ha"`
 }
 
@@ -344,6 +345,9 @@ func (c *Config) applyDefaults() {
 	if c.Broker.MaxMessageBytes == 0 {
 		c.Broker.MaxMessageBytes = 128 << 20
 	}
+	if c.Metrics.MaxLabelValues == 0 {
+		c.Metrics.MaxLabelValues = DefaultMaxLabelValues
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -471,6 +475,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Metrics.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Tables) == 0 {

@@ -154,3 +154,31 @@ tables:
 		t.Errorf("broker URL from password_file printed with it: %s", red)
 	}
 }
+
+// metrics.max_label_values defaults to 100, takes a value, and refuses one
+// under 1 with the key named.
+func TestMetricsMaxLabelValuesConfig(t *testing.T) {
+	base := `
+source: {host: r, user: relay}
+primary: {host: p, user: relay}
+broker: {url: "amqp://guest:guest@rabbit:5672/"}
+tables:
+  - {preset: producer-message, schema: shop}
+`
+	none := func(string) (string, bool) { return "", false }
+	cfg, err := Parse([]byte(base), none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Metrics.MaxLabelValues != 100 {
+		t.Errorf("default max_label_values = %d, want 100", cfg.Metrics.MaxLabelValues)
+	}
+	cfg, err = Parse([]byte(base+"metrics: {max_label_values: 20}\n"), none)
+	if err != nil || cfg.Metrics.MaxLabelValues != 20 {
+		t.Errorf("max_label_values: 20 parsed as %v, %v", cfg.Metrics.MaxLabelValues, err)
+	}
+	_, err = Parse([]byte(base+"metrics: {max_label_values: -1}\n"), none)
+	if err == nil || !strings.Contains(err.Error(), "metrics.max_label_values") {
+		t.Errorf("max_label_values: -1 gave %v, want an error naming metrics.max_label_values", err)
+	}
+}

@@ -38,7 +38,7 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, pos, gtid, cpAge, cpPos, cpSaved, up, ready, held *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held *prometheus.Desc
 
 	mu     sync.Mutex
 	stream Stream
@@ -56,13 +56,17 @@ func newLiveCollector() *liveCollector {
 	return &liveCollector{
 		lag: d("binlog_lag_seconds", "How far the binlog stream is behind the source: the last event's timestamp against its arrival, "+
 			"plus any silence longer than the heartbeat period. Stays near 0 when the source is idle (heartbeats arrive); grows when the stream is stuck or cut."),
-		pos:     d("binlog_position", "Position (end of the last whole transaction read) in the binlog file named by the label.", "binlog_file"),
-		gtid:    d("binlog_gtid_sequence", "Sequence number of the last transaction read, by GTID source (MariaDB domain-server, MySQL source UUID).", "gtid_source"),
-		cpAge:   d("checkpoint_age_seconds", "Time since the last checkpoint was saved. Saves happen only when transactions were read, so this grows on an idle source; watch lag for stalls."),
-		cpPos:   d("checkpoint_position", "Saved checkpoint position in the binlog file named by the label.", "binlog_file"),
-		cpSaved: d("checkpoint_saved_timestamp_seconds", "Unix time the last checkpoint was saved."),
-		up:      d("connection_up", "1 when the connection is up: source (binlog stream), broker (RabbitMQ), redis (checkpoint store).", "target"),
-		ready:   d("ready", "1 when /readyz reports ready."),
+		// The file is not a label: every rotation would start a new series
+		// and leave the old one behind.
+		fileSeq:   d("binlog_file_sequence", "Numeric suffix of the binlog file of the last whole transaction read (binlog.000042 gives 42)."),
+		pos:       d("binlog_offset", "Byte offset (end of the last whole transaction read) in the file binlog_file_sequence names."),
+		gtid:      d("binlog_gtid_sequence", "Sequence number of the last transaction read, by GTID source (MariaDB domain-server, MySQL source UUID).", "gtid_source"),
+		cpAge:     d("checkpoint_age_seconds", "Time since the last checkpoint was saved. Saves happen only when transactions were read, so this grows on an idle source; watch lag for stalls."),
+		cpFileSeq: d("checkpoint_file_sequence", "Numeric suffix of the binlog file of the saved checkpoint."),
+		cpPos:     d("checkpoint_offset", "Byte offset of the saved checkpoint in the file checkpoint_file_sequence names."),
+		cpSaved:   d("checkpoint_saved_timestamp_seconds", "Unix time the last checkpoint was saved."),
+		up:        d("connection_up", "1 when the connection is up: source (binlog stream), broker (RabbitMQ), redis (checkpoint store).", "target"),
+		ready:     d("ready", "1 when /readyz reports ready."),
 		held: d("publish_held_seconds", "How long publishing has been held behind one message (strict ordering, a message of a table "+
 			"without a status column that the broker refuses and no dead-letter exchange, or a row that cannot be routed); 0 when not holding."),
 		conns: map[string]Conn{},
@@ -72,7 +76,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.pos, c.gtid, c.cpAge, c.cpPos, c.cpSaved, c.up, c.ready, c.held} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held} {
 		ch <- d
 	}
 }
@@ -94,7 +98,10 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lag, stream.Lag(now).Seconds())
 		if last, ok := stream.LastCommit(); ok {
 			if last.File != "" {
-				gauge(c.pos, float64(last.Pos), last.File)
+				if seq, ok := FileSequence(last.File); ok {
+					gauge(c.fileSeq, float64(seq))
+				}
+				gauge(c.pos, float64(last.Pos))
 			}
 			if src, seq, ok := SplitGTID(last.GTID.String()); ok {
 				gauge(c.gtid, float64(seq), src)
@@ -105,7 +112,10 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.cpAge, now.Sub(cp.SavedAt).Seconds())
 		gauge(c.cpSaved, float64(cp.SavedAt.UnixNano())/1e9)
 		if cp.File != "" {
-			gauge(c.cpPos, float64(cp.Pos), cp.File)
+			if seq, ok := FileSequence(cp.File); ok {
+				gauge(c.cpFileSeq, float64(seq))
+			}
+			gauge(c.cpPos, float64(cp.Pos))
 		}
 	}
 	for target, conn := range conns {
@@ -161,6 +171,18 @@ func (m *Metrics) WatchHold(f func() time.Duration) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.heldF = f
+}
+
+// FileSequence is the numeric suffix of a binlog file name: both servers
+// name their binlogs basename.NNNNNN and count up by one at each rotation
+// (binlog.000042 gives 42).
+func FileSequence(file string) (uint64, bool) {
+	i := strings.LastIndexByte(file, '.')
+	if i < 0 || i == len(file)-1 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(file[i+1:], 10, 64)
+	return n, err == nil
 }
 
 // SplitGTID splits one transaction's GTID into its source and sequence

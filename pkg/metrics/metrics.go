@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -57,10 +58,24 @@ type Metrics struct {
 	live    *liveCollector
 	replica *replicaCollector
 
-	// Per-row counters by (table, exchange), so the settle stage does not
-	// build label strings for every row.
+	// exchange bounds the exchange label, the one label whose values come
+	// from row data (table names come from the config, reasons and statuses
+	// are fixed sets).
+	exchange *labelLimit
+
+	// Per-row counters by (table, exchange label), so the settle stage does
+	// not build label strings for every row. Keyed by the bounded label
+	// value, so it holds at most tables x (max_label_values + 1) entries.
 	rowCounters sync.Map // rowKey -> prometheus.Counter
-	names       sync.Map // *outbox.Table -> string
+	names       sync.Map // *outbox.Table -> string (configured tables only)
+}
+
+// Config bounds what row data can do to the metrics.
+type Config struct {
+	// MaxLabelValues is the most distinct values a label fed from row data
+	// (exchange) takes; later values are counted under "other". 0 means
+	// DefaultMaxLabelValues.
+	MaxLabelValues int
 }
 
 type rowKey struct {
@@ -68,13 +83,21 @@ type rowKey struct {
 	exchange string
 }
 
-// New registers every metric in a fresh registry, with the Go runtime and
-// process collectors beside them.
-func New() *Metrics {
+// New registers every metric in a fresh registry, with the defaults and no
+// log (see NewWith).
+func New() *Metrics { return NewWith(Config{}, zap.NewNop()) }
+
+// NewWith registers every metric in a fresh registry, with the Go runtime
+// and process collectors beside them. log gets the one-time warning when a
+// label reaches cfg.MaxLabelValues.
+func NewWith(cfg Config, log *zap.Logger) *Metrics {
+	if cfg.MaxLabelValues <= 0 {
+		cfg.MaxLabelValues = DefaultMaxLabelValues
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg}
+	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log)}
 	m.published = counterVec(f, "messages_published_total", "Outbox rows confirmed by the broker and routed to at least one queue.", "table", "exchange")
 	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, no_exchange, refused, field_too_long, other.", "table", "exchange", "reason")
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
@@ -158,10 +181,10 @@ func (m *Metrics) tableName(t *outbox.Table) string {
 
 // Published counts a confirmed, routed row and its latencies.
 func (m *Metrics) Published(t *outbox.Table, exchange string, confirm, sinceCommit time.Duration) {
-	k := rowKey{t, exchange}
+	k := rowKey{t, m.exchange.value(exchange)}
 	c, ok := m.rowCounters.Load(k)
 	if !ok {
-		c, _ = m.rowCounters.LoadOrStore(k, m.published.WithLabelValues(m.tableName(t), exchange))
+		c, _ = m.rowCounters.LoadOrStore(k, m.published.WithLabelValues(m.tableName(t), k.exchange))
 	}
 	c.(prometheus.Counter).Inc()
 	if confirm > 0 {
@@ -174,10 +197,10 @@ func (m *Metrics) Published(t *outbox.Table, exchange string, confirm, sinceComm
 
 // Failed counts a row sent to the retry path or FAILED.
 func (m *Metrics) Failed(t *outbox.Table, exchange string, reason error) {
-	name := m.tableName(t)
-	m.failed.WithLabelValues(name, exchange, FailureReason(exchange, reason)).Inc()
+	name, label := m.tableName(t), m.exchange.value(exchange)
+	m.failed.WithLabelValues(name, label, FailureReason(exchange, reason)).Inc()
 	if errors.Is(reason, publisher.ErrReturned) {
-		m.returned.WithLabelValues(name, exchange).Inc()
+		m.returned.WithLabelValues(name, label).Inc()
 	}
 }
 

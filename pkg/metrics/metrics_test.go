@@ -148,15 +148,21 @@ func TestMetricsLiveState(t *testing.T) {
 	m.Checkpointed(checkpoint.Checkpoint{File: "binlog.000012", Pos: 4000, SavedAt: saved})
 
 	want := `
-# HELP binlog_relay_binlog_position Position (end of the last whole transaction read) in the binlog file named by the label.
-# TYPE binlog_relay_binlog_position gauge
-binlog_relay_binlog_position{binlog_file="binlog.000012"} 4567
+# HELP binlog_relay_binlog_file_sequence Numeric suffix of the binlog file of the last whole transaction read (binlog.000042 gives 42).
+# TYPE binlog_relay_binlog_file_sequence gauge
+binlog_relay_binlog_file_sequence 12
+# HELP binlog_relay_binlog_offset Byte offset (end of the last whole transaction read) in the file binlog_file_sequence names.
+# TYPE binlog_relay_binlog_offset gauge
+binlog_relay_binlog_offset 4567
 # HELP binlog_relay_checkpoint_age_seconds Time since the last checkpoint was saved. Saves happen only when transactions were read, so this grows on an idle source; watch lag for stalls.
 # TYPE binlog_relay_checkpoint_age_seconds gauge
 binlog_relay_checkpoint_age_seconds 12
-# HELP binlog_relay_checkpoint_position Saved checkpoint position in the binlog file named by the label.
-# TYPE binlog_relay_checkpoint_position gauge
-binlog_relay_checkpoint_position{binlog_file="binlog.000012"} 4000
+# HELP binlog_relay_checkpoint_file_sequence Numeric suffix of the binlog file of the saved checkpoint.
+# TYPE binlog_relay_checkpoint_file_sequence gauge
+binlog_relay_checkpoint_file_sequence 12
+# HELP binlog_relay_checkpoint_offset Byte offset of the saved checkpoint in the file checkpoint_file_sequence names.
+# TYPE binlog_relay_checkpoint_offset gauge
+binlog_relay_checkpoint_offset 4000
 # HELP binlog_relay_connection_up 1 when the connection is up: source (binlog stream), broker (RabbitMQ), redis (checkpoint store).
 # TYPE binlog_relay_connection_up gauge
 binlog_relay_connection_up{target="broker"} 0
@@ -166,7 +172,8 @@ binlog_relay_connection_up{target="source"} 1
 binlog_relay_ready 0
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"binlog_relay_binlog_position", "binlog_relay_checkpoint_age_seconds", "binlog_relay_checkpoint_position",
+		"binlog_relay_binlog_file_sequence", "binlog_relay_binlog_offset", "binlog_relay_checkpoint_age_seconds",
+		"binlog_relay_checkpoint_file_sequence", "binlog_relay_checkpoint_offset",
 		"binlog_relay_connection_up", "binlog_relay_ready"); err != nil {
 		t.Error(err)
 	}

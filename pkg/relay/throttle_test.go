@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -69,7 +70,53 @@ func TestThrottleMapStaysBounded(t *testing.T) {
 		}
 		th.allow(throttleKey{table: "t", exchange: string(rune('a' + i%26)), kind: string(rune(i))})
 	}
-	if n := len(th.keys); n > maxThrottleKeys {
+	if n := th.len(); n > maxThrottleKeys {
 		t.Fatalf("%d keys kept, want at most %d", n, maxThrottleKeys)
+	}
+}
+
+// Failures to 5,000 distinct exchanges inside one interval (none idle, so
+// nothing could be pruned by age) keep the map at its bound, least recently
+// used out; the lines the dropped keys held back come out of flush under
+// exchange "other", so none is lost.
+func TestThrottleBoundedUnderDistinctExchanges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	th := newThrottle(time.Minute)
+	th.now = func() time.Time { return now }
+	const exchanges = 5000
+	hot := throttleKey{table: "shop.outbox", exchange: "orders", kind: "returned"}
+	written, peak := 0, 0
+	for i := range exchanges {
+		k := throttleKey{table: "shop.outbox", exchange: fmt.Sprintf("tenant-%d", i), kind: "no_exchange"}
+		for range 3 { // one line, two held back
+			if ok, _ := th.allow(k); ok {
+				written++
+			}
+		}
+		th.allow(hot) // used all along: never the least recently used
+		peak = max(peak, th.len())
+	}
+	if peak > maxThrottleKeys {
+		t.Fatalf("map peaked at %d keys, bound is %d", peak, maxThrottleKeys)
+	}
+	t.Logf("%d distinct exchanges: map peaked at %d keys", exchanges, peak)
+	if written != exchanges {
+		t.Errorf("%d lines written, want one per exchange (%d)", written, exchanges)
+	}
+	if _, ok := th.keys[hot]; !ok {
+		t.Error("the most used key was evicted")
+	}
+	now = now.Add(time.Minute)
+	held := 0
+	th.flush(func(k throttleKey, n int) {
+		if k.exchange == overflowExchange && k.kind != "no_exchange" {
+			t.Errorf("overflow line %+v has the wrong kind", k)
+		}
+		if k != hot {
+			held += n
+		}
+	})
+	if held != 2*exchanges {
+		t.Errorf("flush accounted for %d held-back lines, want %d", held, 2*exchanges)
 	}
 }

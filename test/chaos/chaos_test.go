@@ -31,6 +31,7 @@ var (
 // summary.
 func TestChaos(t *testing.T) {
 	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	realRestarts := *real
 	db := testenv.NewDB(t, "schema/producer_message.sql", "schema/consumer_message.sql")
 	db.Exec(t, "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_no VARCHAR(32) NOT NULL UNIQUE, amount INT NOT NULL)")

@@ -42,6 +42,7 @@ func viaProxy(t *testing.T, yaml string, px *faultproxy.Proxy) string {
 // arrives once, in order.
 func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)

@@ -119,6 +119,7 @@ func assertSameOrder(t *testing.T, got, want []string) {
 // and the checkpoint ends at the last commit.
 func TestRelaySurvivesSIGKILL(t *testing.T) {
 	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
@@ -217,6 +218,7 @@ func TestRelayFollowsBinlogRotation(t *testing.T) {
 // RSS under 256 MB.
 func TestRelayLargeTransactionMemory(t *testing.T) {
 	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)

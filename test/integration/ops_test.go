@@ -291,8 +291,9 @@ func TestMetricsDuringRun(t *testing.T) {
 	if v, ok := value(fams, "binlog_relay_outbox_oldest_pending_age_seconds", "table", table); !ok || v < 3500 || v > 3900 {
 		t.Errorf("oldest PENDING age %v (present %v), want about an hour", v, ok)
 	}
-	for _, name := range []string{"binlog_relay_binlog_lag_seconds", "binlog_relay_binlog_position", "binlog_relay_binlog_gtid_sequence",
-		"binlog_relay_checkpoint_age_seconds", "binlog_relay_checkpoint_position"} {
+	for _, name := range []string{"binlog_relay_binlog_lag_seconds", "binlog_relay_binlog_file_sequence", "binlog_relay_binlog_offset",
+		"binlog_relay_binlog_gtid_sequence", "binlog_relay_checkpoint_age_seconds", "binlog_relay_checkpoint_file_sequence",
+		"binlog_relay_checkpoint_offset"} {
 		if _, ok := value(fams, name); !ok {
 			t.Errorf("%s missing", name)
 		}

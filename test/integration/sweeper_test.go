@@ -357,6 +357,7 @@ func binaryLogs(t *testing.T, db *sql.DB) []string {
 // a deadlock or lock wait timeout.
 func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
