@@ -184,6 +184,17 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 		"statuses: %v", statusCounts(t, db.Primary))
 	distinct, dups := got.Distinct()
 	if dups != 0 || distinct != len(want) {
+		// Which rows came twice, and where, tells a replay (a run of one
+		// transaction's rows) from a republish after a broker blip.
+		seen, shown := map[string]int{}, 0
+		for i, d := range got.All() {
+			if j, ok := seen[d.MessageID]; ok && shown < 5 {
+				t.Logf("duplicate %s: delivery %d and %d", d.MessageID, j, i)
+				shown++
+			} else if !ok {
+				seen[d.MessageID] = i
+			}
+		}
 		t.Fatalf("after SIGTERM and restart: %d distinct, %d duplicates; want %d and 0", distinct, dups, len(want))
 	}
 	assertSameOrder(t, firstSeenOrder(got.All()), want)
