@@ -41,6 +41,9 @@ func (in *Inbox) processDedup(ctx context.Context, m Message) (Outcome, error) {
 		if err == nil || !isTransient(err) || ctx.Err() != nil {
 			return out, err
 		}
+		if werr := transientPause(ctx, i); werr != nil {
+			return 0, err
+		}
 	}
 	return 0, err
 }

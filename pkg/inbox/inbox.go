@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
@@ -69,8 +70,25 @@ func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
 		}
 		in.log.Debug("inbox transaction hit a transient error; running it again",
 			zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
+		if werr := transientPause(ctx, i); werr != nil {
+			return 0, err
+		}
 	}
 	return 0, err
+}
+
+// transientPause waits before running a transaction again after a deadlock
+// or lock wait timeout: 10 ms, then 20 ms, 40 ms..., each with up to as much
+// again of random jitter, so workers that deadlocked on one hot row do not
+// collide again in step.
+func transientPause(ctx context.Context, attempt int) error {
+	base := 10 * time.Millisecond << min(attempt-1, 6)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(base + rand.N(base)):
+		return nil
+	}
 }
 
 // attempt is the first-delivery flow: insert the row as SUCCESS and run the handler in

@@ -158,8 +158,10 @@ func TestSeedMsgDedupAppliesOnce(t *testing.T) {
 	if got := e.count(`SELECT COUNT(*) FROM t_message_log WHERE status = 'SUCCESS'`); got != n-1 {
 		t.Fatalf("%d SUCCESS log rows, want %d", got, n-1)
 	}
-	if got := e.count(`SELECT COUNT(*) FROM t_message_log WHERE msg_id IN ('dd-003', 'dd-033') AND status = 'SUCCESS' AND retry_count = 1`); got != 2 {
-		t.Fatalf("%d of the failed-then-requeued messages logged SUCCESS after 1 failure, want 2", got)
+	// At least the scripted failure; a deadlock between workers on the
+	// shared stock row is a failed attempt too.
+	if got := e.count(`SELECT COUNT(*) FROM t_message_log WHERE msg_id IN ('dd-003', 'dd-033') AND status = 'SUCCESS' AND retry_count >= 1`); got != 2 {
+		t.Fatalf("%d of the failed-then-requeued messages logged SUCCESS after their failure, want 2", got)
 	}
 	var status, errText string
 	var retries int
