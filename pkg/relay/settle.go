@@ -293,13 +293,14 @@ func (s *settler) fail(ctx context.Context, row *outbox.Row, exchange string, ca
 		MaxRetries:   t.MaxRetries,
 		Reason:       cause.Error(),
 		FromStatuses: t.Statuses.Publishable,
+		Permanent:    errors.Is(cause, router.ErrNullField),
 	}
 	if t.Columns.MaxRetryCount != "" {
 		a.MaxRetries = intValue(row.Values[t.Columns.MaxRetryCount])
 	}
 	if n := len(s.fails); n > 0 {
 		if g := s.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
-			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries {
+			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries && g.attempt.Permanent == a.Permanent {
 			g.ids = append(g.ids, row.ID)
 			return s.counted(ctx)
 		}

@@ -27,6 +27,12 @@ type Message struct {
 // crash.
 var ErrNoRoute = errors.New("no route")
 
+// ErrNullField marks a row whose exchange or message id column is NULL:
+// the row itself can never be published, so it is FAILED at once (with
+// ErrNoRoute's reason) instead of retried. `requeue --failed` sends it
+// again once fixed.
+var ErrNullField = errors.New("required column is NULL")
+
 // Router routes rows of a set of tables. Templates are parsed once.
 type Router struct {
 	tables map[*outbox.Table]*tableRoute
@@ -95,7 +101,7 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		// A made-up id would let two such rows collide in a consumer's
 		// deduplication, or one row change id between attempts: the row is
 		// refused, so it ends FAILED with this reason.
-		return nil, fmt.Errorf("%w: message id column %q is NULL or missing", ErrNoRoute, c)
+		return nil, fmt.Errorf("%w: message id column %q is NULL or missing (%w)", ErrNoRoute, c, ErrNullField)
 	}
 	msgID := MessageID(row)
 	body := outbox.ValueBytes(row.Values[t.Columns.Payload])
@@ -140,7 +146,7 @@ func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (
 	}
 	ex, missing := tr.exchange.Render(lookup)
 	if missing != "" {
-		return "", fmt.Errorf("%w: exchange column %q is NULL or missing", ErrNoRoute, missing)
+		return "", fmt.Errorf("%w: exchange column %q is NULL or missing (%w)", ErrNoRoute, missing, ErrNullField)
 	}
 	if ex == "" {
 		return "", fmt.Errorf("%w: the exchange is empty", ErrNoRoute)

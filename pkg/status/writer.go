@@ -97,6 +97,9 @@ type Attempt struct {
 	// makes the write version-checked.
 	Version    int64
 	HasVersion bool
+	// Permanent: retrying cannot help (the row itself cannot be
+	// published); FAILED at once where the table has a failed status.
+	Permanent bool
 }
 
 // Outcome tells what MarkRetry did.
@@ -205,7 +208,7 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 	}
 	pending := t.Statuses.RetryValue()
 	out, status := Retrying, pending
-	if a.Retries+1 >= a.MaxRetries || pending == "" {
+	if a.Retries+1 >= a.MaxRetries || pending == "" || a.Permanent {
 		out, status = Failed, t.Statuses.Failed
 	}
 	if status == "" {

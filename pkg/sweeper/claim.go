@@ -282,6 +282,7 @@ func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []
 		out, err := s.status.MarkRetryOn(ctx, ex, t, status.Attempt{
 			ID: f.c.row.ID, Retries: f.c.retries, MaxRetries: f.c.maxRetries, Reason: f.err.Error(),
 			FromStatuses: p.claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
+			Permanent: errors.Is(f.err, router.ErrNullField),
 		})
 		if err != nil {
 			return 0, 0, 0, err
