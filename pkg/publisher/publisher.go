@@ -180,6 +180,9 @@ type Publisher struct {
 	dial      dialFunc
 	exchanges *exchangeCache
 	warn      *warnLimiter
+	// republished counts messages published again after their fate on a
+	// lost channel was unknown (see Republished).
+	republished atomic.Uint64
 }
 
 // New builds a publisher; Run connects.
@@ -192,6 +195,15 @@ func New(cfg Config, log *zap.Logger) *Publisher {
 
 // Connected reports whether the broker connection is up.
 func (p *Publisher) Connected() bool { return p.connected.Load() }
+
+// Republished counts the messages published again because an earlier
+// publish of theirs had an unknown fate: they were unconfirmed when the
+// connection was lost, or when the broker closed the channel over a
+// refusal it did not pin on one message (an exchange deleted, or a
+// permission revoked, after it was proven). The broker may have routed the
+// earlier copy, so each is a possible duplicate; a consumer's inbox absorbs
+// it.
+func (p *Publisher) Republished() uint64 { return p.republished.Load() }
 
 // Holding reports the message the stream is held behind, if any.
 func (p *Publisher) Holding() (Hold, bool) {
