@@ -8,7 +8,10 @@
 // the broker closed over one publish (403, 404, 406) or a frame it could not
 // take fails that message with the broker's reply, and the stream goes on;
 // only a failure of the connection itself reconnects. Messages that break an
-// AMQP limit fail before they are sent. A message that must not fail
+// AMQP limit, or that RabbitMQ would refuse per message (406), fail before
+// they are sent, and the first publish to an exchange on a connection goes
+// alone (probe.go), so the refusals that can be foreseen never cost another
+// message in flight a republish and a possible duplicate. A message that must not fail
 // (Job.MustDeliver, or any message in strict mode) goes to the dead-letter
 // exchange or holds the stream, reported by Holding, until it is delivered.
 // The work is an explicit state machine (machine.go), one method per event.
