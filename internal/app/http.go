@@ -57,6 +57,12 @@ func (a *App) Metrics() *metrics.Metrics {
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
 		m.WatchHold(a.heldFor)
+		m.WatchRepublished(func() uint64 {
+			if p := a.ops.pub.Load(); p != nil {
+				return p.Republished()
+			}
+			return 0
+		})
 		a.ops.metrics = m
 	})
 	return a.ops.metrics

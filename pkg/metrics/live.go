@@ -38,13 +38,14 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished *prometheus.Desc
 
 	mu     sync.Mutex
 	stream Stream
 	conns  map[string]Conn
 	readyF func() bool
 	heldF  func() time.Duration
+	repubF func() uint64
 	cp     *checkpoint.Checkpoint
 	now    func() time.Time
 }
@@ -69,6 +70,9 @@ func newLiveCollector() *liveCollector {
 		ready:     d("ready", "1 when /readyz reports ready."),
 		held: d("publish_held_seconds", "How long publishing has been held behind one message (strict ordering, a message of a table "+
 			"without a status column that the broker refuses and no dead-letter exchange, or a row that cannot be routed); 0 when not holding."),
+		republished: d("republished_total", "Messages published again because an earlier publish had an unknown fate (unconfirmed when "+
+			"the broker connection was lost, or when the broker closed the channel over a refusal it did not pin on one message: "+
+			"an exchange deleted or a permission revoked while messages to it were in flight). Each is a possible duplicate."),
 		conns: map[string]Conn{},
 		now:   time.Now,
 	}
@@ -76,7 +80,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished} {
 		ch <- d
 	}
 }
@@ -84,7 +88,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, heldF, cp := c.stream, c.readyF, c.heldF, c.cp
+	stream, readyF, heldF, repubF, cp := c.stream, c.readyF, c.heldF, c.repubF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -126,6 +130,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if heldF != nil {
 		gauge(c.held, heldF().Seconds())
+	}
+	if repubF != nil {
+		ch <- prometheus.MustNewConstMetric(c.republished, prometheus.CounterValue, float64(repubF()))
 	}
 }
 
@@ -171,6 +178,14 @@ func (m *Metrics) WatchHold(f func() time.Duration) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.heldF = f
+}
+
+// WatchRepublished exports the publisher's count of messages published
+// again after an unknown fate as binlog_relay_republished_total.
+func (m *Metrics) WatchRepublished(f func() uint64) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.repubF = f
 }
 
 // FileSequence is the numeric suffix of a binlog file name: both servers

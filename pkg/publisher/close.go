@@ -68,11 +68,11 @@ func (m *machine) unsend() []*entry {
 	var inflight []*entry
 	for _, e := range m.q {
 		if e.state == sent {
-			e.state = waiting
+			e.state, e.probe, e.unknown = waiting, false, true
 			inflight = append(inflight, e)
 		}
 	}
-	m.sent, m.next = 0, 0
+	m.sent, m.next, m.probes = 0, 0, 0
 	return inflight
 }
 

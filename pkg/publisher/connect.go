@@ -23,6 +23,7 @@ func (m *machine) connect() {
 			return
 		}
 		m.conn, dialled = conn, true
+		m.forgetProofs()
 	}
 	s, err := openChannel(m.conn, m.cfg.Window)
 	if err != nil {

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -40,6 +41,9 @@ func checkLimits(exchange, key string, pub *amqp.Publishing, frameMax, maxBody i
 	}
 	if err := pub.Headers.Validate(); err != nil {
 		return fmt.Errorf("%w: headers: %v", ErrRefused, err)
+	}
+	if err := checkBrokerRules(pub); err != nil {
+		return err
 	}
 	hs, err := tableSize(pub.Headers, "headers")
 	if err != nil {
@@ -131,4 +135,44 @@ func fieldSize(v any, path string) (int, error) {
 		return 1 + s, err
 	}
 	return 0, fmt.Errorf("%w: header %s has type %T, which AMQP cannot carry", ErrRefused, path, v)
+}
+
+// maxExpiry is the largest per-message TTL RabbitMQ takes (MAX_EXPIRY_TIMER,
+// milliseconds).
+const maxExpiry = 1<<32 - 1
+
+// checkBrokerRules fails a message RabbitMQ would refuse with 406
+// PRECONDITION_FAILED on basic.publish, which closes the channel and takes
+// every publish behind it along: sender-selected distribution headers CC
+// and BCC that are not arrays (and array elements that are not strings,
+// which the broker would silently ignore, losing the route), and an
+// expiration that is not a whole number of milliseconds from 0 to 2^32-1.
+// The failure wraps ErrRefused, the kind a broker's 406 has; the message
+// is never sent.
+func checkBrokerRules(pub *amqp.Publishing) error {
+	for _, name := range [...]string{"CC", "BCC"} {
+		v, ok := pub.Headers[name]
+		if !ok {
+			continue
+		}
+		arr, isArr := v.([]any)
+		if !isArr {
+			return fmt.Errorf("%w: header %s is %T, RabbitMQ takes only an array of strings there "+
+				"(it would close the channel with 406 PRECONDITION_FAILED); not sent", ErrRefused, name, v)
+		}
+		for i, x := range arr {
+			if _, isStr := x.(string); !isStr {
+				return fmt.Errorf("%w: header %s element %d is %T, not a string (RabbitMQ would ignore that route); not sent",
+					ErrRefused, name, i, x)
+			}
+		}
+	}
+	if e := pub.Expiration; e != "" {
+		n, err := strconv.ParseUint(e, 10, 64)
+		if err != nil || e[0] == '+' || n > maxExpiry {
+			return fmt.Errorf("%w: expiration %q is not a whole number of milliseconds from 0 to %d "+
+				"(RabbitMQ would close the channel with 406 PRECONDITION_FAILED); not sent", ErrRefused, e, uint64(maxExpiry))
+		}
+	}
+	return nil
 }

@@ -35,6 +35,12 @@ type entry struct {
 	// could belong to any of several messages; it is sent alone until its
 	// outcome is known.
 	suspect bool
+	// probe: the first publish to an exchange not yet proven on this
+	// connection, sent alone (see probeGate).
+	probe bool
+	// unknown: in flight on a channel that ended, so the broker may have
+	// routed it; publishing it again may deliver it twice.
+	unknown bool
 	// viaDLX: the next publish is the dead-letter copy; reason is why.
 	viaDLX       bool
 	deadLettered bool
@@ -64,6 +70,12 @@ type machine struct {
 	// suspects counts unresolved suspects; while there are any, one
 	// message at a time is in flight so the next refusal names its culprit.
 	suspects int
+	// probes counts probes in flight (0 or 1): while one is, it is the
+	// only message in flight.
+	probes int
+	// proven holds the exchanges that took a publish from this user on
+	// the current connection (probeGate).
+	proven *exchangeCache
 	// requeued: settleHead put the head back to be published again.
 	requeued bool
 
@@ -174,9 +186,10 @@ func (m *machine) intake(job Job, ok bool) {
 }
 
 // window is how many messages may be unconfirmed: one while suspects are
-// being resolved (or in strict mode, where Defaults sets Window to 1).
+// being resolved or a probe is out (or in strict mode, where Defaults sets
+// Window to 1).
 func (m *machine) window() int {
-	if m.suspects > 0 {
+	if m.suspects > 0 || m.probes > 0 {
 		return 1
 	}
 	return m.cfg.Window
@@ -196,8 +209,16 @@ func (m *machine) pump() error {
 		if !e.holdUntil.IsZero() {
 			return nil // held: nothing overtakes it
 		}
+		ok, probe := m.probeGate(e)
+		if !ok {
+			return nil // the probe waits for everything in flight
+		}
 		if err := m.send(e); err != nil {
 			return err
+		}
+		if probe && e.state == sent {
+			e.probe = true
+			m.probes++
 		}
 		if m.sess == nil || e.retryPending {
 			return nil // the session ended, or e failed and will be retried

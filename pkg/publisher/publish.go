@@ -49,6 +49,12 @@ func (m *machine) send(e *entry) error {
 	}
 	e.state, e.seq, e.exchange, e.key, e.returned = sent, seq, exchange, key, ""
 	e.sentAt = time.Now()
+	if e.unknown {
+		// The broker may have routed the earlier copy: a possible
+		// duplicate, counted (Publisher.Republished).
+		e.unknown = false
+		m.p.republished.Add(1)
+	}
 	m.sess.bySeq[seq] = e
 	m.sent++
 	return nil
@@ -63,7 +69,11 @@ func (m *machine) fail(e *entry, err error) {
 		e.suspect = false
 		m.suspects--
 	}
-	e.state, e.err = done, err
+	if e.probe {
+		e.probe = false
+		m.probes--
+	}
+	e.state, e.err, e.unknown = done, err, false
 	if err != nil && m.mustRetry(e) {
 		// Nothing behind it may be published until it is retried: move
 		// the publish cursor back to it, where pump stops.
@@ -92,6 +102,10 @@ func (m *machine) onConfirm(s *session, c amqp.Confirmation) {
 		return
 	}
 	delete(s.bySeq, c.DeliveryTag)
+	if e.probe {
+		// Acked, nacked or returned: the broker took the publish.
+		m.prove(e.exchange)
+	}
 	var err error
 	switch {
 	case e.returned != "":

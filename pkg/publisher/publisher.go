@@ -8,7 +8,10 @@
 // the broker closed over one publish (403, 404, 406) or a frame it could not
 // take fails that message with the broker's reply, and the stream goes on;
 // only a failure of the connection itself reconnects. Messages that break an
-// AMQP limit fail before they are sent. A message that must not fail
+// AMQP limit, or that RabbitMQ would refuse per message (406), fail before
+// they are sent, and the first publish to an exchange on a connection goes
+// alone (probe.go), so the refusals that can be foreseen never cost another
+// message in flight a republish and a possible duplicate. A message that must not fail
 // (Job.MustDeliver, or any message in strict mode) goes to the dead-letter
 // exchange or holds the stream, reported by Holding, until it is delivered.
 // The work is an explicit state machine (machine.go), one method per event.
@@ -180,6 +183,9 @@ type Publisher struct {
 	dial      dialFunc
 	exchanges *exchangeCache
 	warn      *warnLimiter
+	// republished counts messages published again after their fate on a
+	// lost channel was unknown (see Republished).
+	republished atomic.Uint64
 }
 
 // New builds a publisher; Run connects.
@@ -192,6 +198,15 @@ func New(cfg Config, log *zap.Logger) *Publisher {
 
 // Connected reports whether the broker connection is up.
 func (p *Publisher) Connected() bool { return p.connected.Load() }
+
+// Republished counts the messages published again because an earlier
+// publish of theirs had an unknown fate: they were unconfirmed when the
+// connection was lost, or when the broker closed the channel over a
+// refusal it did not pin on one message (an exchange deleted, or a
+// permission revoked, after it was proven). The broker may have routed the
+// earlier copy, so each is a possible duplicate; a consumer's inbox absorbs
+// it.
+func (p *Publisher) Republished() uint64 { return p.republished.Load() }
 
 // Holding reports the message the stream is held behind, if any.
 func (p *Publisher) Holding() (Hold, bool) {

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ var scenarios = []struct {
 	{"RefusedExchangeIsBounded", testRefusedExchangeIsBounded},
 	{"WritePermissionRefused", testWritePermissionRefused},
 	{"RefusalAmongManyInFlight", testRefusalAmongManyInFlight},
+	{"ForeseeableRefusalsCostNoDuplicates", testForeseeableRefusalsCostNoDuplicates},
 	{"FrameErrorClosesConnection", testFrameErrorClosesConnection},
 	{"ExchangeDeletedAfterCheck", testExchangeDeletedAfterCheck},
 	{"Nack", testNack},
@@ -118,7 +120,9 @@ func testMultipleAckThenReset(t *testing.T, e env) {
 	f := needFake(t, e, "reset a connection with confirmations buffered")
 	ex := e.bound(t)
 	f.script = func(p fakePub) outcome {
-		if p.conn > 1 {
+		// The first publish to the exchange goes alone and proves it;
+		// it must be confirmed for the rest to be pipelined.
+		if p.conn > 1 || p.msg.MessageId == "m-0001" {
 			return outcome{code: -1}
 		}
 		if p.msg.MessageId == "m-0005" {
@@ -136,11 +140,19 @@ func testMultipleAckThenReset(t *testing.T, e env) {
 	if e.dials() != 2 {
 		t.Errorf("%d connections, want 2 (one reconnect)", e.dials())
 	}
-	// m1..m3 were confirmed before the reset: never sent again.
+	// m1..m3 were confirmed before the reset: never sent again. m4..m8
+	// were unconfirmed, their fate unknown: each republish is counted.
+	again := 0
 	for _, p := range f.published {
 		if p.conn == 2 && p.msg.MessageId <= "m-0003" {
 			t.Errorf("%s republished although it was confirmed", p.msg.MessageId)
 		}
+		if p.conn == 2 {
+			again++
+		}
+	}
+	if n := h.p.Republished(); n != uint64(again) || n != 5 {
+		t.Errorf("Republished() = %d, want the %d messages published again (m4..m8)", n, again)
 	}
 }
 
@@ -302,37 +314,93 @@ func wantDeliveredOnce(t *testing.T, got []amqp.Publishing, want []string) {
 	}
 }
 
-// Ten messages are unconfirmed when the channel is closed by a refusal: the
-// suspects are sent one at a time, the culprit is refused a second time,
-// alone, and fails; nobody else fails and nothing is sent a third time.
+// A refusal nothing foresaw (write permission on a proven exchange revoked
+// while messages to it are in flight) closes the channel with several
+// messages unconfirmed: the suspects are sent one at a time, the culprit
+// is refused a second time, alone, and fails; nobody else fails, nothing
+// is sent a third time, and every message published again is counted.
 func testRefusalAmongManyInFlight(t *testing.T, e env) {
-	f := needFake(t, e, "withhold confirmations")
+	f := needFake(t, e, "withhold confirmations and revoke a permission")
 	ex := e.bound(t)
-	refused := false // until the refusal, nothing is confirmed
+	refused := false // until the refusal, nothing after the probe is confirmed
 	f.script = func(p fakePub) outcome {
-		if p.exchange == ex && !refused {
+		switch {
+		case p.msg.MessageId == "probe":
+			return outcome{code: -1}
+		case p.msg.MessageId == "bad":
+			refused = true
+			return outcome{kind: closeChannel, code: 403, text: "ACCESS_REFUSED - write access to exchange '" + ex + "' refused"}
+		case !refused:
 			return outcome{kind: withhold}
 		}
-		refused = refused || p.exchange == "amq.rabbitmq.trace"
 		return outcome{code: -1}
 	}
 	h := start(t, e, Config{Window: 32})
 	names := ids("a", 5)
+	h.send(msg("probe", ex, "k"))
 	h.send(jobsTo(ex, names[:3])...)
-	h.send(msg("bad", "amq.rabbitmq.trace", "k"))
+	h.send(msg("bad", ex, "k"))
 	h.send(jobsTo(ex, names[3:])...)
-	all := []string{names[0], names[1], names[2], "bad", names[3], names[4]}
+	all := []string{"probe", names[0], names[1], names[2], "bad", names[3], names[4]}
 	rs := h.results(len(all))
 	wantOrder(t, rs, all)
 	wantErrs(t, rs, map[string]error{"bad": ErrRefused})
-	tries := 0
+	tries := map[string]int{}
 	for _, p := range f.published {
-		if p.msg.MessageId == "bad" {
-			tries++
+		tries[p.msg.MessageId]++
+	}
+	if tries["bad"] != 2 {
+		t.Errorf("the refused message was published %d times, want 2 (with others, then alone)", tries["bad"])
+	}
+	for _, id := range names[:3] {
+		if tries[id] != 2 {
+			t.Errorf("%s, unconfirmed at the refusal, was published %d times, want 2", id, tries[id])
 		}
 	}
-	if tries != 2 {
-		t.Errorf("the refused message was published %d times, want 2 (with others, then alone)", tries)
+	// Unconfirmed when the channel closed, each published once more: a1..a3
+	// and bad, and a4 and a5 if the client had sent them behind bad before
+	// it saw the close (the broker discarded them; the client cannot know).
+	if n := h.p.Republished(); n < 4 || n > 6 {
+		t.Errorf("Republished() = %d, want 4..6 (the messages whose fate was unknown)", n)
+	}
+	wantDials(t, e, 1)
+}
+
+// Refusals the publisher can foresee cost no duplicate, with many messages
+// in flight around them: a 403 for an internal exchange or one the user
+// may not write to (the first publish to an exchange goes alone, so its
+// refusal names it), and the 406 a CC header that is not an array or an
+// invalid expiration would get (checked before sending). Every good
+// message arrives exactly once and nothing is republished.
+func testForeseeableRefusalsCostNoDuplicates(t *testing.T, e env) {
+	denied := e.denied(t)
+	ex := e.bound(t)
+	h := start(t, e, Config{Window: 256})
+	cc, exp := msg("cc", ex, "k"), msg("exp", ex, "k")
+	cc.Msg.Publishing.Headers = amqp.Table{"CC": "not-a-list"}
+	exp.Msg.Publishing.Expiration = "-1"
+	var all, good []string
+	for i, bad := range []Job{msg("trace", "amq.rabbitmq.trace", "k"), msg("denied", denied, "k"), cc, exp} {
+		batch := ids(fmt.Sprintf("g%d", i), 300)
+		h.send(jobsTo(ex, batch)...)
+		h.send(bad)
+		all = append(append(all, batch...), bad.Tag.(string))
+		good = append(good, batch...)
+	}
+	// A fence: every copy of an earlier message that was ever published
+	// is in the queue before it.
+	h.send(msg("fence", ex, "k"))
+	all, good = append(all, "fence"), append(good, "fence")
+	rs := h.results(len(all))
+	wantOrder(t, rs, all)
+	wantErrs(t, rs, map[string]error{"trace": ErrRefused, "denied": ErrRefused, "cc": ErrRefused, "exp": ErrRefused})
+	got := e.received(t, ex, len(good))
+	if len(got) != len(good) {
+		t.Errorf("%d messages arrived for %d good ones: %d duplicates", len(got), len(good), len(got)-len(good))
+	}
+	wantDeliveredOnce(t, got, good)
+	if n := h.p.Republished(); n != 0 {
+		t.Errorf("Republished() = %d, want 0", n)
 	}
 	wantDials(t, e, 1)
 }
