@@ -19,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -254,11 +255,15 @@ func instanceID() string {
 	return fmt.Sprintf("%s/pid %d/%08x", host, os.Getpid(), rand.Uint32())
 }
 
+// liveInstances are the heartbeat values of the relays running in this
+// process.
+var liveInstances sync.Map
+
 // leftByDeadProcess reports whether a heartbeat value (instanceID's form)
 // was written by a process on this host that is not running any more: the
-// same pid as this process (a restarted container, where the relay is pid 1
-// again: two live processes cannot share a pid on one host) or a pid that
-// no longer exists.
+// same pid as this process but none of its relays (a restarted container,
+// where the relay is pid 1 again: two live processes cannot share a pid on
+// one host) or a pid that no longer exists.
 func leftByDeadProcess(instance string) bool {
 	host, _ := os.Hostname()
 	parts := strings.Split(instance, "/")
@@ -270,7 +275,10 @@ func leftByDeadProcess(instance string) bool {
 		return false
 	}
 	if pid == os.Getpid() {
-		return true
+		// Ours, unless a relay of this very process wrote it (several
+		// relays embedded in one process).
+		_, live := liveInstances.Load(instance)
+		return !live
 	}
 	// Signal 0 checks that the process exists; EPERM means it does (owned
 	// by another user).
@@ -288,6 +296,7 @@ func (a *App) claimName(ctx context.Context) error {
 	}
 	if a.gap.instance == "" {
 		a.gap.instance = instanceID()
+		liveInstances.Store(a.gap.instance, true)
 	}
 	deadline := time.Now().Add(instanceTTL + instanceEvery)
 	var other string
@@ -354,6 +363,9 @@ func (a *App) instanceService() service {
 
 // releaseName deletes the heartbeat key if it is this process's.
 func (a *App) releaseName() {
+	if a.gap.instance != "" {
+		defer liveInstances.Delete(a.gap.instance)
+	}
 	if a.Cfg.HA.Enabled || a.gap.instance == "" {
 		return
 	}

@@ -15,7 +15,11 @@ func TestLeftByDeadProcess(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
+	mine := fmt.Sprintf("%s/pid %d/0000beef", host, os.Getpid())
+	liveInstances.Store(mine, true)
+	defer liveInstances.Delete(mine)
 	for instance, want := range map[string]bool{
+		mine: false, // another relay running in this process
 		fmt.Sprintf("%s/pid %d/0000abcd", host, os.Getpid()):       true, // a restarted container: pid 1 again
 		fmt.Sprintf("%s/pid %d/0000abcd", host, dead.Process.Pid):  true,
 		fmt.Sprintf("%s/pid %d/0000abcd", host, os.Getppid()):      false, // alive
