@@ -213,9 +213,14 @@ func run(ctx context.Context, o *options, rep *report) error {
 		}
 	}
 	if o.phases["payload"] {
+		// The large-payload step writes about 2 GB of row images to each
+		// server, and the stack keeps its data in memory: clear what the
+		// earlier steps left first, and what this one left after it.
+		e.purgeBinlogs()
 		if err := e.payloadStep(ctx, rep); err != nil {
 			return fmt.Errorf("payload: %w", err)
 		}
+		e.purgeBinlogs()
 	}
 	if o.phases["missing"] {
 		if err := e.missingExchangeStep(ctx, rep); err != nil {
