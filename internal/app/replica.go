@@ -53,6 +53,12 @@ func (s ReplicaState) Running() bool {
 	return strings.EqualFold(s.IO, "Yes") && strings.EqualFold(s.SQL, "Yes")
 }
 
+// CaughtUp reports a replica with both threads running, no error and
+// nothing left to apply (Seconds_Behind_Master 0).
+func (s ReplicaState) CaughtUp() bool {
+	return s.IsReplica && s.Running() && s.IOError == "" && s.SQLError == "" && s.SecondsBehind != nil && *s.SecondsBehind == 0
+}
+
 // Threads describes the thread states and errors in one phrase.
 func (s ReplicaState) Threads() string {
 	out := fmt.Sprintf("IO thread %s, SQL thread %s", s.IO, s.SQL)
@@ -226,6 +232,14 @@ type replicaWatch struct {
 	last     *ReplicaState
 }
 
+// nothingPending reports that no primary position read earlier is still
+// waiting to be streamed.
+func (w *replicaWatch) nothingPending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending) == 0
+}
+
 type seenAt struct {
 	pos string
 	at  time.Time
@@ -282,6 +296,14 @@ func (a *App) pollReplica(ctx context.Context) {
 		w.mu.Lock()
 		w.measured, w.pending = false, nil
 		w.mu.Unlock()
+		return
+	}
+	if err == nil && st.CaughtUp() && w.nothingPending() {
+		// The replica has applied all it received and nothing is waiting
+		// to be streamed: the primary is left alone, so a healthy idle
+		// relay sends it nothing. A stopped thread, an error or a replica
+		// falling behind starts the primary reads again, and the delay is
+		// measured from there.
 		return
 	}
 	flavor, err := a.Flavor(qctx)
