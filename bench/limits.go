@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/binlog-relay/binlog-relay/internal/showrow"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -294,7 +296,7 @@ func (e *env) purgeTo(ctx context.Context, label, dsn, file string, rotate bool)
 // appliedSourceFile is the primary's binary log file holding the last event
 // a replica applied (Relay_Master_Log_File): the oldest it may ask for again.
 func appliedSourceFile(ctx context.Context, db execQuerier) (string, error) {
-	row, err := firstRow(ctx, db, "SHOW SLAVE STATUS")
+	row, err := showrow.First(ctx, db, "SHOW SLAVE STATUS")
 	if err != nil {
 		return "", fmt.Errorf("not a replica: %w", err)
 	}
@@ -316,44 +318,11 @@ type execQuerier interface {
 // masterFile is the server's current binary log file (the first column of
 // SHOW MASTER STATUS, whose other columns differ between versions).
 func masterFile(ctx context.Context, db execQuerier) (string, error) {
-	row, err := firstRow(ctx, db, "SHOW MASTER STATUS")
+	row, err := showrow.First(ctx, db, "SHOW MASTER STATUS")
 	if err != nil {
 		return "", fmt.Errorf("binary logging is off: %w", err)
 	}
 	return row["File"], nil
-}
-
-// firstRow reads the first row of a SHOW statement whose columns differ
-// between versions, by column name.
-func firstRow(ctx context.Context, db execQuerier, query string) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s returned no row", query)
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(cols))
-	for i, c := range cols {
-		out[c] = string(vals[i])
-	}
-	return out, nil
 }
 
 // binlogCount is how many binary log files the server keeps (-1 unknown).

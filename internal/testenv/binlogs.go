@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"github.com/binlog-relay/binlog-relay/internal/showrow"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -105,7 +107,7 @@ func replicaBehind(ctx context.Context, db *sql.DB, name, pos, current string) s
 	if !res.Valid || res.Int64 != 0 {
 		return fmt.Sprintf("%s has not applied %s within 30 s (replication stopped or paused?)", name, pos)
 	}
-	row, err := showRow(ctx, db, "SHOW SLAVE STATUS")
+	row, err := showrow.First(ctx, db, "SHOW SLAVE STATUS")
 	if err != nil {
 		return fmt.Sprintf("%s: SHOW SLAVE STATUS: %v", name, err)
 	}
@@ -158,7 +160,7 @@ func binlogUsage(ctx context.Context, db *sql.DB) (files int, bytes int64) {
 }
 
 func currentBinlog(ctx context.Context, db *sql.DB) (string, error) {
-	row, err := showRow(ctx, db, "SHOW MASTER STATUS")
+	row, err := showrow.First(ctx, db, "SHOW MASTER STATUS")
 	if err != nil {
 		return "", fmt.Errorf("SHOW MASTER STATUS: %w", err)
 	}
@@ -166,39 +168,6 @@ func currentBinlog(ctx context.Context, db *sql.DB) (string, error) {
 		return "", fmt.Errorf("binary logging is off")
 	}
 	return row["File"], nil
-}
-
-// showRow reads the first row of a SHOW statement by column name (the
-// columns differ between versions).
-func showRow(ctx context.Context, db *sql.DB, query string) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("no row")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(cols))
-	for i, c := range cols {
-		out[c] = string(vals[i])
-	}
-	return out, nil
 }
 
 // openPlain opens a server without failing the test (a cleanup reports, it
