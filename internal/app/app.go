@@ -257,7 +257,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	pub, err := a.newPublisher(cfg.Name, cfg.Relay.Ordering == "strict", a.Log.Named("publisher"))
+	lanes, err := a.newLanes()
 	if err != nil {
 		return nil, err
 	}
@@ -266,26 +266,79 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
 	}
-	a.watch(reader, pub)
+	a.watch(reader, lanes)
 	return relay.New(relay.Config{
 		BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
 		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
 		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
 		MaxInflightBytes: cfg.Relay.MaxInflightBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange,
-	}, reader, rt, pub, sw, store, a.Log.Named("relay")), nil
+	}, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay")), nil
+}
+
+// newLanes builds the relay's publishers, one per lane (relay.lanes). With
+// several lanes each has its own connection, named after the lane, and
+// strict ordering holds per key (publisher.Config.PerKey).
+func (a *App) newLanes() (publishers, error) {
+	cfg := a.Cfg
+	n := max(cfg.Relay.Lanes, 1)
+	strict := cfg.Relay.Ordering == "strict"
+	out := make(publishers, n)
+	for i := range out {
+		name, log := cfg.Name, a.Log.Named("publisher")
+		if n > 1 {
+			name, log = fmt.Sprintf("%s-lane-%d", cfg.Name, i), log.With(zap.Int("lane", i))
+		}
+		p, err := a.newPublisher(name, strict, n > 1, log)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// publishers are the relay's lanes, seen as one broker client by the
+// health and metrics endpoints.
+type publishers []*publisher.Publisher
+
+// Connected reports whether every lane is connected.
+func (ps publishers) Connected() bool {
+	for _, p := range ps {
+		if !p.Connected() {
+			return false
+		}
+	}
+	return len(ps) > 0
+}
+
+// Republished adds up the lanes' possible duplicates.
+func (ps publishers) Republished() uint64 {
+	var n uint64
+	for _, p := range ps {
+		n += p.Republished()
+	}
+	return n
+}
+
+func (ps publishers) relayLanes() []relay.Lane {
+	out := make([]relay.Lane, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
 }
 
 // newPublisher builds a broker publisher (one ordered confirming channel)
 // from the broker config.
-func (a *App) newPublisher(connName string, strict bool, log *zap.Logger) (*publisher.Publisher, error) {
+func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger) (*publisher.Publisher, error) {
 	cfg := a.Cfg
 	btls, err := cfg.Broker.TLSConfig()
 	if err != nil {
 		return nil, err
 	}
 	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
-		ConnectionName: connName, Strict: strict,
+		ConnectionName: connName, Strict: strict, PerKey: perKey,
 		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max,
 		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log), nil
 }

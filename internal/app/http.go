@@ -41,7 +41,7 @@ type ops struct {
 	once    sync.Once
 	metrics *metrics.Metrics
 	reader  atomic.Pointer[binlog.Reader]
-	pub     atomic.Pointer[publisher.Publisher]
+	pub     atomic.Pointer[publishers]
 	redisUp atomic.Bool
 	addr    atomic.Pointer[string]
 }
@@ -79,9 +79,9 @@ func (a *App) HTTPAddr() string {
 
 // watch tells the metrics and /readyz which stages to look at (build calls
 // it with the ones it made).
-func (a *App) watch(r *binlog.Reader, p *publisher.Publisher) {
+func (a *App) watch(r *binlog.Reader, p publishers) {
 	a.ops.reader.Store(r)
-	a.ops.pub.Store(p)
+	a.ops.pub.Store(&p)
 	m := a.Metrics()
 	m.WatchStream(r)
 	m.WatchConn(metrics.TargetBroker, p)

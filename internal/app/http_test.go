@@ -29,7 +29,7 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 	}
 	r := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
 	p := publisher.New(publisher.Config{URL: cfg.Broker.URL}, zap.NewNop())
-	a.watch(r, p)
+	a.watch(r, publishers{p})
 	ok, why := a.Ready()
 	text := strings.Join(why, "; ")
 	if ok || len(why) != 3 {

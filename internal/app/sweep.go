@@ -37,7 +37,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := a.newPublisher(cfg.Name+"-sweeper", false, a.Log.Named("sweeper.publisher"))
+	pub, err := a.newPublisher(cfg.Name+"-sweeper", false, false, a.Log.Named("sweeper.publisher"))
 	if err != nil {
 		return nil, err
 	}

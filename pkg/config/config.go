@@ -132,8 +132,13 @@ type Relay struct {
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
 	Heartbeat     time.Duration `yaml:"heartbeat"`
 	// Ordering is relaxed (a failed row goes to the retry path and the
-	// stream flows on) or strict (the stream holds and retries it in place).
+	// stream flows on) or strict (the stream holds and retries it in place;
+	// with lanes above 1, only the failed row's lane holds).
 	Ordering string `yaml:"ordering"`
+	// Lanes is the number of confirming channels rows are spread over by a
+	// hash of their table's route.partition_key (docs/ordering.md). 1, the
+	// default, publishes everything in commit order on one channel.
+	Lanes int `yaml:"lanes"`
 	// MaxInflightBytes bounds the rows (payloads and values) between the
 	// router and the settle stage; reading the binlog waits when it is
 	// used up. Default 64 MiB.
@@ -339,6 +344,9 @@ func (c *Config) applyDefaults() {
 	if c.Relay.Ordering == "" {
 		c.Relay.Ordering = "relaxed"
 	}
+	if c.Relay.Lanes == 0 {
+		c.Relay.Lanes = 1
+	}
 	if c.Relay.MaxInflightBytes == 0 {
 		c.Relay.MaxInflightBytes = 64 << 20
 	}
@@ -468,6 +476,7 @@ func (c *Config) Validate() error {
 	if c.Relay.Ordering != "relaxed" && c.Relay.Ordering != "strict" {
 		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", c.Relay.Ordering))
 	}
+	errs = append(errs, c.checkLanes()...)
 	if c.Log.Format != "json" && c.Log.Format != "console" {
 		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
 	}

@@ -72,6 +72,16 @@ type Route struct {
 	// read (they carry no zone) and in which DATETIME and TIMESTAMP values
 	// are rendered, as RFC 3339, in headers and templates.
 	TimeZone string `yaml:"time_zone"`
+	// PartitionKey names the ordering key of a row: a column ("aggregate_id")
+	// or a template ("{aggregate_type}:{aggregate_id}"). With relay.lanes
+	// above 1, rows are spread over the lanes by a hash of it, and the rows
+	// of one key keep their commit order. A row whose key column is NULL
+	// has no key: it goes to lane 0.
+	PartitionKey string `yaml:"partition_key"`
+	// PartitionHeader, when set, names a header that carries the rendered
+	// partition key on every message, for a consistent-hash exchange's
+	// hash-header on the consumer side (docs/ordering.md).
+	PartitionHeader string `yaml:"partition_header"`
 }
 
 // Table is one outbox table.
@@ -197,10 +207,16 @@ func (t *Table) Validate(field string) error {
 		add(CheckIdent(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
 	}
 	ex, rk := t.RouteTemplates()
-	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}} {
+	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}, {"partition_key", t.PartitionKeyTemplate()}} {
 		if _, err := ParseTemplate(tmpl.s); err != nil {
 			add(fmt.Errorf("%s.route.%s: %w", field, tmpl.name, err))
 		}
+	}
+	if t.Route.PartitionHeader != "" && t.Route.PartitionKey == "" {
+		add(fmt.Errorf("%s.route.partition_header: needs route.partition_key (the key it carries)", field))
+	}
+	if h := t.Route.PartitionHeader; len(h) > 255 {
+		add(fmt.Errorf("%s.route.partition_header: %d bytes, AMQP header names are at most 255", field, len(h)))
 	}
 	if t.MaxRetries < 0 {
 		add(fmt.Errorf("%s.max_retries: must be >= 0", field))
@@ -246,6 +262,16 @@ func (t *Table) RouteTemplates() (exchange, routingKey string) {
 	return exchange, routingKey
 }
 
+// PartitionKeyTemplate is route.partition_key as a template: a bare column
+// name ("aggregate_id") reads as "{aggregate_id}"; empty when unset.
+func (t *Table) PartitionKeyTemplate() string {
+	k := t.Route.PartitionKey
+	if k == "" || strings.ContainsAny(k, "{}") {
+		return k
+	}
+	return "{" + k + "}"
+}
+
 // MappedColumns lists every column the configuration names (for the start-up
 // check that the table has them), keyed by the config field that names it.
 func (t *Table) MappedColumns() map[string]string {
@@ -261,7 +287,8 @@ func (t *Table) MappedColumns() map[string]string {
 	if t.Route.ExchangeMapColumn != "" {
 		out["route.exchange_map_column"] = t.Route.ExchangeMapColumn
 	}
-	for _, tmpl := range []struct{ name, s string }{{"exchange", t.Route.Exchange}, {"routing_key", t.Route.RoutingKey}} {
+	for _, tmpl := range []struct{ name, s string }{{"exchange", t.Route.Exchange}, {"routing_key", t.Route.RoutingKey},
+		{"partition_key", t.PartitionKeyTemplate()}} {
 		parsed, _ := ParseTemplate(tmpl.s)
 		for _, col := range parsed.Columns() {
 			out["route."+tmpl.name+" {"+col+"}"] = col

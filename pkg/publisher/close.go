@@ -73,6 +73,9 @@ func (m *machine) unsend() []*entry {
 		}
 	}
 	m.sent, m.next, m.probes = 0, 0, 0
+	if m.keys != nil {
+		clear(m.keys)
+	}
 	return inflight
 }
 

@@ -78,6 +78,9 @@ type machine struct {
 	proven *exchangeCache
 	// requeued: settleHead put the head back to be published again.
 	requeued bool
+	// keys counts the unconfirmed messages per Job.Key (Config.PerKey in
+	// strict mode only; nil otherwise).
+	keys map[uint64]int
 
 	sess *session
 	conn amqpConn // kept when only the channel is reopened
@@ -94,8 +97,12 @@ type machine struct {
 }
 
 func newMachine(ctx context.Context, p *Publisher, in <-chan Job, out chan<- Result) *machine {
-	return &machine{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
+	m := &machine{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
 		holdWait: p.cfg.StrictRetryMin}
+	if p.cfg.Strict && p.cfg.PerKey {
+		m.keys = map[uint64]int{}
+	}
+	return m
 }
 
 // run is the event loop. Each turn it makes sure a session exists (or a
@@ -208,6 +215,9 @@ func (m *machine) pump() error {
 		}
 		if !e.holdUntil.IsZero() {
 			return nil // held: nothing overtakes it
+		}
+		if m.keys != nil && m.keys[e.job.Key] > 0 {
+			return nil // strict per key: one of its key is unconfirmed
 		}
 		ok, probe := m.probeGate(e)
 		if !ok {

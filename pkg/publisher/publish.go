@@ -57,13 +57,29 @@ func (m *machine) send(e *entry) error {
 	}
 	m.sess.bySeq[seq] = e
 	m.sent++
+	if m.keys != nil {
+		m.keys[e.job.Key]++
+	}
 	return nil
+}
+
+// unconfirmedKey forgets one unconfirmed message of e's key.
+func (m *machine) unconfirmedKey(e *entry) {
+	if m.keys == nil {
+		return
+	}
+	if n := m.keys[e.job.Key]; n > 1 {
+		m.keys[e.job.Key] = n - 1
+	} else {
+		delete(m.keys, e.job.Key)
+	}
 }
 
 // fail settles an entry with a per-message failure.
 func (m *machine) fail(e *entry, err error) {
 	if e.state == sent {
 		m.sent--
+		m.unconfirmedKey(e)
 	}
 	if e.suspect {
 		e.suspect = false

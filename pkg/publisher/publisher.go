@@ -51,7 +51,13 @@ type Config struct {
 	// reporting the failure: no later message overtakes it. Only one
 	// message is in flight at a time, which bounds throughput to one
 	// broker round trip per message.
-	Strict         bool
+	Strict bool
+	// PerKey (with Strict) keeps the window open: instead of one message
+	// at a time, at most one message per Job.Key is unconfirmed, so a
+	// failed message is never overtaken by one of its own key, only by
+	// messages of other keys already in flight. The stream still holds
+	// behind it. This is strict ordering per key, for one lane of several.
+	PerKey         bool
 	StrictRetryMin time.Duration
 	StrictRetryMax time.Duration
 	// DeadLetterExchange receives a MustDeliver message the broker refused
@@ -84,7 +90,7 @@ func (c *Config) Defaults() {
 	if c.StrictRetryMax == 0 {
 		c.StrictRetryMax = time.Minute
 	}
-	if c.Strict {
+	if c.Strict && !c.PerKey {
 		c.Window = 1
 	}
 }
@@ -128,6 +134,8 @@ type Job struct {
 	// result; the message goes to the dead-letter exchange or holds the
 	// stream until it is delivered.
 	MustDeliver bool
+	// Key is the hash of the message's ordering key, for Config.PerKey.
+	Key uint64
 }
 
 // Result is a job's outcome: Err nil means confirmed by the broker and routed
@@ -154,6 +162,9 @@ type Hold struct {
 	Reason     string
 	Since      time.Time
 	Attempts   int
+	// Lane names the lane held ("lane 2 of 4"), set by a relay with
+	// several; empty with one.
+	Lane string
 }
 
 // Failure reasons. Each result error wraps one of these.

@@ -27,11 +27,24 @@ const holdRemindEvery = time.Minute
 // Holding reports what the stream is held behind, if anything: a row the
 // relay holds itself, or the message the publisher holds (strict ordering,
 // or a must-deliver message the broker refuses and no dead-letter exchange).
+// With several lanes it is the hold of the lane held longest, naming it.
 func (r *Relay) Holding() (publisher.Hold, bool) {
 	if h := r.hold.Load(); h != nil {
 		return *h, true
 	}
-	return r.pub.Holding()
+	var held publisher.Hold
+	found := false
+	for i, l := range r.lanes {
+		h, ok := l.Holding()
+		if !ok || (found && !h.Since.Before(held.Since)) {
+			continue
+		}
+		if len(r.lanes) > 1 {
+			h.Lane = fmt.Sprintf("lane %d of %d", i, len(r.lanes))
+		}
+		held, found = h, true
+	}
+	return held, found
 }
 
 // holdUnroutable holds the stream behind a row of a table without a status
@@ -109,9 +122,13 @@ func (s *settler) holdUnrecorded(ctx context.Context, row *outbox.Row, exchange 
 
 // HoldReason renders a hold for readiness and logs.
 func HoldReason(h publisher.Hold, now time.Time) string {
+	who := "publishing"
+	if h.Lane != "" {
+		who = h.Lane
+	}
 	what := fmt.Sprintf("message %q", h.MessageID)
 	if h.Exchange != "" {
 		what += fmt.Sprintf(" to exchange %q", h.Exchange)
 	}
-	return fmt.Sprintf("publishing holds behind %s for %s (%d attempts): %s", what, now.Sub(h.Since).Round(time.Second), h.Attempts, h.Reason)
+	return fmt.Sprintf("%s holds behind %s for %s (%d attempts): %s", who, what, now.Sub(h.Since).Round(time.Second), h.Attempts, h.Reason)
 }

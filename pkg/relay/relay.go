@@ -124,13 +124,15 @@ type Relay struct {
 	cfg    Config
 	reader *binlog.Reader
 	router *router.Router
-	pub    *publisher.Publisher
+	lanes  []Lane
 	status *status.Writer
 	store  checkpoint.Store
 	log    *zap.Logger
 	Stats  Stats
 
 	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+	// laneSet is the current Run's lanes when there are several.
+	laneSet atomic.Pointer[laneSet]
 	// budget is the byte budget of the current Run.
 	budget *budget
 	// hold is set while the relay itself holds the stream behind a row it
@@ -157,13 +159,24 @@ func (r *Relay) Abort(cause error) {
 
 // Started reports whether the binlog stream and the broker are both
 // connected (the relay is moving rows).
-func (r *Relay) Started() bool { return r.reader.Connected() && r.pub.Connected() }
+func (r *Relay) Started() bool { return r.reader.Connected() && r.BrokerConnected() }
 
-// New wires a relay.
-func New(cfg Config, reader *binlog.Reader, rt *router.Router, pub *publisher.Publisher,
+// BrokerConnected reports whether every lane is connected to the broker.
+func (r *Relay) BrokerConnected() bool {
+	for _, l := range r.lanes {
+		if !l.Connected() {
+			return false
+		}
+	}
+	return true
+}
+
+// New wires a relay. Rows are published on lanes (at least one): with
+// several, each row goes to the lane its partition key hashes to.
+func New(cfg Config, reader *binlog.Reader, rt *router.Router, lanes []Lane,
 	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {
 	cfg.Defaults()
-	return &Relay{cfg: cfg, reader: reader, router: rt, pub: pub, status: sw, store: store, log: log,
+	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, status: sw, store: store, log: log,
 		warn: newThrottle(cfg.WarnEvery)}
 }
 
@@ -224,7 +237,6 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	r.hold.Store(nil)
 	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
 	jobs := make(chan publisher.Job, r.cfg.Buffer)
-	results := make(chan publisher.Result, r.cfg.Buffer)
 
 	g.Go(func() error {
 		defer close(events)
@@ -234,10 +246,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 		defer close(jobs)
 		return r.route(gctx, ctx, events, jobs)
 	})
-	g.Go(func() error {
-		defer close(results)
-		return r.pub.Run(gctx, jobs, results)
-	})
+	results := r.publish(g, gctx, jobs) // lanes.go
 	g.Go(func() error {
 		return r.settle(gctx, ctx, start, results)
 	})

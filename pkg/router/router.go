@@ -20,6 +20,10 @@ type Message struct {
 	Exchange   string
 	RoutingKey string
 	Publishing amqp.Publishing
+	// PartitionKey is the rendered route.partition_key; Keyed is false when
+	// the table has none or a column of it is NULL (the row has no key).
+	PartitionKey string
+	Keyed        bool
 }
 
 // ErrNoRoute marks a row that cannot be routed (no exchange, a template
@@ -43,6 +47,7 @@ type Router struct {
 type tableRoute struct {
 	exchange    outbox.Template
 	routingKey  outbox.Template
+	partition   outbox.Template // empty: no partition key
 	contentType string
 }
 
@@ -59,11 +64,15 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.routing_key: %w", t.FullName(), err)
 		}
+		pk, err := outbox.ParseTemplate(t.PartitionKeyTemplate())
+		if err != nil {
+			return nil, fmt.Errorf("table %s route.partition_key: %w", t.FullName(), err)
+		}
 		ct := t.Route.ContentType
 		if ct == "" {
 			ct = "application/json"
 		}
-		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, contentType: ct}
+		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, partition: pk, contentType: ct}
 	}
 	return r, nil
 }
@@ -116,21 +125,38 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		AppId:        r.AppID,
 		Body:         body,
 	}
-	if len(t.Columns.Headers) > 0 {
-		pub.Headers = amqp.Table{}
-		for _, h := range t.Columns.Headers {
-			v, ok := row.Values[h]
-			if !ok || v == nil {
-				// NULL (or a column the table no longer has): no header.
-				continue
-			}
-			if t.Route.ExpandHeaders && expandJSONObject(pub.Headers, v) {
-				continue
-			}
-			pub.Headers[h] = t.FormatValue(v)
+	m := &Message{Row: row, Exchange: exchange, RoutingKey: rk}
+	if !tr.partition.Empty() {
+		m.PartitionKey, missing = tr.partition.Render(lookup)
+		m.Keyed = missing == ""
+		if h := t.Route.PartitionHeader; h != "" && m.Keyed {
+			pub.Headers = amqp.Table{h: m.PartitionKey}
 		}
 	}
-	return &Message{Row: row, Exchange: exchange, RoutingKey: rk, Publishing: pub}, nil
+	if len(t.Columns.Headers) > 0 {
+		if pub.Headers == nil {
+			pub.Headers = amqp.Table{}
+		}
+		headers(row, pub.Headers)
+	}
+	m.Publishing = pub
+	return m, nil
+}
+
+// headers copies the table's header columns into h.
+func headers(row *outbox.Row, h amqp.Table) {
+	t := row.Table
+	for _, col := range t.Columns.Headers {
+		v, ok := row.Values[col]
+		if !ok || v == nil {
+			// NULL (or a column the table no longer has): no header.
+			continue
+		}
+		if t.Route.ExpandHeaders && expandJSONObject(h, v) {
+			continue
+		}
+		h[col] = t.FormatValue(v)
+	}
 }
 
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
