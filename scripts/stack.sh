@@ -301,6 +301,15 @@ ensure_rabbit() {
       log "rabbitmq: management plugin enabled (port 15672)"
     else log "rabbitmq: note: could not enable the management plugin (optional, skipped)"; fi
   fi
+  # The consistent-hash exchange ships with the broker; per-key order end to end uses it
+  # (docs/ordering.md) and so do its tests. Enabled online, never restarting the broker; the
+  # enabled_plugins file spares the CLI's start-up when it is on already.
+  if ! grep -qs rabbitmq_consistent_hash_exchange /etc/rabbitmq/enabled_plugins \
+      && ! rabbitmq-plugins -q is_enabled rabbitmq_consistent_hash_exchange >/dev/null 2>&1; then
+    if rabbitmq-plugins -q enable --online rabbitmq_consistent_hash_exchange >/dev/null 2>&1; then
+      log "rabbitmq: consistent-hash exchange plugin enabled"
+    else log "rabbitmq: WARNING: could not enable rabbitmq_consistent_hash_exchange (the per-key ordering tests need it)"; fi
+  fi
 }
 
 # ---------------------------------------------------------------- commands

@@ -52,7 +52,9 @@ type Delivery struct {
 	Exchange   string
 	Body       []byte
 	Headers    amqp.Table
-	At         time.Time
+	// Timestamp is the message's timestamp property (whole seconds).
+	Timestamp time.Time
+	At        time.Time
 }
 
 // Collector consumes a queue and records every delivery in arrival order.
@@ -79,7 +81,7 @@ func (b *Broker) Consume(t testing.TB, queue string) *Collector {
 		for d := range deliveries {
 			c.mu.Lock()
 			c.msgs = append(c.msgs, Delivery{MessageID: d.MessageId, RoutingKey: d.RoutingKey, Exchange: d.Exchange,
-				Body: d.Body, Headers: d.Headers, At: time.Now()})
+				Body: d.Body, Headers: d.Headers, Timestamp: d.Timestamp, At: time.Now()})
 			c.mu.Unlock()
 			_ = d.Ack(false)
 		}

@@ -22,8 +22,17 @@ import (
 // tables YAML (a list under "tables:"), with a unique name and checkpoint
 // key. extra is appended at top level.
 func RelayConfig(name, tablesYAML, extra string) string {
+	return RelayConfigWith(name, tablesYAML, relayExtra(extra), extra)
+}
+
+// RelayConfigWith is RelayConfig with relayFields (e.g. "lanes: 4,
+// ordering: strict") added to the relay section.
+func RelayConfigWith(name, tablesYAML, relayFields, extra string) string {
 	sh, sp := HostPort(ReplicaDSN)
 	ph, pp := HostPort(PrimaryDSN)
+	if relayFields != "" && !strings.HasPrefix(relayFields, ",") {
+		relayFields = ", " + relayFields
+	}
 	return fmt.Sprintf(`name: %s
 source: {host: %s, port: %d, user: root}
 primary: {host: %s, port: %d, user: root}
@@ -34,7 +43,7 @@ relay: {flush_interval: 50ms%s}
 log: {level: info, format: json}
 tables:
 %s
-%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, relayExtra(extra), tablesYAML, extra)
+%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, relayFields, tablesYAML, extra)
 }
 
 // relayExtra lets a test add "ordering: strict" to the relay section.

@@ -1,0 +1,256 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/relay"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+)
+
+// lanesTable is the seed table keyed by its routing_key column, which the
+// tests here fill with the ordering key.
+func lanesTable(db string) string {
+	return fmt.Sprintf("  - {preset: producer-message, schema: %s, route: {partition_key: routing_key}}\n", db)
+}
+
+// keyedRow is one row a keyedProducer committed: its message id (the
+// number in it is the commit order), key and transaction GTID.
+type keyedRow struct {
+	id, key, gtid string
+	seq           int
+}
+
+// keyedProducer commits txs transactions of perTx rows, each row for a
+// key drawn from keys, routing_key = key, on one connection so that
+// @@last_gtid names each transaction.
+type keyedProducer struct {
+	mu   sync.Mutex
+	rows []keyedRow
+	err  error
+	done chan struct{}
+}
+
+func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx, keys int, seed uint64) *keyedProducer {
+	t.Helper()
+	conn, err := db.Primary.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &keyedProducer{done: make(chan struct{})}
+	rng := rand.New(rand.NewPCG(seed, 2))
+	go func() {
+		defer close(p.done)
+		defer conn.Close()
+		seq := 0
+		for i := 0; i < txs; i++ {
+			var b strings.Builder
+			b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
+			batch := make([]keyedRow, perTx)
+			for j := range batch {
+				seq++
+				r := keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "('%s', '%s', '%s', '{\"n\":%d}')", r.id, exchange, r.key, seq)
+				batch[j] = r
+			}
+			var gtid string
+			_, err := conn.ExecContext(context.Background(), b.String())
+			if err == nil {
+				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
+			}
+			if err != nil {
+				p.mu.Lock()
+				p.err = err
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Lock()
+			for j := range batch {
+				batch[j].gtid = gtid
+			}
+			p.rows = append(p.rows, batch...)
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { <-p.done })
+	return p
+}
+
+func (p *keyedProducer) wait(t *testing.T) []keyedRow {
+	t.Helper()
+	<-p.done
+	if p.err != nil {
+		t.Fatalf("producer: %v", p.err)
+	}
+	return p.rows
+}
+
+// assertKeyOrder fails unless, for every key, the first deliveries of its
+// rows came in commit order; it returns the rows never delivered.
+func assertKeyOrder(t *testing.T, msgs []testenv.Delivery, rows []keyedRow) (missing int) {
+	t.Helper()
+	byID := make(map[string]keyedRow, len(rows))
+	for _, r := range rows {
+		byID[r.id] = r
+	}
+	seen := make(map[string]bool, len(rows))
+	last := map[string]keyedRow{}
+	for _, m := range msgs {
+		r, ok := byID[m.MessageID]
+		if !ok || seen[m.MessageID] {
+			continue
+		}
+		seen[m.MessageID] = true
+		if r.key != m.RoutingKey {
+			t.Fatalf("%s arrived with routing key %q, want its key %q", r.id, m.RoutingKey, r.key)
+		}
+		if prev, ok := last[r.key]; ok && prev.seq > r.seq {
+			t.Fatalf("key %s: %s (commit #%d) first arrived after %s (commit #%d)", r.key, r.id, r.seq, prev.id, prev.seq)
+		}
+		last[r.key] = r
+	}
+	return len(rows) - len(seen)
+}
+
+// killed is one SIGKILL: when, and the checkpoint the relay had saved.
+type killed struct {
+	at        time.Time
+	cpFlavor  string
+	cpGTIDSet string
+}
+
+// restartAfterWholeSecond waits past the second the kill happened in: the
+// router stamps every message with its routing time in whole seconds, so
+// the messages of each run of the relay can be told apart afterwards.
+func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*testenv.Process, time.Time) {
+	t.Helper()
+	time.Sleep(time.Until(k.at.Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	started := time.Now()
+	p := testenv.StartProcess(t, cfg)
+	waitStarted(t, p)
+	return p, started
+}
+
+// inflightAtKills counts, for each kill, the distinct rows the killed run
+// delivered whose transaction its saved checkpoint did not cover: exactly
+// the rows the next run publishes again.
+func inflightAtKills(t *testing.T, msgs []testenv.Delivery, rows []keyedRow, starts []time.Time, kills []killed) []int {
+	t.Helper()
+	gtid := make(map[string]string, len(rows))
+	for _, r := range rows {
+		gtid[r.id] = r.gtid
+	}
+	run := func(ts time.Time) int { // index of the run that published a message
+		i := 0
+		for j, s := range starts {
+			if ts.Unix() >= s.Unix() {
+				i = j
+			}
+		}
+		return i
+	}
+	out := make([]int, len(kills))
+	counted := map[string]bool{}
+	for _, m := range msgs {
+		i := run(m.Timestamp)
+		key := fmt.Sprint(i, m.MessageID)
+		g, ok := gtid[m.MessageID]
+		if i >= len(kills) || !ok || counted[key] {
+			continue
+		}
+		counted[key] = true
+		covered := false
+		if k := kills[i]; k.cpGTIDSet != "" {
+			var err error
+			if covered, err = binlog.ContainsGTID(k.cpFlavor, k.cpGTIDSet, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !covered {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// Per-key lanes through two SIGKILLs: 200,000 rows over 10,000 keys on 4
+// lanes, the relay killed twice while it drains. Every row arrives, the
+// first deliveries of each key are in commit order, and the duplicates are
+// at most the rows each killed run had delivered past its checkpoint.
+func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
+	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
+	began := time.Now()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	name := testenv.UniqueName("lanes_kill")
+	key := "binlog-relay:" + name + ":checkpoint"
+	cfg := testenv.WriteConfig(t, testenv.RelayConfigWith(name, lanesTable(db.Name), "lanes: 4", ""))
+	starts := []time.Time{time.Now()}
+	p := testenv.StartProcess(t, cfg)
+	waitStarted(t, p)
+
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	const txs, perTx, keys = 2000, 100, 10000
+	prod := startKeyedProducer(t, db, br.Exchange, "ln", txs, perTx, keys, seed)
+	var kills []killed
+	for _, at := range []int{50000, 120000} {
+		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), len(kills)+1)
+		signal(t, p, syscall.SIGKILL)
+		if _, err := p.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		k := killed{at: time.Now()}
+		if cp, err := loadCheckpoint(t, key); err == nil {
+			k.cpFlavor, k.cpGTIDSet = cp.Flavor, cp.GTIDSet
+		}
+		kills = append(kills, k)
+		var started time.Time
+		p, started = restartAfterWholeSecond(t, cfg, k)
+		starts = append(starts, started)
+	}
+	rows := prod.wait(t)
+	last := primaryGTID(t, db)
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	waitAllDistinct(t, got, ids, 120*time.Second)
+	msgs := got.All()
+	if missing := assertKeyOrder(t, msgs, rows); missing != 0 {
+		t.Fatalf("%d of %d rows never arrived", missing, len(rows))
+	}
+	distinct, dups := got.Distinct()
+	inflight := inflightAtKills(t, msgs, rows, starts, kills)
+	allowed := 0
+	for _, n := range inflight {
+		allowed += n
+	}
+	t.Logf("%d rows over %d keys on 4 lanes: %d distinct, %d duplicates; in flight past the checkpoint at each kill %v; %s in all",
+		len(rows), keys, distinct, dups, inflight, time.Since(began).Round(time.Second))
+	if dups > allowed {
+		t.Fatalf("%d duplicates, more than the %d rows in flight at the kills %v", dups, allowed, inflight)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == len(rows) },
+		"statuses: %v", statusCounts(t, db.Primary))
+	waitCheckpointCovers(t, key, last)
+}
+
+// keyLane is the lane (of n) a key hashes to.
+func keyLane(key string, n int) int {
+	l, _ := relay.LaneOf(&router.Message{PartitionKey: key, Keyed: true}, n)
+	return l
+}
