@@ -130,6 +130,17 @@ func NewExchange(t testing.TB) string {
 	return name
 }
 
+// DeclareBoundExchange declares a topic exchange named name with the
+// broker's queue bound to it with "#", deleted when the test ends.
+func (b *Broker) DeclareBoundExchange(t testing.TB, name string) {
+	t.Helper()
+	if err := b.ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatalf("declaring exchange %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = b.ch.ExchangeDelete(name, false, false) })
+	b.BindQueueTo(t, b.Queue, name)
+}
+
 // BindQueueTo binds a queue to another exchange with "#".
 func (b *Broker) BindQueueTo(t testing.TB, queue, exchange string) {
 	t.Helper()

@@ -254,3 +254,86 @@ func keyLane(key string, n int) int {
 	l, _ := relay.LaneOf(&router.Message{PartitionKey: key, Keyed: true}, n)
 	return l
 }
+
+// Strict ordering per key: a row to a missing exchange holds its own lane
+// only. The rows of keys on the other lanes keep arriving; nothing behind
+// the held row on its lane (its own key's next row included) overtakes it;
+// once the exchange exists the held row goes, then the rest, each key in
+// commit order.
+func TestStrictLanesHoldOnlyThePoisonedLane(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br := testenv.NewBroker(t)
+	got := br.Consume(t, br.Queue)
+	missing := testenv.UniqueName("ex_later")
+	r := testenv.StartRelay(t, testenv.RelayConfigWith(testenv.UniqueName("lanes_strict"), lanesTable(db.Name),
+		"lanes: 4, ordering: strict", "retry: {base: 100ms, max: 400ms}\n"))
+
+	const lanes, poison = 4, "key-poison"
+	held := keyLane(poison, lanes)
+	insert := func(id, exchange, key string) {
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, ?, '{}')", id, exchange, key)
+	}
+	insert("p1", br.Exchange, poison)
+	insert("p2", missing, poison) // its exchange does not exist yet
+	insert("p3", br.Exchange, poison)
+	var order []keyedRow // commit order of every row after p2
+	order = append(order, keyedRow{id: "p3", key: poison})
+	var others, behind int // rows of other lanes; rows of the held lane after p2
+	for i := 0; i < 400; i++ {
+		k := keyedRow{id: fmt.Sprintf("o-%03d", i), key: fmt.Sprintf("key-%02d", i%40), seq: i + 1}
+		insert(k.id, br.Exchange, k.key)
+		order = append(order, k)
+		if keyLane(k.key, lanes) == held {
+			behind++
+		} else {
+			others++
+		}
+	}
+	onOtherLanes := func() int {
+		n := 0
+		for _, m := range got.All() {
+			if strings.HasPrefix(m.MessageID, "o-") && keyLane(m.RoutingKey, lanes) != held {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return onOtherLanes() >= others },
+		"%d of the %d rows on the other lanes arrived while lane %d held", onOtherLanes(), others, held)
+	for _, m := range got.All() {
+		if m.MessageID != "p1" && keyLane(m.RoutingKey, lanes) == held {
+			t.Fatalf("%s (key %s, lane %d) arrived while its lane held behind p2", m.MessageID, m.RoutingKey, held)
+		}
+	}
+	h, ok := r.App.Relay().Holding()
+	if !ok || h.MessageID != "p2" || h.Lane != fmt.Sprintf("lane %d of 4", held) {
+		t.Fatalf("Holding() = %+v, %v; want p2 on lane %d of 4", h, ok, held)
+	}
+	// What /readyz says once the hold lasts past its grace period.
+	if why := relay.HoldReason(h, time.Now()); !strings.Contains(why, fmt.Sprintf("lane %d of 4 holds behind message \"p2\" to exchange %q", held, missing)) {
+		t.Errorf("hold reason %q, want the held lane named", why)
+	}
+	t.Logf("lane %d held behind p2 (%d rows behind it there); %d rows of the other lanes arrived meanwhile", held, behind, others)
+
+	br.DeclareBoundExchange(t, missing) // fix it
+	testenv.Eventually(t, 30*time.Second, func() bool { d, _ := got.Distinct(); return d >= 403 }, "delivered %d of 403", got.Len())
+	msgs := got.All()
+	var poisonOrder []string
+	for _, m := range msgs {
+		if m.RoutingKey == poison {
+			poisonOrder = append(poisonOrder, m.MessageID)
+		}
+	}
+	if strings.Join(poisonOrder, ",") != "p1,p2,p3" {
+		t.Fatalf("key %s arrived as %v, want p1,p2,p3", poison, poisonOrder)
+	}
+	for i := range order {
+		order[i].seq = i + 1
+	}
+	if n := assertKeyOrder(t, msgs, order); n != 0 {
+		t.Fatalf("%d rows missing", n)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == 403 },
+		"statuses: %v", statusCounts(t, db.Primary))
+}
