@@ -13,6 +13,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // dialChannel opens a connection and one channel on it, in confirm mode
@@ -233,68 +234,118 @@ func (s *sink) percentiles() (p50, p99, mx time.Duration, n int) {
 // first publish to the last delivery at the consumer: the ceiling any relay
 // can reach on this stack.
 func (e *env) brokerLimit(ctx context.Context, rep *report) error {
-	const window = 1024
 	n := e.o.brokerMsgs
-	prefix := e.nextPrefix("b")
-	s := e.consumer.expect(prefix, n, false)
-	conn, ch, err := dialChannel(e.o.amqpURL, true)
+	r, err := e.brokerRun(ctx, n, 1)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, window+16))
-	returns := ch.NotifyReturn(make(chan amqp.Return, 16))
+	e.brokerRate = r.rate
+	rep.add("broker_limit_msgs_per_s", r.rate, "msg/s")
+	rep.add("broker_limit_confirmed_msgs_per_s", r.confirmedRate, "msg/s")
+	rep.addCPU("broker_limit", "broker limit", n, r.cpu)
+	progress("broker limit: %d messages in %s (%.0f msg/s to the last delivery)", n, r.elapsed.Round(time.Millisecond), r.rate)
+	return nil
+}
+
+// brokerResult is one timed publish of n messages.
+type brokerResult struct {
+	rate, confirmedRate float64
+	elapsed             time.Duration
+	cpu                 cpuUse
+}
+
+// brokerRun publishes n messages split over channels publishers, each on
+// its own connection (as the relay's lanes are) with up to window
+// unconfirmed, and times them to the last confirm and the last delivery.
+func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, error) {
+	const window = 1024
+	var r brokerResult
+	prefix := e.nextPrefix("b")
+	s := e.consumer.expect(prefix, n, false)
 	body := []byte(payload(time.Time{}, e.o.payload))
-	var (
-		outstanding = make(chan struct{}, window)
-		nacks       atomic.Int64
-		confirmed   = make(chan struct{})
-		lastConfirm time.Time
-	)
-	go func() {
-		defer close(confirmed)
-		for i := 0; i < n; i++ {
-			c, ok := <-confirms
-			if !ok {
-				return
-			}
-			if !c.Ack {
-				nacks.Add(1)
-			}
-			<-outstanding
+	type pub struct {
+		conn     *amqp.Connection
+		ch       *amqp.Channel
+		confirms chan amqp.Confirmation
+		returns  chan amqp.Return
+	}
+	pubs := make([]pub, channels)
+	for i := range pubs {
+		conn, ch, err := dialChannel(e.o.amqpURL, true)
+		if err != nil {
+			return r, err
 		}
-		lastConfirm = time.Now()
-	}()
+		defer conn.Close()
+		pubs[i] = pub{conn: conn, ch: ch, confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window+16)),
+			returns: ch.NotifyReturn(make(chan amqp.Return, 16))}
+	}
+	var (
+		nacks         atomic.Int64
+		lastConfirmNs atomic.Int64
+		g             errgroup.Group
+	)
 	cpu0 := sampleCPU(e.procs)
 	start := time.Now()
-	for i := 0; i < n; i++ {
-		select {
-		case outstanding <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		err := ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
-			MessageId: prefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			Timestamp: time.Now(), AppId: "bench", Body: body,
+	for c, p := range pubs {
+		g.Go(func() error {
+			outstanding := make(chan struct{}, window)
+			mine := n / channels
+			if c < n%channels {
+				mine++
+			}
+			confirmed := make(chan struct{})
+			go func() {
+				defer close(confirmed)
+				for i := 0; i < mine; i++ {
+					cf, ok := <-p.confirms
+					if !ok {
+						return
+					}
+					if !cf.Ack {
+						nacks.Add(1)
+					}
+					<-outstanding
+				}
+				for now := time.Now().UnixNano(); ; {
+					if old := lastConfirmNs.Load(); old >= now || lastConfirmNs.CompareAndSwap(old, now) {
+						break
+					}
+				}
+			}()
+			for i := 0; i < mine; i++ {
+				select {
+				case outstanding <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				err := p.ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
+					MessageId: prefix + strconv.Itoa(c) + "-" + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
+					Timestamp: time.Now(), AppId: "bench", Body: body,
+				})
+				if err != nil {
+					return fmt.Errorf("publishing: %w", err)
+				}
+			}
+			<-confirmed
+			if len(p.returns) > 0 {
+				return fmt.Errorf("%d returned", len(p.returns))
+			}
+			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("publishing: %w", err)
-		}
 	}
-	<-confirmed
+	if err := g.Wait(); err != nil {
+		return r, err
+	}
 	if err := s.wait(ctx, 120*time.Second); err != nil {
-		return err
+		return r, err
 	}
-	if len(returns) > 0 || nacks.Load() > 0 {
-		return fmt.Errorf("%d returned, %d nacked", len(returns), nacks.Load())
+	if nacks.Load() > 0 {
+		return r, fmt.Errorf("%d nacked", nacks.Load())
 	}
 	_, last := s.span()
-	cpu := cpuBetween(cpu0, sampleCPU(e.procs))
-	rate := float64(n) / last.Sub(start).Seconds()
-	e.brokerRate = rate
-	rep.add("broker_limit_msgs_per_s", rate, "msg/s")
-	rep.add("broker_limit_confirmed_msgs_per_s", float64(n)/lastConfirm.Sub(start).Seconds(), "msg/s")
-	rep.addCPU("broker_limit", "broker limit", n, cpu)
-	progress("broker limit: %d messages in %s (%.0f msg/s to the last delivery)", n, last.Sub(start).Round(time.Millisecond), rate)
-	return nil
+	r.cpu = cpuBetween(cpu0, sampleCPU(e.procs))
+	r.elapsed = last.Sub(start)
+	r.rate = float64(n) / r.elapsed.Seconds()
+	r.confirmedRate = float64(n) / time.Unix(0, lastConfirmNs.Load()).Sub(start).Seconds()
+	return r, nil
 }

@@ -48,13 +48,15 @@ type options struct {
 	bigTx         int
 	payloadRows   int
 	payload       int
+	lanesBacklog  int
+	lanesKeys     int
 	phases        map[string]bool
 	keep          bool
 	latencyTrace  string
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "lanes"}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -89,6 +91,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
 	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
+	fs.IntVar(&o.lanesBacklog, "lanes-backlog", 40000, "PENDING rows in each drain of the lanes step (and messages in its broker runs)")
+	fs.IntVar(&o.lanesKeys, "lanes-keys", 10000, "partition keys the lanes step's rows are spread over")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
@@ -134,8 +138,8 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case len(o.scaleSizes) == 0:
 		return nil, fmt.Errorf("-scale: at least one size")
-	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx and -payload-rows must be positive")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.lanesBacklog < 1 || o.lanesKeys < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -lanes-backlog and -lanes-keys must be positive")
 	case o.payload < 16:
 		return nil, fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -225,6 +229,11 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["missing"] {
 		if err := e.missingExchangeStep(ctx, rep); err != nil {
 			return fmt.Errorf("missing exchange: %w", err)
+		}
+	}
+	if o.phases["lanes"] {
+		if err := e.lanesStep(ctx, rep); err != nil {
+			return fmt.Errorf("lanes: %w", err)
 		}
 	}
 	return nil

@@ -38,6 +38,9 @@ func (e *env) relayConfig(name string, binlogOnly bool) (string, error) {
 	if binlogOnly {
 		sweeper = "sweeper: {enabled: false}\n"
 	}
+	if e.relaySection != "" {
+		sweeper += "relay: {" + e.relaySection + "}\n"
+	}
 	return fmt.Sprintf(`name: %s
 source: {host: "%s", port: %d, user: "%s", password: "${BENCH_SOURCE_PASSWORD:-}"}
 primary: {host: "%s", port: %d, user: "%s", password: "${BENCH_PRIMARY_PASSWORD:-}"}

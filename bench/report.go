@@ -242,6 +242,12 @@ func (r *report) targets(o *options) [][3]string {
 	if m, ok := r.get("rss_relay_bigtx_peak_mb"); ok {
 		check(fmt.Sprintf("peak RSS <= 256 MB for %d rows in one tx", o.bigTx), m <= 256, num(m)+" MB")
 	}
+	if pct, ok := r.get("strict_lanes_4_vs_relaxed_pct"); ok {
+		check("strict per key on 4 lanes >= 80% of relaxed", pct >= 80, num(pct)+"%")
+	}
+	if c, ok := r.get("relay_cpu_ms_per_1k_msgs"); ok {
+		check("relay CPU <= 25 ms per 1,000 messages (4 lanes)", c <= 25, num(c)+" ms")
+	}
 	if s, ok := r.get("bench_wall_seconds"); ok {
 		check("make bench under 15 minutes", s < 15*60, time.Duration(s*float64(time.Second)).Round(time.Second).String())
 	}

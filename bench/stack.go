@@ -44,7 +44,10 @@ type env struct {
 	watermark  int64 // highest id of the seeded SENT rows: everything above is removed after each run
 	seeded     int   // SENT rows in the table
 	brokerRate float64
-	procs      []proc // local processes of the stack, for CPU use
+	// relaySection, when set, is the relay: section of the relay's config
+	// (the lanes step's lanes and ordering).
+	relaySection string
+	procs        []proc // local processes of the stack, for CPU use
 }
 
 // openDB opens a DSN with the bench's options: client-side interpolation, so

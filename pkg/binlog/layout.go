@@ -149,18 +149,9 @@ func toUnsigned(v any) any {
 	return v
 }
 
-// neededColumns lists every column a table's mapping reads.
-func neededColumns(t *outbox.Table) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, col := range t.MappedColumns() {
-		if !seen[strings.ToLower(col)] {
-			seen[strings.ToLower(col)] = true
-			out = append(out, col)
-		}
-	}
-	return out
-}
+// neededColumns lists the columns the binlog path reads (not the
+// bookkeeping ones only the status writer and the sweeper use).
+func neededColumns(t *outbox.Table) []string { return t.StreamColumns() }
 
 // layoutFor returns the column layout for a TABLE_MAP event. Column names
 // come from the event itself when the source logs them

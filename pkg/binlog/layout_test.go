@@ -239,10 +239,12 @@ func TestLayoutUnsignedIDs(t *testing.T) {
 	}
 }
 
-// DATETIME carries no zone: its wall clock is taken in route.time_zone.
+// DATETIME carries no zone: its wall clock is taken in route.time_zone
+// (here a header copies the created column, so the stream reads it).
 func TestLayoutDatetimeInTheTableZone(t *testing.T) {
 	tb := seedTable(t)
 	tb.Route.TimeZone = "Asia/Shanghai"
+	tb.Columns.Headers = append(tb.Columns.Headers, "create_time")
 	if err := tb.Validate("t"); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +257,22 @@ func TestLayoutDatetimeInTheTableZone(t *testing.T) {
 	}
 	if !got.Equal(time.Date(2024, 2, 29, 15, 59, 58, 123000000, time.UTC)) {
 		t.Fatalf("instant %s", got.UTC())
+	}
+}
+
+// The stream keeps only the columns it reads: the bookkeeping ones (the
+// created time here) are left out of a row unless a route or header names
+// them.
+func TestLayoutLeavesBookkeepingColumnsOut(t *testing.T) {
+	tb := seedTable(t)
+	wall := time.Date(2024, 2, 29, 23, 59, 58, 0, time.UTC)
+	row := decode(t, newTestReader(t, tb, nil), tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated),
+		[]any{int64(1), "m", "ex", "rk", []byte("b"), "PENDING", wall})
+	if v, ok := row.Values["create_time"]; ok {
+		t.Fatalf("create_time kept in the row: %#v", v)
+	}
+	if row.Values["message_id"] != "m" || row.Values["status"] != "PENDING" {
+		t.Fatalf("row values %v", row.Values)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -260,6 +261,35 @@ func (t *Table) RouteTemplates() (exchange, routingKey string) {
 		routingKey = "{" + t.Columns.RoutingKey + "}"
 	}
 	return exchange, routingKey
+}
+
+// bookkeeping are the mapped columns only the status writer and the
+// sweeper use: the binlog path never reads them from a row.
+var bookkeeping = map[string]bool{"columns.next_retry_time": true, "columns.error": true,
+	"columns.created_at": true, "columns.updated_at": true, "columns.version": true}
+
+// StreamColumns lists, once each, the columns the binlog path reads from an
+// inserted row: MappedColumns less the bookkeeping ones (retry time, error,
+// timestamps, version), unless a route, header or key names them too.
+// Keeping only these makes each row in flight smaller.
+func (t *Table) StreamColumns() []string {
+	keep := map[string]bool{}
+	for field, col := range t.MappedColumns() {
+		if !bookkeeping[field] {
+			keep[strings.ToLower(col)] = true
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, col := range t.MappedColumns() {
+		lc := strings.ToLower(col)
+		if keep[lc] && !seen[lc] {
+			seen[lc] = true
+			out = append(out, col)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // PartitionKeyTemplate is route.partition_key as a template: a bare column

@@ -72,8 +72,18 @@ func (t Template) Columns() []string {
 // column is NULL or missing is returned as missing: a route must not silently lose a
 // segment.
 func (t Template) Render(lookup func(column string) (any, bool)) (out string, missing string) {
-	if len(t.parts) == 1 && t.parts[0].column == "" {
-		return t.parts[0].literal, ""
+	if len(t.parts) == 1 {
+		// A literal or a single "{column}": no builder, and a string
+		// value is returned as it is.
+		p := t.parts[0]
+		if p.column == "" {
+			return p.literal, ""
+		}
+		v, ok := lookup(p.column)
+		if !ok || v == nil {
+			return "", p.column
+		}
+		return ValueString(v), ""
 	}
 	var b strings.Builder
 	for _, p := range t.parts {

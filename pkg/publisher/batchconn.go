@@ -89,11 +89,15 @@ func (b *batchConn) flush() {
 		}
 		b.mu.Lock()
 		out := b.pending
-		b.pending, b.spare = b.spare[:0], nil
-		b.mu.Unlock()
 		if len(out) == 0 {
+			// A wake for bytes an earlier round took: keep both
+			// buffers (swapping here would drop one, and the next
+			// burst would grow a new one from nothing).
+			b.mu.Unlock()
 			continue
 		}
+		b.pending, b.spare = b.spare[:0], nil
+		b.mu.Unlock()
 		_, err := b.Conn.Write(out)
 		b.mu.Lock()
 		if err != nil && b.err == nil {

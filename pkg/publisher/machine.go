@@ -78,6 +78,8 @@ type machine struct {
 	proven *exchangeCache
 	// requeued: settleHead put the head back to be published again.
 	requeued bool
+	// free holds settled entries for reuse (recycle).
+	free []*entry
 	// keys counts the unconfirmed messages per Job.Key (Config.PerKey in
 	// strict mode only; nil otherwise).
 	keys map[uint64]int
@@ -189,7 +191,26 @@ func (m *machine) intake(job Job, ok bool) {
 		m.inOpen = false
 		return
 	}
-	m.q = append(m.q, &entry{job: job})
+	var e *entry
+	if n := len(m.free); n > 0 {
+		e, m.free = m.free[n-1], m.free[:n-1]
+	} else {
+		e = &entry{}
+	}
+	e.job = job
+	m.q = append(m.q, e)
+}
+
+// recycle keeps a settled entry for the next job: once its result is
+// handed over nothing refers to it (a confirmation removes it from the
+// session's delivery tags before it settles, and a session that ended is
+// dropped whole), and a drain of a backlog then allocates no entry per
+// message.
+func (m *machine) recycle(e *entry) {
+	if len(m.free) < 4*m.cfg.Window {
+		*e = entry{}
+		m.free = append(m.free, e)
+	}
 }
 
 // window is how many messages may be unconfirmed: one while suspects are

@@ -27,6 +27,7 @@ func (m *machine) settleHead() error {
 		if m.next > 0 {
 			m.next--
 		}
+		m.recycle(e)
 	}
 	return nil
 }

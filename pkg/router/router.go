@@ -86,10 +86,12 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	}
 	lookup := func(column string) (any, bool) {
 		v, ok := row.Get(column)
-		if !ok || v == nil {
-			return v, ok
+		if tm, isTime := v.(time.Time); isTime {
+			// The table's zone and format; every other value renders
+			// as ValueString does, without boxing a new string.
+			return t.FormatValue(tm), true
 		}
-		return t.FormatValue(v), true
+		return v, ok
 	}
 	exchange, err := r.exchange(row, tr, lookup)
 	if err != nil {
