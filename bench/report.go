@@ -187,7 +187,18 @@ func (r *report) print(w io.Writer, o *options) {
 	row(fmt.Sprintf("one %d-row transaction", o.bigTx), cell("rss_relay_bigtx_peak_mb", " MB"))
 	_ = tw.Flush()
 
-	fmt.Fprintln(w, "\ntargets (issue 7)")
+	if _, ok := r.get("lanes_4_drain_msgs_per_s"); ok {
+		fmt.Fprintf(w, "\nordered lanes: %d PENDING rows over %d keys (docs/ordering.md)\n", o.lanesBacklog, o.lanesKeys)
+		row("", "msg/s", "relay cpu ms/1k")
+		row("broker limit, 1 channel", cell("broker_limit_1ch_msgs_per_s", ""), "")
+		row("broker limit, 4 channels", cell("broker_limit_4ch_msgs_per_s", ""), "")
+		for _, l := range lanesRuns {
+			row(fmt.Sprintf("%s, %d lane(s)", l.ordering, l.lanes), cell(l.label+"_drain_msgs_per_s", ""), cell(l.label+"_relay_cpu_ms_per_1k_msgs", ""))
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintln(w, "\ntargets")
 	for _, t := range r.targets(o) {
 		row(t[0], t[1], t[2])
 	}

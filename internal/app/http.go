@@ -63,6 +63,12 @@ func (a *App) Metrics() *metrics.Metrics {
 			}
 			return 0
 		})
+		m.WatchLanes(func() []int64 {
+			if r := a.Relay(); r != nil {
+				return r.LaneInflight()
+			}
+			return nil
+		})
 		a.ops.metrics = m
 	})
 	return a.ops.metrics

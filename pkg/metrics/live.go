@@ -38,7 +38,7 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, laneInflight *prometheus.Desc
 
 	mu     sync.Mutex
 	stream Stream
@@ -46,6 +46,7 @@ type liveCollector struct {
 	readyF func() bool
 	heldF  func() time.Duration
 	repubF func() uint64
+	lanesF func() []int64
 	cp     *checkpoint.Checkpoint
 	now    func() time.Time
 }
@@ -73,6 +74,8 @@ func newLiveCollector() *liveCollector {
 		republished: d("republished_total", "Messages published again because an earlier publish had an unknown fate (unconfirmed when "+
 			"the broker connection was lost, or when the broker closed the channel over a refusal it did not pin on one message: "+
 			"an exchange deleted or a permission revoked while messages to it were in flight). Each is a possible duplicate."),
+		laneInflight: d("lane_inflight_rows", "Rows handed to a lane (relay.lanes above 1) whose results are not yet back in commit order: "+
+			"published or waiting behind that lane's head. A crash replays at most these and the rows settled since the last checkpoint save.", "lane"),
 		conns: map[string]Conn{},
 		now:   time.Now,
 	}
@@ -80,7 +83,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.laneInflight} {
 		ch <- d
 	}
 }
@@ -88,7 +91,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, heldF, repubF, cp := c.stream, c.readyF, c.heldF, c.repubF, c.cp
+	stream, readyF, heldF, repubF, lanesF, cp := c.stream, c.readyF, c.heldF, c.repubF, c.lanesF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -133,6 +136,11 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if repubF != nil {
 		ch <- prometheus.MustNewConstMetric(c.republished, prometheus.CounterValue, float64(repubF()))
+	}
+	if lanesF != nil {
+		for i, n := range lanesF() {
+			gauge(c.laneInflight, float64(n), strconv.Itoa(i))
+		}
 	}
 }
 
@@ -186,6 +194,14 @@ func (m *Metrics) WatchRepublished(f func() uint64) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.repubF = f
+}
+
+// WatchLanes exports the rows in flight on each lane as
+// binlog_relay_lane_inflight_rows{lane}; f returns nothing with one lane.
+func (m *Metrics) WatchLanes(f func() []int64) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.lanesF = f
 }
 
 // FileSequence is the numeric suffix of a binlog file name: both servers

@@ -269,3 +269,46 @@ func TestUnconfiguredTable(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// The partition key renders like a route template: a bare column or a
+// template, times in the table's zone; a NULL column leaves the row
+// without a key (and without the key header).
+func TestPartitionKey(t *testing.T) {
+	lm := func(key, header string) *outbox.Table {
+		return preset(t, "local-message", func(p *outbox.Table) { p.Route.PartitionKey, p.Route.PartitionHeader = key, header })
+	}
+	row := func(bizID any) map[string]any {
+		return map[string]any{"id": uint64(1), "biz_id": bizID, "biz_type": "order", "exchange": "ex", "routing_key": "rk",
+			"message_body": []byte("{}"), "status": int8(0)}
+	}
+	for _, c := range []struct {
+		name   string
+		table  *outbox.Table
+		values map[string]any
+		key    string
+		keyed  bool
+		header any
+	}{
+		{"a column", lm("biz_id", ""), row("o-1"), "o-1", true, nil},
+		{"a template, into a header", lm("{biz_type}:{biz_id}", "x-partition-key"), row("o-2"), "order:o-2", true, "order:o-2"},
+		{"a number", lm("id", ""), row("o-3"), "1", true, nil},
+		{"NULL: no key, no header", lm("{biz_type}:{biz_id}", "x-partition-key"), row(nil), "", false, nil},
+		{"no partition key", lm("", ""), row("o-4"), "", false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := route(t, c.table, c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.PartitionKey != c.key || m.Keyed != c.keyed {
+				t.Errorf("key %q keyed %v, want %q %v", m.PartitionKey, m.Keyed, c.key, c.keyed)
+			}
+			if got := m.Publishing.Headers["x-partition-key"]; got != c.header {
+				t.Errorf("header x-partition-key %#v, want %#v", got, c.header)
+			}
+			if m.Publishing.Headers["biz_type"] != "order" {
+				t.Errorf("the table's own headers %v lost", m.Publishing.Headers)
+			}
+		})
+	}
+}
