@@ -292,7 +292,13 @@ func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []
 
 // inTx runs fn in a READ COMMITTED transaction on the primary.
 func (s *Sweeper) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.primary.BeginTx(ctx, readCommitted)
+	return inTx(ctx, s.primary, fn)
+}
+
+// inTx runs fn in a READ COMMITTED transaction on the primary, committed
+// when fn returns nil.
+func inTx(ctx context.Context, primary *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := primary.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return fmt.Errorf("starting a transaction on the primary: %w", err)
 	}
