@@ -1,0 +1,267 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+)
+
+// finder looks message ids up in one outbox table, through the index on its
+// message id column or, for a table without one (ids "schema.table:id"),
+// its primary key.
+type finder struct {
+	t      *outbox.Table
+	col    string // the column looked up
+	prefix string // "schema.table:" when ids carry the table name
+	intCol bool   // col is an integer: ids are passed as numbers
+}
+
+// orphans reads c's inbox rows in the window, in chunks of its key, and
+// reports the message ids no outbox table of c holds.
+func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *ConsumerReport) error {
+	for _, t := range c.tables {
+		if !slices.Contains(o.Tables, t) {
+			cr.Skipped = "the run leaves out " + t.FullName() + ", whose messages this consumer also gets"
+			return nil
+		}
+	}
+	var finders []*finder
+	for _, t := range c.tables {
+		f, why, err := r.newFinder(ctx, t)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			cr.Skipped = why
+			return nil
+		}
+		finders = append(finders, f)
+	}
+	clk, err := readClock(ctx, c.db)
+	if err != nil {
+		return fmt.Errorf("reading the clock of consumer %s's server: %w", c.name, err)
+	}
+	sc := inboxScan{c: c, size: r.cfg.ChunkSize}
+	sc.since, sc.until = clk.datetime(o.Since), clk.datetime(o.Until)
+	for {
+		ids, done, err := sc.next(ctx)
+		if err != nil {
+			return fmt.Errorf("reading inbox %s of consumer %s: %w", c.table, c.name, err)
+		}
+		cr.InboxRows += int64(sc.read)
+		for _, f := range finders {
+			if len(ids) == 0 {
+				break
+			}
+			found, err := f.find(ctx, r.replica, ids)
+			if err != nil {
+				return fmt.Errorf("looking message ids up in %s: %w", f.t.FullName(), err)
+			}
+			ids = subtract(ids, found)
+		}
+		for _, id := range ids {
+			cr.Orphans.add(id, r.cfg.MaxIDs)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// newFinder prepares the lookups in t; why says why t cannot be searched
+// by message id.
+func (r *Reconciler) newFinder(ctx context.Context, t *outbox.Table) (*finder, string, error) {
+	f := &finder{t: t, col: t.Columns.MessageID}
+	if f.col == "" {
+		f.col, f.prefix = t.Columns.ID, t.FullName()+":"
+	}
+	var dataType string
+	var indexed bool
+	err := r.replica.QueryRowContext(ctx, `SELECT c.DATA_TYPE, EXISTS(SELECT 1 FROM information_schema.STATISTICS s
+		WHERE s.TABLE_SCHEMA = c.TABLE_SCHEMA AND s.TABLE_NAME = c.TABLE_NAME AND s.COLUMN_NAME = c.COLUMN_NAME AND s.SEQ_IN_INDEX = 1)
+		FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? AND c.COLUMN_NAME = ?`,
+		t.Schema, t.Name, f.col).Scan(&dataType, &indexed)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Sprintf("%s has no column %s", t.FullName(), f.col), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("reading the indexes of %s: %w", t.FullName(), err)
+	case !indexed:
+		return nil, fmt.Sprintf("%s has no index on its message id column %s (ALTER TABLE %s ADD INDEX (%s) makes the check possible)",
+			t.FullName(), f.col, t.QuotedName(), outbox.QuoteIdent(f.col)), nil
+	}
+	f.intCol = strings.Contains(strings.ToLower(dataType), "int")
+	return f, "", nil
+}
+
+// find returns which of ids (sorted) t holds, sorted: the message id the
+// router gives each row it returns must be the inbox's, byte for byte.
+func (f *finder) find(ctx context.Context, db *sql.DB, ids []string) ([]string, error) {
+	var args []any
+	for _, id := range ids {
+		key, ok := strings.CutPrefix(id, f.prefix)
+		if !ok {
+			continue
+		}
+		if f.intCol {
+			n, err := strconv.ParseUint(key, 10, 64)
+			if err != nil {
+				continue // not a number: no row of this table has it
+			}
+			args = append(args, n)
+			continue
+		}
+		args = append(args, key)
+	}
+	if len(args) == 0 {
+		return nil, nil
+	}
+	cols := []string{f.t.Columns.ID}
+	if f.col != f.t.Columns.ID {
+		cols = append(cols, f.col)
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", quoteAll(cols), f.t.QuotedName(), outbox.QuoteIdent(f.col), placeholders(len(args)))
+	rs, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	types, err := rs.ColumnTypes()
+	if err != nil {
+		return nil, err
+	}
+	datetime := make([]bool, len(cols))
+	for i := range datetime {
+		datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var found []string
+	for rs.Next() {
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		found = append(found, router.MessageID(f.t.RowFromSQL(cols, vals, datetime)))
+	}
+	slices.Sort(found)
+	return found, rs.Err()
+}
+
+// subtract returns the ids of a (sorted) not in b (sorted).
+func subtract(a, b []string) []string {
+	out := a[:0]
+	j := 0
+	for _, id := range a {
+		for j < len(b) && b[j] < id {
+			j++
+		}
+		if j < len(b) && b[j] == id {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+func quoteAll(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = outbox.QuoteIdent(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// inboxScan reads a consumer's inbox rows recorded in the window, in chunks
+// of its key (the id column, or the message id of a dedup table).
+type inboxScan struct {
+	c            *consumer
+	size         int
+	since, until string
+	last         any
+	started      bool
+	read         int
+}
+
+// next returns the next chunk's message ids, sorted and distinct, and
+// whether it was the last.
+func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
+	c, cols := sc.c, sc.c.layout.Columns
+	key, timeCol := cols.ID, cols.FirstConsumeTime
+	if !c.stateTable() {
+		key, timeCol = cols.MessageID, cols.CreatedAt
+	}
+	var conds []string
+	cond, args := c.consumerCond()
+	if cond != "" {
+		conds = append(conds, cond)
+	}
+	if timeCol != "" {
+		conds = append(conds, fmt.Sprintf("%[1]s >= ? AND %[1]s < ?", outbox.QuoteIdent(timeCol)))
+		args = append(args, sc.since, sc.until)
+	}
+	if sc.started {
+		conds = append(conds, outbox.QuoteIdent(key)+" > ?")
+		args = append(args, sc.last)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	q := fmt.Sprintf("SELECT %s, %s FROM %s%s ORDER BY %[1]s LIMIT ?", outbox.QuoteIdent(key), outbox.QuoteIdent(cols.MessageID), c.table, where)
+	rs, err := c.db.QueryContext(ctx, q, append(args, sc.size)...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rs.Close()
+	types, err := rs.ColumnTypes()
+	if err != nil {
+		return nil, false, err
+	}
+	intKey := strings.Contains(types[0].DatabaseTypeName(), "INT")
+	ids := make([]string, 0, sc.size)
+	var k, id sql.RawBytes
+	var last []byte
+	sc.read = 0
+	for rs.Next() {
+		if err := rs.Scan(&k, &id); err != nil {
+			return nil, false, err
+		}
+		sc.read++
+		ids = append(ids, string(id))
+		last = append(last[:0], k...)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, err
+	}
+	if sc.read > 0 {
+		sc.last = keyValue(string(last), intKey)
+	}
+	sc.started = true
+	slices.Sort(ids)
+	return slices.Compact(ids), sc.read < sc.size, nil
+}
+
+// keyValue is a key read as text, as the next keyset query passes it: an
+// integer key as a number (compared with a string, MySQL compares as DOUBLE,
+// which rounds ids above 2^53, such as snowflake ids).
+func keyValue(text string, intKey bool) any {
+	if intKey {
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return n
+		}
+		if n, err := strconv.ParseUint(text, 10, 64); err == nil {
+			return n
+		}
+	}
+	return text
+}

@@ -1,0 +1,250 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
+)
+
+// class is an outbox row's status as reconcile sees it.
+type class uint8
+
+const (
+	classOther   class = iota
+	classSent          // SENT, or any row of a table without a status column
+	classPending       // pending, publishable or sending
+	classFailed
+)
+
+// outRow is one outbox row of a chunk.
+type outRow struct {
+	id         any // the primary key, as the keyset and a repair pass it back
+	msgID      string
+	class      class
+	recent     bool // sent within the grace period
+	stale      bool // created longer than pending_after ago
+	version    int64
+	exchange   string
+	routingKey string
+	routed     bool
+	recorded   int // consumers holding a record of the message
+	missing    int // consumers that should have it and hold nothing past the grace period
+}
+
+// scan reads one outbox table in chunks of its primary key and compares
+// each chunk with the inboxes of the consumers that get the table.
+type scan struct {
+	r       *Reconciler
+	t       *outbox.Table
+	tr      *TableReport
+	cons    []*consumer
+	rowCols []string // what the router needs: id, message id, route columns
+	route   bool     // some consumer filters by route: rows are routed
+	bounds  []any    // recent, stale, since, until
+	intID   bool
+	repair  bool
+}
+
+// repairNote goes into a reset row's error column.
+const repairNote = "reset to pending by reconcile: sent, but no consumer recorded it"
+
+func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, o Options, tr *TableReport) error {
+	if t.Columns.CreatedAt == "" {
+		tr.Skipped = "no columns.created_at, which the window and the grace period are measured on (map it to the row's insert time)"
+		return nil
+	}
+	s := &scan{r: r, t: t, tr: tr, cons: r.consumersOf(t), repair: o.Repair}
+	s.rowCols = []string{t.Columns.ID}
+	if m := t.Columns.MessageID; m != "" && m != t.Columns.ID {
+		s.rowCols = append(s.rowCols, m)
+	}
+	for _, c := range s.cons {
+		tr.pair(c.name)
+		if !c.filter.any() {
+			s.route = true
+		}
+	}
+	if s.route {
+		for _, col := range router.RouteColumns(t) {
+			if !slices.Contains(s.rowCols, col) {
+				s.rowCols = append(s.rowCols, col)
+			}
+		}
+	}
+	if len(s.cons) > 0 {
+		tr.Repair = &RepairReport{}
+		if err := sweeper.Sweepable(t); err != nil {
+			tr.Repair.Note = "the sweeper cannot send this table again: " + err.Error()
+			s.repair = false
+		}
+	}
+	now := clk.at
+	recent := now.Add(-r.cfg.GracePeriod)
+	s.bounds = []any{clk.value(recent, t.CreatedAtEpoch)}
+	if t.Columns.UpdatedAt != "" {
+		s.bounds = []any{clk.value(recent, ""), clk.value(recent, t.CreatedAtEpoch)}
+	}
+	s.bounds = append(s.bounds, clk.value(now.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
+		clk.value(o.Since, t.CreatedAtEpoch), clk.value(o.Until, t.CreatedAtEpoch))
+	var last any
+	for first := true; ; first = false {
+		rows, err := s.read(ctx, last, first)
+		if err != nil {
+			return fmt.Errorf("reading outbox table %s: %w", t.FullName(), err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if err := s.chunk(ctx, rows); err != nil {
+			return err
+		}
+		if len(rows) < r.cfg.ChunkSize {
+			return nil
+		}
+		last = rows[len(rows)-1].id
+	}
+}
+
+func (tr *TableReport) pair(consumer string) *PairReport {
+	p, ok := tr.pairs[consumer]
+	if !ok {
+		p = &PairReport{Consumer: consumer}
+		tr.pairs[consumer] = p
+		tr.Consumers = append(tr.Consumers, p)
+	}
+	return p
+}
+
+// query selects a chunk: the router's columns, then status, version, "sent
+// within the grace period" and "created before pending_after".
+func (s *scan) query(keyset bool) string {
+	q := outbox.QuoteIdent
+	c := s.t.Columns
+	cols := make([]string, len(s.rowCols))
+	for i, col := range s.rowCols {
+		cols[i] = q(col)
+	}
+	status, version := "NULL", "0"
+	if c.Status != "" {
+		status = q(c.Status)
+	}
+	if c.Version != "" {
+		version = q(c.Version)
+	}
+	recent := q(c.CreatedAt) + " >= ?"
+	if c.UpdatedAt != "" {
+		// A NULL updated_at (the seed's DDL allows it) falls back on created_at.
+		recent = fmt.Sprintf("COALESCE(%s >= ?, %s >= ?)", q(c.UpdatedAt), q(c.CreatedAt))
+	}
+	where := fmt.Sprintf("%[1]s >= ? AND %[1]s < ?", q(c.CreatedAt))
+	if keyset {
+		where += " AND " + q(c.ID) + " > ?"
+	}
+	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s < ? FROM %s WHERE %s ORDER BY %s LIMIT ?",
+		strings.Join(cols, ", "), status, version, recent, q(c.CreatedAt), s.t.QuotedName(), where, q(c.ID))
+}
+
+// read reads the chunk after last.
+func (s *scan) read(ctx context.Context, last any, first bool) ([]outRow, error) {
+	args := append([]any(nil), s.bounds...)
+	if !first {
+		args = append(args, last)
+	}
+	args = append(args, s.r.cfg.ChunkSize)
+	rs, err := s.r.replica.QueryContext(ctx, s.query(!first), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	types, err := rs.ColumnTypes()
+	if err != nil {
+		return nil, err
+	}
+	datetime := make([]bool, len(s.rowCols))
+	for i := range datetime {
+		datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
+	}
+	s.intID = strings.Contains(types[0].DatabaseTypeName(), "INT")
+	n := len(s.rowCols)
+	vals := make([]any, n+4)
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	rows := make([]outRow, 0, s.r.cfg.ChunkSize)
+	for rs.Next() {
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		rows = append(rows, s.outRow(vals, n, datetime))
+	}
+	return rows, rs.Err()
+}
+
+func (s *scan) outRow(vals []any, n int, datetime []bool) outRow {
+	row := s.t.RowFromSQL(s.rowCols, vals[:n], datetime)
+	o := outRow{id: row.ID, msgID: router.MessageID(row), class: s.classify(vals[n]),
+		recent: truth(vals[n+2]), stale: truth(vals[n+3])}
+	o.version, _ = strconv.ParseInt(outbox.ValueString(vals[n+1]), 10, 64)
+	o.id = keyValue(outbox.ValueString(row.ID), s.intID)
+	if s.route {
+		var err error
+		o.exchange, o.routingKey, err = s.r.router.Destination(row)
+		o.routed = err == nil
+	}
+	return o
+}
+
+func truth(v any) bool { return outbox.ValueString(v) == "1" }
+
+func (s *scan) classify(status any) class {
+	st := s.t.Statuses
+	if s.t.Columns.Status == "" {
+		return classSent // every insert is published; nothing is written back
+	}
+	switch v := outbox.ValueString(status); {
+	case status == nil:
+		return classOther
+	case v == st.Sent:
+		return classSent
+	case v == st.Failed && st.Failed != "":
+		return classFailed
+	case v == st.Pending && v != "", v == st.Sending && v != "", slices.Contains(st.Publishable, v):
+		return classPending
+	}
+	return classOther
+}
+
+// chunk counts the outbox side, compares with each consumer, then repairs.
+func (s *scan) chunk(ctx context.Context, rows []outRow) error {
+	max := s.r.cfg.MaxIDs
+	for i := range rows {
+		row := &rows[i]
+		s.tr.Rows++
+		switch row.class {
+		case classSent:
+			s.tr.Sent++
+		case classFailed:
+			s.tr.Failed.add(row.msgID, max)
+		case classPending:
+			if row.stale {
+				s.tr.PendingStale.add(row.msgID, max)
+			}
+		}
+	}
+	for _, c := range s.cons {
+		if err := s.compare(ctx, c, rows); err != nil {
+			return err
+		}
+	}
+	if s.tr.Repair == nil {
+		return nil
+	}
+	return s.repairChunk(ctx, rows)
+}
