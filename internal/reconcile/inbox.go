@@ -113,8 +113,8 @@ func (c *consumer) lookup(ctx context.Context, ids []string) ([]record, error) {
 		for i, id := range ids {
 			args[i] = id
 		}
-		q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %[1]s IN (%s)", outbox.QuoteIdent(lc.MessageID),
-			outbox.QuoteIdent(lc.Status), c.logTable, placeholders(len(ids)))
+		id := outbox.QuoteIdent(lc.MessageID)
+		q := "SELECT " + id + ", " + outbox.QuoteIdent(lc.Status) + " FROM " + c.logTable + " WHERE " + id + " IN (" + placeholders(len(ids)) + ")"
 		logRecs, err := c.read(ctx, q, args, true)
 		if err != nil {
 			return nil, fmt.Errorf("reading processing log %s of consumer %s: %w", c.logTable, c.name, err)
