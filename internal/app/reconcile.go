@@ -157,9 +157,11 @@ func (a *App) reconcileService() service {
 				return nil
 			case <-tick.C:
 			}
-			if a.leading() {
-				a.reconcileOnce(ctx, rc)
+			if !a.leading() {
+				a.Metrics().ReconcileCleared()
+				continue
 			}
+			a.reconcileOnce(ctx, rc)
 		}
 	}
 }

@@ -46,3 +46,14 @@ func (m *Metrics) Reconciled(pairs []ReconcilePair, differences int64, at time.T
 	r.differences.WithLabelValues().Set(float64(differences))
 	r.lastSuccess.WithLabelValues().Set(float64(at.UnixNano()) / 1e9)
 }
+
+// ReconcileCleared drops the reconciliation series: a relay that is no
+// longer the leader must not keep exporting its last findings beside the
+// new leader's.
+func (m *Metrics) ReconcileCleared() {
+	r := m.reconcile
+	r.missing.Reset()
+	r.duplicates.Reset()
+	r.differences.Reset()
+	r.lastSuccess.Reset()
+}
