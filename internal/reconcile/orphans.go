@@ -48,12 +48,14 @@ func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *Co
 	if err != nil {
 		return fmt.Errorf("reading the clock of consumer %s's server: %w", c.name, err)
 	}
-	sc := inboxScan{c: c, size: r.cfg.ChunkSize}
-	sc.since, sc.until = clk.datetime(o.Since), clk.datetime(o.Until)
+	sc := newInboxScan(c, r.cfg.ChunkSize, clk.datetime(o.Since), clk.datetime(o.Until))
 	for {
-		ids, done, err := sc.next(ctx)
+		ids, ok, err := sc.next(ctx)
 		if err != nil {
 			return fmt.Errorf("reading inbox %s of consumer %s: %w", c.table, c.name, err)
+		}
+		if !ok {
+			return nil
 		}
 		cr.InboxRows += int64(sc.read)
 		for _, f := range finders {
@@ -68,9 +70,6 @@ func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *Co
 		}
 		for _, id := range ids {
 			cr.Orphans.add(id, r.cfg.MaxIDs)
-		}
-		if done {
-			return nil
 		}
 	}
 }
@@ -181,43 +180,52 @@ func quoteAll(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
-// inboxScan reads a consumer's inbox rows recorded in the window, in chunks
-// of its key (the id column, or the message id of a dedup table).
+// inboxScan reads a consumer's inbox rows recorded in the window, range by
+// range of its key (the id column, or the message id of a dedup table).
 type inboxScan struct {
 	c            *consumer
+	kr           *keyRanges
 	size         int
+	key, time    string // quoted columns; time is "" when the table has none
 	since, until string
-	last         any
-	started      bool
 	read         int
 }
 
-// next returns the next chunk's message ids, sorted and distinct, and
-// whether it was the last.
-func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
-	c, cols := sc.c, sc.c.layout.Columns
+func newInboxScan(c *consumer, size int, since, until string) *inboxScan {
+	cols := c.layout.Columns
 	key, timeCol := cols.ID, cols.FirstConsumeTime
 	if !c.stateTable() {
 		key, timeCol = cols.MessageID, cols.CreatedAt
 	}
-	var conds []string
-	cond, args := c.consumerCond()
-	if cond != "" {
-		conds = append(conds, cond)
-	}
+	sc := &inboxScan{c: c, size: size, key: outbox.QuoteIdent(key), since: since, until: until}
 	if timeCol != "" {
-		conds = append(conds, fmt.Sprintf("%[1]s >= ? AND %[1]s < ?", outbox.QuoteIdent(timeCol)))
+		sc.time = outbox.QuoteIdent(timeCol)
+	}
+	// The ranges are drawn over every consumer's rows, so that no statement
+	// examines more than a chunk of a table several consumers share.
+	sc.kr = newKeyRanges(c.db, c.table, sc.key, size)
+	return sc
+}
+
+// next returns the next range's message ids, sorted and distinct; false
+// when the inbox is done.
+func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
+	ok, err := sc.kr.next(ctx)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	c := sc.c
+	rangeCond, args := sc.kr.cond()
+	conds := []string{rangeCond}
+	if cond, cargs := c.consumerCond(); cond != "" {
+		conds, args = append(conds, cond), append(args, cargs...)
+	}
+	if sc.time != "" {
+		conds = append(conds, sc.time+" >= ? AND "+sc.time+" < ?")
 		args = append(args, sc.since, sc.until)
 	}
-	if sc.started {
-		conds = append(conds, outbox.QuoteIdent(key)+" > ?")
-		args = append(args, sc.last)
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
-	}
-	q := fmt.Sprintf("SELECT %s, %s FROM %s%s ORDER BY %[1]s LIMIT ?", outbox.QuoteIdent(key), outbox.QuoteIdent(cols.MessageID), c.table, where)
+	q := "SELECT " + sc.key + ", " + outbox.QuoteIdent(c.layout.Columns.MessageID) + " FROM " + c.table +
+		" WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + sc.key + " LIMIT ?"
 	rs, err := c.db.QueryContext(ctx, q, append(args, sc.size)...)
 	if err != nil {
 		return nil, false, err
@@ -227,7 +235,6 @@ func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	intKey := strings.Contains(types[0].DatabaseTypeName(), "INT")
 	ids := make([]string, 0, sc.size)
 	var k, id sql.RawBytes
 	var last []byte
@@ -243,25 +250,9 @@ func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
 	if err := rs.Err(); err != nil {
 		return nil, false, err
 	}
-	if sc.read > 0 {
-		sc.last = keyValue(string(last), intKey)
+	if sc.read == sc.size {
+		sc.kr.more(keyValue(string(last), strings.Contains(types[0].DatabaseTypeName(), "INT")))
 	}
-	sc.started = true
 	slices.Sort(ids)
-	return slices.Compact(ids), sc.read < sc.size, nil
-}
-
-// keyValue is a key read as text, as the next keyset query passes it: an
-// integer key as a number (compared with a string, MySQL compares as DOUBLE,
-// which rounds ids above 2^53, such as snowflake ids).
-func keyValue(text string, intKey bool) any {
-	if intKey {
-		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
-			return n
-		}
-		if n, err := strconv.ParseUint(text, 10, 64); err == nil {
-			return n
-		}
-	}
-	return text
+	return slices.Compact(ids), true, nil
 }

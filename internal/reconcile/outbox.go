@@ -92,22 +92,25 @@ func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, 
 	}
 	s.bounds = append(s.bounds, clk.value(now.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
 		clk.value(o.Since, t.CreatedAtEpoch), clk.value(o.Until, t.CreatedAtEpoch))
-	var last any
-	for first := true; ; first = false {
-		rows, err := s.read(ctx, last, first)
+	kr := newKeyRanges(r.replica, t.QuotedName(), outbox.QuoteIdent(t.Columns.ID), r.cfg.ChunkSize)
+	for {
+		ok, err := kr.next(ctx)
 		if err != nil {
 			return fmt.Errorf("reading outbox table %s: %w", t.FullName(), err)
 		}
-		if len(rows) == 0 {
+		if !ok {
 			return nil
+		}
+		rows, err := s.read(ctx, kr)
+		if err != nil {
+			return fmt.Errorf("reading outbox table %s: %w", t.FullName(), err)
+		}
+		if len(rows) == r.cfg.ChunkSize {
+			kr.more(rows[len(rows)-1].id)
 		}
 		if err := s.chunk(ctx, rows); err != nil {
 			return err
 		}
-		if len(rows) < r.cfg.ChunkSize {
-			return nil
-		}
-		last = rows[len(rows)-1].id
 	}
 }
 
@@ -121,9 +124,10 @@ func (tr *TableReport) pair(consumer string) *PairReport {
 	return p
 }
 
-// query selects a chunk: the router's columns, then status, version, "sent
-// within the grace period" and "created before pending_after".
-func (s *scan) query(keyset bool) string {
+// query selects a chunk of a key range: the router's columns, then status,
+// version, "sent within the grace period" and "created before
+// pending_after", of the rows created in the window.
+func (s *scan) query(keyRange string) string {
 	q := outbox.QuoteIdent
 	c := s.t.Columns
 	cols := make([]string, len(s.rowCols))
@@ -142,22 +146,15 @@ func (s *scan) query(keyset bool) string {
 		// A NULL updated_at (the seed's DDL allows it) falls back on created_at.
 		recent = fmt.Sprintf("COALESCE(%s >= ?, %s >= ?)", q(c.UpdatedAt), q(c.CreatedAt))
 	}
-	where := fmt.Sprintf("%[1]s >= ? AND %[1]s < ?", q(c.CreatedAt))
-	if keyset {
-		where += " AND " + q(c.ID) + " > ?"
-	}
-	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s < ? FROM %s WHERE %s ORDER BY %s LIMIT ?",
-		strings.Join(cols, ", "), status, version, recent, q(c.CreatedAt), s.t.QuotedName(), where, q(c.ID))
+	return fmt.Sprintf("SELECT %[1]s, %[2]s, %[3]s, %[4]s, %[5]s < ? FROM %[6]s WHERE %[5]s >= ? AND %[5]s < ? AND %[7]s ORDER BY %[8]s LIMIT ?",
+		strings.Join(cols, ", "), status, version, recent, q(c.CreatedAt), s.t.QuotedName(), keyRange, q(c.ID))
 }
 
-// read reads the chunk after last.
-func (s *scan) read(ctx context.Context, last any, first bool) ([]outRow, error) {
-	args := append([]any(nil), s.bounds...)
-	if !first {
-		args = append(args, last)
-	}
-	args = append(args, s.r.cfg.ChunkSize)
-	rs, err := s.r.replica.QueryContext(ctx, s.query(!first), args...)
+// read reads the rows of the current key range (at most a chunk).
+func (s *scan) read(ctx context.Context, kr *keyRanges) ([]outRow, error) {
+	cond, rangeArgs := kr.cond()
+	args := append(append(append([]any(nil), s.bounds...), rangeArgs...), s.r.cfg.ChunkSize)
+	rs, err := s.r.replica.QueryContext(ctx, s.query(cond), args...)
 	if err != nil {
 		return nil, err
 	}
