@@ -23,26 +23,13 @@ type finder struct {
 	intCol bool   // col is an integer: ids are passed as numbers
 }
 
-// orphans reads c's inbox rows in the window, in chunks of its key, and
-// reports the message ids no outbox table of c holds.
+// orphans reads c's inbox rows in the window, range by range of its key,
+// and reports the message ids no outbox table of c holds.
 func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *ConsumerReport) error {
-	for _, t := range c.tables {
-		if !slices.Contains(o.Tables, t) {
-			cr.Skipped = "the run leaves out " + t.FullName() + ", whose messages this consumer also gets"
-			return nil
-		}
-	}
-	var finders []*finder
-	for _, t := range c.tables {
-		f, why, err := r.newFinder(ctx, t)
-		if err != nil {
-			return err
-		}
-		if why != "" {
-			cr.Skipped = why
-			return nil
-		}
-		finders = append(finders, f)
+	finders, why, err := r.finders(ctx, c, o)
+	if err != nil || why != "" {
+		cr.Skipped = why
+		return err
 	}
 	clk, err := readClock(ctx, c.db)
 	if err != nil {
@@ -72,6 +59,23 @@ func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *Co
 			cr.Orphans.add(id, r.cfg.MaxIDs)
 		}
 	}
+}
+
+// finders prepares the lookups in every outbox table c gets; why says why
+// they cannot be made.
+func (r *Reconciler) finders(ctx context.Context, c *consumer, o Options) ([]*finder, string, error) {
+	var finders []*finder
+	for _, t := range c.tables {
+		if !slices.Contains(o.Tables, t) {
+			return nil, "the run leaves out " + t.FullName() + ", whose messages this consumer also gets", nil
+		}
+		f, why, err := r.newFinder(ctx, t)
+		if err != nil || why != "" {
+			return nil, why, err
+		}
+		finders = append(finders, f)
+	}
+	return finders, "", nil
 }
 
 // newFinder prepares the lookups in t; why says why t cannot be searched

@@ -59,39 +59,7 @@ func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, 
 		tr.Skipped = "no columns.created_at, which the window and the grace period are measured on (map it to the row's insert time)"
 		return nil
 	}
-	s := &scan{r: r, t: t, tr: tr, cons: r.consumersOf(t), repair: o.Repair}
-	s.rowCols = []string{t.Columns.ID}
-	if m := t.Columns.MessageID; m != "" && m != t.Columns.ID {
-		s.rowCols = append(s.rowCols, m)
-	}
-	for _, c := range s.cons {
-		tr.pair(c.name)
-		if !c.filter.any() {
-			s.route = true
-		}
-	}
-	if s.route {
-		for _, col := range router.RouteColumns(t) {
-			if !slices.Contains(s.rowCols, col) {
-				s.rowCols = append(s.rowCols, col)
-			}
-		}
-	}
-	if len(s.cons) > 0 {
-		tr.Repair = &RepairReport{}
-		if err := sweeper.Sweepable(t); err != nil {
-			tr.Repair.Note = "the sweeper cannot send this table again: " + err.Error()
-			s.repair = false
-		}
-	}
-	now := clk.at
-	recent := now.Add(-r.cfg.GracePeriod)
-	s.bounds = []any{clk.value(recent, t.CreatedAtEpoch)}
-	if t.Columns.UpdatedAt != "" {
-		s.bounds = []any{clk.value(recent, ""), clk.value(recent, t.CreatedAtEpoch)}
-	}
-	s.bounds = append(s.bounds, clk.value(now.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
-		clk.value(o.Since, t.CreatedAtEpoch), clk.value(o.Until, t.CreatedAtEpoch))
+	s := r.newScan(t, clk, o, tr)
 	kr := newKeyRanges(r.replica, t.QuotedName(), outbox.QuoteIdent(t.Columns.ID), r.cfg.ChunkSize)
 	for {
 		ok, err := kr.next(ctx)
@@ -112,6 +80,43 @@ func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, 
 			return err
 		}
 	}
+}
+
+// newScan prepares the reading of t: the columns the router needs (the
+// route's only when a consumer filters by it), the repair's fate, and the
+// time bounds in the server's clock.
+func (r *Reconciler) newScan(t *outbox.Table, clk clock, o Options, tr *TableReport) *scan {
+	s := &scan{r: r, t: t, tr: tr, cons: r.consumersOf(t), repair: o.Repair}
+	s.rowCols = []string{t.Columns.ID}
+	if m := t.Columns.MessageID; m != "" && m != t.Columns.ID {
+		s.rowCols = append(s.rowCols, m)
+	}
+	for _, c := range s.cons {
+		tr.pair(c.name)
+		s.route = s.route || !c.filter.any()
+	}
+	if s.route {
+		for _, col := range router.RouteColumns(t) {
+			if !slices.Contains(s.rowCols, col) {
+				s.rowCols = append(s.rowCols, col)
+			}
+		}
+	}
+	if len(s.cons) > 0 {
+		tr.Repair = &RepairReport{}
+		if err := sweeper.Sweepable(t); err != nil {
+			tr.Repair.Note = "the sweeper cannot send this table again: " + err.Error()
+			s.repair = false
+		}
+	}
+	recent := clk.at.Add(-r.cfg.GracePeriod)
+	s.bounds = []any{clk.value(recent, t.CreatedAtEpoch)}
+	if t.Columns.UpdatedAt != "" {
+		s.bounds = []any{clk.value(recent, ""), clk.value(recent, t.CreatedAtEpoch)}
+	}
+	s.bounds = append(s.bounds, clk.value(clk.at.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
+		clk.value(o.Since, t.CreatedAtEpoch), clk.value(o.Until, t.CreatedAtEpoch))
+	return s
 }
 
 func (tr *TableReport) pair(consumer string) *PairReport {
