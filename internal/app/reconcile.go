@@ -131,6 +131,25 @@ func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
 	return rc, closeAll, nil
 }
 
+// checkReconcile is `check`'s look at the consumers' inboxes: warnings, as
+// the relay streams without them. Skipped at run's start, so that an
+// unreachable consumer database does not delay it.
+func (c *checker) checkReconcile(ctx context.Context) {
+	a := c.a
+	if len(a.Cfg.Reconcile.Consumers) == 0 || a.starting.Load() {
+		return
+	}
+	rc, closeInboxes, err := a.newReconciler()
+	if err != nil {
+		c.add(Warning, "reconcile", "%v", err)
+		return
+	}
+	defer closeInboxes()
+	for _, err := range rc.Check(ctx) {
+		c.add(Warning, "reconcile", "%v", err)
+	}
+}
+
 func (a *App) reconcileStore() reconcile.Store {
 	return reconcile.Store{Client: a.Redis, Key: a.Cfg.Reconcile.Key}
 }

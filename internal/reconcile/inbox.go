@@ -182,3 +182,43 @@ func (v *verdict) add(r record) {
 
 func (v verdict) recorded() bool  { return v.rows+v.logRows > 0 }
 func (v verdict) duplicate() bool { return v.rows > 1 || v.logRows > 1 }
+
+// Check reads no row (LIMIT 0) of each consumer's inbox table, and of its
+// processing log, with every column a run reads, so that a missing table,
+// column or grant shows before the first run. Each error names the
+// consumer and its server.
+func (r *Reconciler) Check(ctx context.Context) []error {
+	var errs []error
+	for i, c := range r.consumers {
+		cols := c.layout.Columns
+		sel := []string{cols.MessageID, cols.ID, cols.Consumer, cols.Status, cols.FirstConsumeTime, cols.CreatedAt}
+		if !c.stateTable() {
+			sel = []string{cols.MessageID, cols.CreatedAt}
+		}
+		where := fmt.Sprintf("reconcile.consumers[%d] %s (%s)", i, c.name, r.cfg.Consumers[i].Redacted())
+		if err := selectNothing(ctx, c.db, c.table, sel); err != nil {
+			errs = append(errs, fmt.Errorf("%s: inbox table %s: %w", where, c.table, err))
+		}
+		if c.logTable != "" {
+			lc := c.layout.LogColumns
+			if err := selectNothing(ctx, c.db, c.logTable, []string{lc.MessageID, lc.Status}); err != nil {
+				errs = append(errs, fmt.Errorf("%s: processing log %s: %w", where, c.logTable, err))
+			}
+		}
+	}
+	return errs
+}
+
+func selectNothing(ctx context.Context, db *sql.DB, table string, cols []string) error {
+	var quoted []string
+	for _, c := range cols {
+		if c != "" {
+			quoted = append(quoted, outbox.QuoteIdent(c))
+		}
+	}
+	rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+table+" LIMIT 0")
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}

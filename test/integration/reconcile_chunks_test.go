@@ -163,4 +163,17 @@ func TestReconcileChunksAndKeys(t *testing.T) {
 	if want := int64(5 + 1 + 2 + 3 + 1 + 2); rep.Differences != want {
 		t.Errorf("%d differences, want %d", rep.Differences, want)
 	}
+
+	// check reads each inbox with the columns a run reads: a consumer whose
+	// table is not there is a warning naming it, the others pass.
+	bad := strings.Replace(yaml, "    - {name: ev,", fmt.Sprintf("    - {name: gone, schema: %s, table: no_such_inbox, mysql: {host: %s, port: %d, user: root}}\n    - {name: ev,", db.Name, rh, rp), 1)
+	lines := runCheck(t, bad)
+	if !findLine(lines, "WARN reconcile", "reconcile.consumers[2] gone", "no_such_inbox") {
+		t.Errorf("no warning about the missing inbox table in:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "reconcile") && !strings.Contains(l, "gone") {
+			t.Errorf("a warning about a consumer whose inbox is fine: %s", l)
+		}
+	}
 }
