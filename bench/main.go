@@ -48,13 +48,14 @@ type options struct {
 	bigTx         int
 	payloadRows   int
 	payload       int
+	reconcileRows int
 	phases        map[string]bool
 	keep          bool
 	latencyTrace  string
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile"}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -89,6 +90,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
 	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
+	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
@@ -134,8 +136,8 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case len(o.scaleSizes) == 0:
 		return nil, fmt.Errorf("-scale: at least one size")
-	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx and -payload-rows must be positive")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.reconcileRows < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows and -reconcile-rows must be positive")
 	case o.payload < 16:
 		return nil, fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -225,6 +227,11 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["missing"] {
 		if err := e.missingExchangeStep(ctx, rep); err != nil {
 			return fmt.Errorf("missing exchange: %w", err)
+		}
+	}
+	if o.phases["reconcile"] {
+		if err := e.reconcileStep(ctx, rep); err != nil {
+			return fmt.Errorf("reconcile: %w", err)
 		}
 	}
 	return nil
