@@ -2,7 +2,9 @@
 // status writer -> checkpoint. Each stage is a goroutine joined by a bounded
 // channel; results come back from the publisher in binlog order, which is
 // what lets the checkpoint name only whole transactions below which every
-// row was confirmed and marked.
+// row was confirmed and marked. With several lanes (lanes.go) the rows are
+// spread over publishers by partition key and their results merged back
+// into binlog order, so the rule is the same.
 package relay
 
 import (

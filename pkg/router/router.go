@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -81,32 +82,9 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	t := row.Table
 	tr := r.tables[t]
-	if tr == nil {
-		return nil, fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
-	}
-	lookup := func(column string) (any, bool) {
-		v, ok := row.Get(column)
-		if tm, isTime := v.(time.Time); isTime {
-			// The table's zone and format; every other value renders
-			// as ValueString does, without boxing a new string.
-			return t.FormatValue(tm), true
-		}
-		return v, ok
-	}
-	exchange, err := r.exchange(row, tr, lookup)
+	exchange, rk, err := r.Destination(row)
 	if err != nil {
 		return nil, err
-	}
-	rk, missing := tr.routingKey.Render(lookup)
-	if missing != "" && isNullColumn(row, tr.routingKey, missing) {
-		// The routing key is one nullable column (t_message_record.tag
-		// DEFAULT NULL): NULL means "no key", which AMQP spells "". A
-		// template with more than the column keeps refusing, so a route
-		// never silently loses a segment.
-		rk, missing = "", ""
-	}
-	if missing != "" {
-		return nil, fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
 	}
 	if c := t.Columns.MessageID; c != "" && row.Values[c] == nil {
 		// A made-up id would let two such rows collide in a consumer's
@@ -129,7 +107,8 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	}
 	m := &Message{Row: row, Exchange: exchange, RoutingKey: rk}
 	if !tr.partition.Empty() {
-		m.PartitionKey, missing = tr.partition.Render(lookup)
+		var missing string
+		m.PartitionKey, missing = tr.partition.Render(lookupIn(row))
 		m.Keyed = missing == ""
 		if h := t.Route.PartitionHeader; h != "" && m.Keyed {
 			pub.Headers = amqp.Table{h: m.PartitionKey}
@@ -159,6 +138,65 @@ func headers(row *outbox.Row, h amqp.Table) {
 		}
 		h[col] = t.FormatValue(v)
 	}
+}
+
+// Destination is the exchange and routing key a row is published to (what
+// Route puts in its Message), without building the message.
+func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err error) {
+	t := row.Table
+	tr := r.tables[t]
+	if tr == nil {
+		return "", "", fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
+	}
+	lookup := lookupIn(row)
+	exchange, err = r.exchange(row, tr, lookup)
+	if err != nil {
+		return "", "", err
+	}
+	rk, missing := tr.routingKey.Render(lookup)
+	if missing != "" && isNullColumn(row, tr.routingKey, missing) {
+		// The routing key is one nullable column (t_message_record.tag
+		// DEFAULT NULL): NULL means "no key", which AMQP spells "". A
+		// template with more than the column keeps refusing, so a route
+		// never silently loses a segment.
+		rk, missing = "", ""
+	}
+	if missing != "" {
+		return "", "", fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
+	}
+	return exchange, rk, nil
+}
+
+// lookupIn reads a row's columns for templates: times in the table's zone
+// and format, every other value as it is (Render formats it as
+// ValueString does, without boxing a new string).
+func lookupIn(row *outbox.Row) func(column string) (any, bool) {
+	return func(column string) (any, bool) {
+		v, ok := row.Get(column)
+		if tm, isTime := v.(time.Time); isTime {
+			return row.Table.FormatValue(tm), true
+		}
+		return v, ok
+	}
+}
+
+// RouteColumns lists the columns Destination reads for rows of t.
+func RouteColumns(t *outbox.Table) []string {
+	var cols []string
+	add := func(c string) {
+		if c != "" && !slices.Contains(cols, c) {
+			cols = append(cols, c)
+		}
+	}
+	ex, rk := t.RouteTemplates()
+	for _, s := range []string{ex, rk} {
+		tmpl, _ := outbox.ParseTemplate(s)
+		for _, c := range tmpl.Columns() {
+			add(c)
+		}
+	}
+	add(t.Route.ExchangeMapColumn)
+	return cols
 }
 
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
