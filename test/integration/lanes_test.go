@@ -12,6 +12,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/publisher"
 	"github.com/binlog-relay/binlog-relay/pkg/relay"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -306,10 +307,12 @@ func TestStrictLanesHoldOnlyThePoisonedLane(t *testing.T) {
 			t.Fatalf("%s (key %s, lane %d) arrived while its lane held behind p2", m.MessageID, m.RoutingKey, held)
 		}
 	}
-	h, ok := r.App.Relay().Holding()
-	if !ok || h.MessageID != "p2" || h.Lane != fmt.Sprintf("lane %d of 4", held) {
-		t.Fatalf("Holding() = %+v, %v; want p2 on lane %d of 4", h, ok, held)
-	}
+	var h publisher.Hold
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var ok bool
+		h, ok = r.App.Relay().Holding()
+		return ok && h.MessageID == "p2" && h.Lane == fmt.Sprintf("lane %d of 4", held)
+	}, "Holding() = %+v; want p2 on lane %d of 4", h, held)
 	// What /readyz says once the hold lasts past its grace period.
 	if why := relay.HoldReason(h, time.Now()); !strings.Contains(why, fmt.Sprintf("lane %d of 4 holds behind message \"p2\" to exchange %q", held, missing)) {
 		t.Errorf("hold reason %q, want the held lane named", why)
