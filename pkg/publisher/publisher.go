@@ -14,7 +14,11 @@
 // message in flight a republish and a possible duplicate. A message that must not fail
 // (Job.MustDeliver, or any message in strict mode) goes to the dead-letter
 // exchange or holds the stream, reported by Holding, until it is delivered.
-// The work is an explicit state machine (machine.go), one method per event.
+// Strict mode publishes one message at a time; strict per key (PerKey, for
+// one lane of several) keeps the window open but never has two messages of
+// one Job.Key unconfirmed, so a failed message is overtaken only by other
+// keys. The work is an explicit state machine (machine.go), one method per
+// event.
 package publisher
 
 import (
