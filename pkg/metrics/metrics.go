@@ -37,6 +37,7 @@ type Metrics struct {
 	failed    *prometheus.CounterVec
 	returned  *prometheus.CounterVec
 	marked    *prometheus.CounterVec
+	already   *prometheus.CounterVec
 	deadLet   *prometheus.CounterVec
 	claims    *prometheus.CounterVec
 	saves     prometheus.Counter
@@ -104,6 +105,9 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
 	m.deadLet = counterVec(f, "dead_lettered_total", "Rows of tables without a status column sent to the dead-letter exchange (broker.dead_letter_exchange) because their own exchange refused them or they could not be routed.", "table")
 	m.marked = counterVec(f, "rows_marked_sent_total", "Outbox rows this relay moved to SENT on the primary.", "table")
+	m.already = counterVec(f, "published_already_sent_total", "Outbox rows the binlog path published that were already SENT (or otherwise no longer pending) "+
+		"when it came to mark them: rows a run killed before its checkpoint save had marked, published again after the restart, "+
+		"or rows the sweeper sent meanwhile. Each is a duplicate delivery; the count misses the rows a crash left published but unmarked.", "table")
 	m.claims = counterVec(f, "sweeper_claims_total", "Outbox rows the sweeper claimed on the primary.", "table")
 	m.saves = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "checkpoints_total", Help: "Checkpoints saved to Redis."})
 	f(m.saves)
@@ -239,6 +243,12 @@ func (m *Metrics) DeadLettered(t *outbox.Table, _, _ string) {
 // Marked counts rows moved to SENT.
 func (m *Metrics) Marked(t *outbox.Table, n int64) {
 	m.marked.WithLabelValues(m.tableName(t)).Add(float64(n))
+}
+
+// AlreadySent counts published rows that were no longer pending when
+// marked (duplicates).
+func (m *Metrics) AlreadySent(t *outbox.Table, n int64) {
+	m.already.WithLabelValues(m.tableName(t)).Add(float64(n))
 }
 
 // Checkpointed records a saved checkpoint (its position and time feed

@@ -22,6 +22,10 @@ type Observer interface {
 	DeadLettered(t *outbox.Table, exchange, reason string)
 	// Marked: n rows moved to SENT in one statement.
 	Marked(t *outbox.Table, n int64)
+	// AlreadySent: n rows published and marked in that statement were no
+	// longer pending (a replay of rows a killed run had marked, or rows the
+	// sweeper sent): duplicates.
+	AlreadySent(t *outbox.Table, n int64)
 	// Checkpointed: a checkpoint was saved.
 	Checkpointed(cp checkpoint.Checkpoint)
 }
@@ -32,4 +36,5 @@ func (nopObserver) Published(*outbox.Table, string, time.Duration, time.Duration
 func (nopObserver) Failed(*outbox.Table, string, error)                           {}
 func (nopObserver) DeadLettered(*outbox.Table, string, string)                    {}
 func (nopObserver) Marked(*outbox.Table, int64)                                   {}
+func (nopObserver) AlreadySent(*outbox.Table, int64)                              {}
 func (nopObserver) Checkpointed(checkpoint.Checkpoint)                            {}

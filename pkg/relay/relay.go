@@ -112,9 +112,12 @@ func (c *Config) Validate() error {
 
 // Stats are the pipeline's counters, safe to read while it runs.
 type Stats struct {
-	Published   atomic.Int64 // confirmed and routed
-	Failed      atomic.Int64 // sent to the retry path or FAILED
-	Marked      atomic.Int64 // rows moved to SENT by this relay
+	Published atomic.Int64 // confirmed and routed
+	Failed    atomic.Int64 // sent to the retry path or FAILED
+	Marked    atomic.Int64 // rows moved to SENT by this relay
+	// AlreadySent counts rows published that were no longer pending when
+	// marked: duplicates (replays after a crash, rows the sweeper sent).
+	AlreadySent atomic.Int64
 	Checkpoints atomic.Int64 // checkpoints saved
 	// DeadLettered counts rows of tables without a status column that went
 	// to the dead-letter exchange instead of their own.

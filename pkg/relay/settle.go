@@ -243,6 +243,12 @@ func (m *marker) run(ctx context.Context, batches <-chan batch) error {
 				if err == nil {
 					m.r.Stats.Marked.Add(n)
 					m.r.cfg.Observer.Marked(t, n)
+					if dup := int64(len(ids)) - n; dup > 0 {
+						// Only publishable rows move: the others were
+						// SENT already, so this publish was a duplicate.
+						m.r.Stats.AlreadySent.Add(dup)
+						m.r.cfg.Observer.AlreadySent(t, dup)
+					}
 				}
 				return err
 			})
