@@ -53,8 +53,8 @@ func LaneOf(msg *router.Message, n int) (lane int, key uint64) {
 // from a single lane. That is what keeps the checkpoint rule unchanged: a
 // commit is applied only once every row before it, on every lane, is
 // settled. The order channel's capacity bounds how far the lanes run ahead
-// of the slowest one (relay.buffer rows per lane): while one lane holds,
-// the others go on until that many rows wait behind its head, then the
+// of the slowest one: while one lane holds, the others go on until
+// relay.buffer × lanes rows in all wait behind the held row, then the
 // stream waits too. A crash replays at most those rows and the ones settled
 // since the last checkpoint save.
 type laneSet struct {
