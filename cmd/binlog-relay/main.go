@@ -21,6 +21,10 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// commit is the VCS revision, set at build time with -ldflags
+// "-X main.commit=..."; empty, the one Go stamped into the binary is used.
+var commit string
+
 const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 
 usage:
@@ -93,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer a.Close()
 	a.AcceptGap = runOpts.AcceptGap
+	a.Build = app.BuildInfo{Version: version, Commit: commit}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -44,7 +44,11 @@ type App struct {
 	stopMu    sync.Mutex
 	stopHooks []func()
 
-	ops ops // metrics and health (http.go)
+	ops    ops        // metrics and health (http.go)
+	leader leadership // whether this relay streams now (leader.go)
+
+	// Build names the running build in binlog_relay_build_info.
+	Build BuildInfo
 
 	src *sources // source.hosts, nil with one source (ha.go)
 
@@ -316,6 +320,8 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.relay.Store(r)
+	a.leader.set(true) // the only relay of its name (leader.go)
+	defer a.leader.set(false)
 	start, resumed, err := a.StartPosition(ctx)
 	if err != nil {
 		return err
