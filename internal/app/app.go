@@ -24,7 +24,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/config"
 	"github.com/binlog-relay/binlog-relay/pkg/publisher"
 	"github.com/binlog-relay/binlog-relay/pkg/relay"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/status"
 )
 
@@ -49,6 +48,8 @@ type App struct {
 
 	// Build names the running build in binlog_relay_build_info.
 	Build BuildInfo
+
+	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 
 	src *sources // source.hosts, nil with one source (ha.go)
 
@@ -257,7 +258,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
-	rt, err := router.New(cfg.Tables, cfg.Name)
+	rt, err := a.newRouter() // headers.go
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,8 @@ type Metrics struct {
 	queueConsumer *prometheus.GaugeVec
 	queueErrors   prometheus.Counter
 
-	traceInvalid *prometheus.CounterVec
-	buildInfo    *prometheus.GaugeVec
+	headersOmitted *prometheus.CounterVec
+	buildInfo      *prometheus.GaugeVec
 
 	live    *liveCollector
 	replica *replicaCollector
@@ -141,8 +141,9 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.queueErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "queue_query_errors_total", Help: "Management API requests that failed."})
 	f(m.queueErrors)
 
-	m.traceInvalid = counterVec(f, "trace_context_invalid_total", "Rows whose trace context column held a value that is not W3C trace context: "+
-		"the row was published without that header (header: traceparent, or tracestate alone).", "table", "header")
+	m.headersOmitted = counterVec(f, "headers_omitted_total", "Rows published without a header their table maps (trace, cloudevents) because the row's value "+
+		"does not fit it: header traceparent (not W3C trace context: traceparent and tracestate left out), tracestate (left out alone), "+
+		"ce-source or ce-type (no ce-* header at all), ce-time.", "table", "header")
 	m.buildInfo = gaugeVec(f, "build_info", "Always 1; the labels say which build runs: version, go (the Go release) and commit.", "version", "go", "commit")
 
 	m.live = newLiveCollector()
@@ -278,11 +279,10 @@ func (m *Metrics) SetBuildInfo(version, commit string) {
 	m.buildInfo.WithLabelValues(version, runtime.Version(), commit).Set(1)
 }
 
-// InvalidTraceContext counts a row published without its trace context
-// header (traceparent or tracestate) because the column's value was not W3C
-// trace context.
-func (m *Metrics) InvalidTraceContext(table, header string) {
-	m.traceInvalid.WithLabelValues(table, header).Inc()
+// HeaderOmitted counts a row published without a header its table maps
+// (trace context, CloudEvents) because the row's value did not fit it.
+func (m *Metrics) HeaderOmitted(table, header string) {
+	m.headersOmitted.WithLabelValues(table, header).Inc()
 }
 
 // ResetBacklog drops the outbox backlog and queue depth gauges: a relay that

@@ -195,7 +195,7 @@ func TestMetricsNameLabelAndBuildInfo(t *testing.T) {
 	m.SetBuildInfo("v1.2.3", "0123abc")
 	m.WatchLeader(func() bool { return true })
 	m.Published(seedTable(t), "orders", time.Millisecond, time.Second)
-	m.InvalidTraceContext("shop.producer_message", "traceparent")
+	m.HeaderOmitted("shop.producer_message", "traceparent")
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

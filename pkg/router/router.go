@@ -38,12 +38,16 @@ type Router struct {
 	tables map[*outbox.Table]*tableRoute
 	// AppID is set on every message (the relay's name).
 	AppID string
+	// OnHeaderProblem, if set, is told about each trace context or
+	// CloudEvents header left out of a message (headers.go).
+	OnHeaderProblem HeaderProblem
 }
 
 type tableRoute struct {
 	exchange    outbox.Template
 	routingKey  outbox.Template
 	contentType string
+	ce          *ceTemplates // nil without cloudevents.enabled
 }
 
 // New parses the routes of the tables (already validated).
@@ -63,7 +67,11 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 		if ct == "" {
 			ct = "application/json"
 		}
-		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, contentType: ct}
+		ce, err := parseCE(t)
+		if err != nil {
+			return nil, err
+		}
+		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, contentType: ct, ce: ce}
 	}
 	return r, nil
 }
@@ -130,6 +138,7 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 			pub.Headers[h] = t.FormatValue(v)
 		}
 	}
+	r.mappedHeaders(row, tr, &pub, lookup) // headers.go
 	return &Message{Row: row, Exchange: exchange, RoutingKey: rk, Publishing: pub}, nil
 }
 
