@@ -28,6 +28,8 @@ type Inbox struct {
 	dedup   *dedupGuard
 	metrics Metrics
 	log     *zap.Logger
+	// fromHeaders build the handler's context from the headers (headers.go).
+	fromHeaders []ContextFromHeaders
 }
 
 func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, log *zap.Logger) *Inbox {
@@ -311,7 +313,7 @@ func (in *Inbox) runHandler(ctx context.Context, tx *sql.Tx, m Message) (err err
 			err = &panicError{value: v}
 		}
 	}()
-	return in.handler(ctx, tx, m)
+	return in.handler(in.handlerContext(ctx, m), tx, m)
 }
 
 func (in *Inbox) logDuplicate(m Message, r rowState) {
