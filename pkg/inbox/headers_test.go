@@ -169,3 +169,41 @@ func TestTableWithoutHeadersColumn(t *testing.T) {
 		t.Errorf("retry headers %v: want only the retry count without a headers column", retried)
 	}
 }
+
+// Many first attempts failing at once: the failure records of concurrent workers
+// deadlock in InnoDB now and then (each locks the gap where its row would go, then
+// inserts). That is retried in the failure record alone: the handler runs once per
+// delivery, so each message's failed attempt keeps its backoff.
+func TestConcurrentFailuresRunEachHandlerOncePerDelivery(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	var mu sync.Mutex
+	calls := map[string][]int{}
+	rc := e.startConsumer(e.config(), func(_ context.Context, _ *sql.Tx, m Message) error {
+		mu.Lock()
+		calls[m.ID] = append(calls[m.ID], m.RetryCount)
+		mu.Unlock()
+		if m.RetryCount == 0 {
+			return fmt.Errorf("first attempt fails")
+		}
+		return nil
+	})
+	const n = 40
+	var msgs []amqp.Publishing
+	for i := range n {
+		msgs = append(msgs, amqp.Publishing{MessageId: fmt.Sprintf("burst-%02d", i), Body: itemBody(1)})
+	}
+	e.publishMany(msgs)
+	waitFor(t, 30*time.Second, "every message SUCCESS", func() (bool, string) {
+		done := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
+		return done == n, fmt.Sprintf("%d of %d SUCCESS", done, n)
+	})
+	rc.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, got := range calls {
+		if len(got) != 2 || got[0] != 0 || got[1] != 1 {
+			t.Errorf("%s: handler ran with retry counts %v, want [0 1]", id, got)
+		}
+	}
+}
