@@ -11,9 +11,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
-
-	"github.com/binlog-relay/binlog-relay/pkg/lease"
 )
 
 // BuildInfo names the running build in binlog_relay_build_info.
@@ -58,8 +55,6 @@ func (b BuildInfo) resolved() BuildInfo {
 // ha.enabled while it holds the lease (a term), without it once the binlog
 // path is built. changed is closed and replaced at every change.
 type leadership struct {
-	lease atomic.Pointer[lease.Lease] // with ha.enabled, once runLeader made it
-
 	mu      sync.Mutex
 	leading bool
 	changed chan struct{}
@@ -94,18 +89,13 @@ func (l *leadership) state() (bool, <-chan struct{}) {
 	return l.leading, l.changed
 }
 
-// Leading reports whether this relay streams the binlog now: the holder of
-// the leader lease with ha.enabled, or a relay without it whose binlog path
-// runs.
-func (a *App) Leading() bool { return a.leader.is() }
-
 // standby reports a relay with ha.enabled that does not hold the lease.
 func (a *App) standby() bool { return a.Cfg.HA.Enabled && !a.leader.is() }
 
 // leaderName is the holder of the lease as this relay last read it ("" when
 // none, or without ha.enabled).
 func (a *App) leaderName() string {
-	if l := a.leader.lease.Load(); l != nil {
+	if l := a.lease.Load(); l != nil {
 		return l.Leader()
 	}
 	return ""

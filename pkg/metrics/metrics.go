@@ -61,8 +61,9 @@ type Metrics struct {
 	headersOmitted *prometheus.CounterVec
 	buildInfo      *prometheus.GaugeVec
 
-	live    *liveCollector
-	replica *replicaCollector
+	live      *liveCollector
+	replica   *replicaCollector
+	reconcile reconcileMetrics
 
 	// exchange bounds the exchange label, the one label whose values come
 	// from row data (table names come from the config, reasons and statuses
@@ -149,6 +150,7 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.live = newLiveCollector()
 	f(m.live)
 	m.replica = newReplicaCollector(f)
+	m.reconcile = newReconcileMetrics(f)
 	return m
 }
 
