@@ -21,10 +21,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// commit is the VCS revision, set at build time with -ldflags
-// "-X main.commit=..."; empty, the one Go stamped into the binary is used.
-var commit string
-
 const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 
 usage:
@@ -111,7 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer a.Close()
 	a.AcceptGap = runOpts.AcceptGap
-	a.Build = app.BuildInfo{Version: version, Commit: commit}
+	v, c := versionInfo() // what `binlog-relay version` prints
+	a.Build = app.BuildInfo{Version: v, Commit: c}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
