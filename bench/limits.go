@@ -232,8 +232,13 @@ func (e *env) waitRetried(ctx context.Context, prefix string, n int, within time
 // replicates nothing from, it rotates and purges up to the new file; the
 // server keeps a file a connected reader (a running relay) still needs.
 func (e *env) purgeBinlogs() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 330*time.Second)
 	defer cancel()
+	if e.primary != nil {
+		var pos string
+		_ = e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+		e.catchUpExtras(ctx, pos, 300*time.Second)
+	}
 	// Every replica of the primary must be among these: one left out could
 	// lose the files it has not fetched yet.
 	replicas := append([]string{e.o.replicaDSN}, e.o.extraReplicas...)

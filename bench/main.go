@@ -48,13 +48,14 @@ type options struct {
 	bigTx         int
 	payloadRows   int
 	payload       int
+	reconcileRows int
 	phases        map[string]bool
 	keep          bool
 	latencyTrace  string
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile"}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -68,7 +69,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
 	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
-	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused for the run and resumed at its end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
+	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused during the measurements, caught up between steps and resumed at the end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
 	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
@@ -89,6 +90,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
 	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
+	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
@@ -134,8 +136,8 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case len(o.scaleSizes) == 0:
 		return nil, fmt.Errorf("-scale: at least one size")
-	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx and -payload-rows must be positive")
+	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.reconcileRows < 1:
+		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows and -reconcile-rows must be positive")
 	case o.payload < 16:
 		return nil, fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -225,6 +227,11 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["missing"] {
 		if err := e.missingExchangeStep(ctx, rep); err != nil {
 			return fmt.Errorf("missing exchange: %w", err)
+		}
+	}
+	if o.phases["reconcile"] {
+		if err := e.reconcileStep(ctx, rep); err != nil {
+			return fmt.Errorf("reconcile: %w", err)
 		}
 	}
 	return nil

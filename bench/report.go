@@ -242,6 +242,13 @@ func (r *report) targets(o *options) [][3]string {
 	if m, ok := r.get("rss_relay_bigtx_peak_mb"); ok {
 		check(fmt.Sprintf("peak RSS <= 256 MB for %d rows in one tx", o.bigTx), m <= 256, num(m)+" MB")
 	}
+	rc := "reconcile_" + sizeLabel(o.reconcileRows) + "_rows_"
+	if s, ok := r.get(rc + "seconds"); ok {
+		check(fmt.Sprintf("reconcile %d rows under %d s", o.reconcileRows, reconcileSecondsTarget), s < reconcileSecondsTarget, num(s)+" s")
+	}
+	if m, ok := r.get(rc + "peak_rss_mb"); ok {
+		check(fmt.Sprintf("reconcile peak RSS under %d MB", reconcileRSSTarget), m < reconcileRSSTarget, num(m)+" MB")
+	}
 	if s, ok := r.get("bench_wall_seconds"); ok {
 		check("make bench under 15 minutes", s < 15*60, time.Duration(s*float64(time.Second)).Round(time.Second).String())
 	}

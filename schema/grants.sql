@@ -8,6 +8,8 @@
 -- On the primary:
 --   SELECT, UPDATE      on the outbox tables: SENT marks, sweeper claims
 --   (INSERT, DELETE on the outbox and its archive table only if the archive is on)
+-- For `binlog-relay reconcile` (docs/reconcile.md), on a replica of each consumer's database:
+--   SELECT              on its inbox table (and t_message_log), for the user reconcile.consumers[] names
 CREATE USER IF NOT EXISTS 'relay'@'%' IDENTIFIED BY 'change-me';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'relay'@'%';
 GRANT SELECT, UPDATE ON shop.* TO 'relay'@'%';

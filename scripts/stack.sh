@@ -230,6 +230,21 @@ ensure_replication() {
     die "$n: replication threads not running after 30 s"; }
 }
 
+# catch_up REPLICA POS: wait until REPLICA has applied POS. A replica left behind (a killed
+# bench, a machine stopped mid-run) may have gigabytes to apply: wait as long as it makes
+# progress (its gtid_slave_pos moves within each 30 s), and give up only when it stalls.
+catch_up() {
+  local r=$1 pos=$2 seen="" now
+  while [[ $(sql "$r" -e "SELECT MASTER_GTID_WAIT('$pos', 30)") != 0 ]]; do
+    now=$(sql "$r" -e 'SELECT @@gtid_slave_pos')
+    [[ $now != "$seen" ]] || {
+      sql "$r" --column-names -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Last_.*Err' >&2 || true
+      die "$r: did not reach $pos; stuck at $now for 30 s"; }
+    log "$r: catching up with the primary: at $now, target $pos"
+    seen=$now
+  done
+}
+
 # verify_replication: end-to-end proof that a row written on the primary reaches each replica.
 verify_replication() {
   local token="ok-$$-$RANDOM" pos r
@@ -239,13 +254,13 @@ verify_replication() {
     INSERT INTO stack_check.t (token) VALUES ('$token');"
   pos=$(sql primary -e 'SELECT @@gtid_binlog_pos')
   for r in "${REPLICAS[@]}"; do
-    [[ $(sql "$r" -e "SELECT MASTER_GTID_WAIT('$pos', 30)") == 0 ]] || die "$r: did not reach $pos in 30 s"
+    catch_up "$r" "$pos"
     [[ $(sql "$r" -e "SELECT COUNT(*) FROM stack_check.t WHERE token='$token'") == 1 ]] \
       || die "$r: reached $pos but the check row is missing"
   done
   # Drop it again and wait, so tests start from a quiet, in-sync stack.
   sql primary -e 'DROP DATABASE stack_check'; pos=$(sql primary -e 'SELECT @@gtid_binlog_pos')
-  for r in "${REPLICAS[@]}"; do sql "$r" -e "SELECT MASTER_GTID_WAIT('$pos', 30)" >/dev/null; done
+  for r in "${REPLICAS[@]}"; do catch_up "$r" "$pos"; done
   log "replication ok: primary -> ${REPLICAS[*]} at gtid $pos"
 }
 

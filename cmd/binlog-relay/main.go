@@ -33,10 +33,14 @@ usage:
   binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
   binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name]
                                             put FAILED rows back to PENDING, retry count reset
+  binlog-relay reconcile --config relay.yaml [--since 24h] [--until T] [--table schema.name ...]
+         [--repair] [--format table|json]   compare the outbox with the consumers' inboxes (replicas only);
+                                            exit 0 no difference, 1 differences found, 3 could not finish
   binlog-relay version
   binlog-relay help [COMMAND]               this text, or one command's flags (also -h, --help, COMMAND --help)
 
-exit codes: 0 ok, 1 runtime failure, 2 usage or config error
+exit codes: 0 ok, 1 runtime failure, 2 usage or config error;
+            reconcile: 1 differences found, 3 the run could not finish
 `
 
 func main() {
@@ -58,11 +62,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
 	var requeue app.RequeueOptions
 	var runOpts app.RunOptions
+	var recon app.ReconcileOptions
 	if cmd == "run" {
 		runOpts.Flags(fs)
 	}
 	if cmd == "requeue" {
 		requeue.Flags(fs)
+	}
+	if cmd == "reconcile" {
+		recon.Flags(fs)
 	}
 	if err := fs.Parse(rest); err != nil {
 		return 2
@@ -72,6 +80,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cmd == "requeue" {
 		if err := requeue.Validate(); err != nil {
+			fmt.Fprintln(stderr, "binlog-relay:", err)
+			return 2
+		}
+	}
+	if cmd == "reconcile" {
+		if err := recon.Validate(); err != nil {
 			fmt.Fprintln(stderr, "binlog-relay:", err)
 			return 2
 		}
@@ -134,6 +148,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "reconcile":
+		return reconcileCmd(ctx, a, recon, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2

@@ -17,7 +17,7 @@ const (
 	exitUsage   = 2 // bad command line or config: nothing was started
 )
 
-var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "version", "help"}
+var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "reconcile", "version", "help"}
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
@@ -91,10 +91,17 @@ func commandUsage(w io.Writer, cmd string) {
 	case "run":
 		var o app.RunOptions
 		o.Flags(fs)
+	case "reconcile":
+		var o app.ReconcileOptions
+		o.Flags(fs)
 	}
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+	if cmd == "reconcile" {
+		fmt.Fprint(w, reconcileExitCodes)
+		return
+	}
 	fmt.Fprint(w, exitCodes)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/pkg/lease"
 	"github.com/binlog-relay/binlog-relay/pkg/publisher"
 	"github.com/binlog-relay/binlog-relay/pkg/relay"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -46,7 +47,8 @@ type App struct {
 
 	ops ops // metrics and health (http.go)
 
-	src *sources // source.hosts, nil with one source (ha.go)
+	src   *sources                    // source.hosts, nil with one source (ha.go)
+	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
 	replica replicaWatch // source replica health and delay (replica.go)
 	gap     gapState     // purged positions and instances (gap.go)

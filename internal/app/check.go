@@ -84,6 +84,7 @@ func (a *App) Check(ctx context.Context) []Problem {
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		c.add(Error, "redis", "cannot reach %s: %v", a.Cfg.Redis.Addr, err)
 	}
+	c.checkReconcile(ctx) // reconcile.go
 	return c.problems
 }
 

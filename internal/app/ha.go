@@ -30,6 +30,7 @@ func (a *App) runLeader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.lease.Store(l)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, svc := range a.services() {
 		g.Go(func() error { return svc(gctx) })

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+
 	"github.com/binlog-relay/binlog-relay/pkg/config"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -34,5 +36,32 @@ func Lint(cfg *config.Config) []Problem {
 	if _, err := router.New(cfg.Tables, cfg.Name); err != nil {
 		c.add(Error, "config", "tables: %v", err)
 	}
+	lintReconcile(c, cfg)
 	return c.problems
+}
+
+// lintReconcile checks the reconcile section's connections and says what a
+// run would leave out.
+func lintReconcile(c *checker, cfg *config.Config) {
+	r := cfg.Reconcile
+	for i, rc := range r.Consumers {
+		field := fmt.Sprintf("reconcile.consumers[%d]", i)
+		if _, err := rc.ConsumerDSN(field); err != nil {
+			c.add(Error, "config", "%v", err)
+		}
+	}
+	if len(r.Consumers) == 0 && r.Interval == 0 {
+		return
+	}
+	for _, t := range cfg.Tables {
+		if t.Columns.CreatedAt == "" {
+			c.add(Warning, t.FullName(), "reconcile skips this table: it has no columns.created_at, which the window and the grace period are measured on")
+		}
+	}
+	if r.Interval > 0 && len(r.Consumers) == 0 {
+		c.add(Warning, "config", "reconcile.interval is set but reconcile.consumers is empty: the periodic run checks only FAILED and long-pending outbox rows")
+	}
+	if r.Repair && r.Interval > 0 && !cfg.SweeperEnabled() {
+		c.add(Warning, "config", "reconcile.repair resets rows to pending, but sweeper.enabled is false: they go out only when a sweeper runs (binlog-relay sweep)")
+	}
 }

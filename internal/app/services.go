@@ -12,6 +12,9 @@ func (a *App) services() []service {
 	if svc := a.sweeperService(); svc != nil {
 		out = append(out, svc)
 	}
+	if svc := a.reconcileService(); svc != nil {
+		out = append(out, svc)
+	}
 	if svc := a.httpService(); svc != nil {
 		out = append(out, svc)
 	}

@@ -51,5 +51,6 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 		rows.Close()
 		a.lifecycleStatus(ctx, w, t)
 	}
+	a.reconcileStatus(ctx, w) // reconcile.go
 	return nil
 }

@@ -40,6 +40,7 @@ type Config struct {
 	HTTP       HTTP            `yaml:"http"`
 	Metrics    Metrics         `yaml:"metrics"`
 	HA         HA              `yaml:"ha"`
+	Reconcile  Reconcile       `yaml:"reconcile"`
 }
 
 // MySQL is a server connection.
@@ -356,6 +357,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.Retry.Defaults()
 	c.Sweeper.Defaults()
+	c.Reconcile.defaults(c.Name)
 	for _, t := range c.Tables {
 		if t.MaxRetries == 0 {
 			t.MaxRetries = 5
@@ -384,6 +386,12 @@ func (c *Config) resolveSecrets() error {
 	}
 	if err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
 		return err
+	}
+	for i := range c.Reconcile.Consumers {
+		m := &c.Reconcile.Consumers[i].MySQL
+		if err := read(fmt.Sprintf("reconcile.consumers[%d].mysql.password_file", i), m.PasswordFile, &m.Password); err != nil {
+			return err
+		}
 	}
 	if c.Broker.PasswordFile != "" {
 		var pw string
@@ -478,6 +486,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Metrics.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Reconcile.Validate(c.Tables); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Tables) == 0 {

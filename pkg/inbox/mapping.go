@@ -13,36 +13,36 @@ import (
 // an outbox table's. An empty name means the table has no such column;
 // which ones may be empty depends on the kind of table (Preset).
 type Columns struct {
-	ID               string // the row's primary key (state tables)
-	Consumer         string // consumer name; empty: one consumer per table
-	MessageID        string // the AMQP message id; unique (with Consumer, when set)
-	Status           string // SUCCESS / PENDING_RETRY / RETRYING / FAILED
-	Content          string // the body, republished by the retry task
-	ContentType      string // optional
-	Exchange         string
-	RoutingKey       string
-	RetryCount       string
-	MaxRetryCount    string
-	NextRetryTime    string
-	Error            string
-	FirstConsumeTime string
-	LastConsumeTime  string
-	SuccessTime      string
-	Version          string
-	CreatedAt        string // dedup tables: when the message was handled
+	ID               string `yaml:"id"`           // the row's primary key (state tables)
+	Consumer         string `yaml:"consumer"`     // consumer name; empty: one consumer per table
+	MessageID        string `yaml:"message_id"`   // the AMQP message id; unique (with Consumer, when set)
+	Status           string `yaml:"status"`       // SUCCESS / PENDING_RETRY / RETRYING / FAILED
+	Content          string `yaml:"content"`      // the body, republished by the retry task
+	ContentType      string `yaml:"content_type"` // optional
+	Exchange         string `yaml:"exchange"`
+	RoutingKey       string `yaml:"routing_key"`
+	RetryCount       string `yaml:"retry_count"`
+	MaxRetryCount    string `yaml:"max_retry_count"`
+	NextRetryTime    string `yaml:"next_retry_time"`
+	Error            string `yaml:"error"`
+	FirstConsumeTime string `yaml:"first_consume_time"`
+	LastConsumeTime  string `yaml:"last_consume_time"`
+	SuccessTime      string `yaml:"success_time"`
+	Version          string `yaml:"version"`
+	CreatedAt        string `yaml:"created_at"` // dedup tables: when the message was handled
 }
 
 // LogColumns names the columns of a processing log (t_message_log): one
 // row per message, PROCESSING while it is being retried, SUCCESS or FAILED.
 type LogColumns struct {
-	MessageID  string // unique
-	Topic      string // the exchange
-	Tag        string // the routing key; optional
-	Status     string // PROCESSING / SUCCESS / FAILED
-	RetryCount string
-	Error      string // optional
-	CreatedAt  string
-	UpdatedAt  string // optional
+	MessageID  string `yaml:"message_id"` // unique
+	Topic      string `yaml:"topic"`      // the exchange
+	Tag        string `yaml:"tag"`        // the routing key; optional
+	Status     string `yaml:"status"`     // PROCESSING / SUCCESS / FAILED
+	RetryCount string `yaml:"retry_count"`
+	Error      string `yaml:"error"` // optional
+	CreatedAt  string `yaml:"created_at"`
+	UpdatedAt  string `yaml:"updated_at"` // optional
 }
 
 // Kinds of inbox table.
@@ -134,6 +134,21 @@ func (c Config) resolve() (mapping, error) {
 	overlay(&m.Columns, c.Columns)
 	overlay(&m.LogColumns, c.LogColumns)
 	return m, nil
+}
+
+// Layout is the table layout c describes: its preset with Table, Columns,
+// LogTable, LogColumns and MessageIDLen laid over it, validated. It needs
+// none of the connection fields, so a tool that reads an inbox table
+// (binlog-relay reconcile) reads it as the inbox writes it.
+func (c Config) Layout() (Preset, error) {
+	m, err := c.resolve()
+	if err != nil {
+		return Preset{}, err
+	}
+	if err := m.validate(); err != nil {
+		return Preset{}, err
+	}
+	return m.Preset, nil
 }
 
 // overlay copies the non-empty string fields of src over dst; "-" clears

@@ -55,8 +55,9 @@ type Metrics struct {
 	queueConsumer *prometheus.GaugeVec
 	queueErrors   prometheus.Counter
 
-	live    *liveCollector
-	replica *replicaCollector
+	live      *liveCollector
+	replica   *replicaCollector
+	reconcile reconcileMetrics
 
 	// exchange bounds the exchange label, the one label whose values come
 	// from row data (table names come from the config, reasons and statuses
@@ -131,6 +132,7 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.live = newLiveCollector()
 	f(m.live)
 	m.replica = newReplicaCollector(f)
+	m.reconcile = newReconcileMetrics(f)
 	return m
 }
 

@@ -350,3 +350,38 @@ func TestMetricsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// The reconciliation gauges exist only once a run succeeded, are replaced
+// by each run (a pair no longer reported loses its series), and are
+// dropped when the relay stops leading.
+func TestReconcileGauges(t *testing.T) {
+	m := New()
+	count := func() int {
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range fams {
+			if strings.HasPrefix(f.GetName(), "binlog_relay_reconcile_") {
+				n += len(f.GetMetric())
+			}
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d reconcile series before any run", n)
+	}
+	m.Reconciled([]ReconcilePair{{"shop.a", "inventory", 3, 0}, {"shop.a", "audit", 0, 1}}, 4, time.Unix(1700000000, 0))
+	if n := count(); n != 2+2+1+1 {
+		t.Fatalf("%d series after a run with two pairs, want 6", n)
+	}
+	m.Reconciled([]ReconcilePair{{"shop.a", "inventory", 0, 0}}, 0, time.Unix(1700003600, 0))
+	if n := count(); n != 1+1+1+1 {
+		t.Fatalf("%d series after a run with one pair, want 4", n)
+	}
+	m.ReconcileCleared()
+	if n := count(); n != 0 {
+		t.Fatalf("%d series after leadership was lost", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -72,30 +73,9 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	t := row.Table
 	tr := r.tables[t]
-	if tr == nil {
-		return nil, fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
-	}
-	lookup := func(column string) (any, bool) {
-		v, ok := row.Get(column)
-		if !ok || v == nil {
-			return v, ok
-		}
-		return t.FormatValue(v), true
-	}
-	exchange, err := r.exchange(row, tr, lookup)
+	exchange, rk, err := r.Destination(row)
 	if err != nil {
 		return nil, err
-	}
-	rk, missing := tr.routingKey.Render(lookup)
-	if missing != "" && isNullColumn(row, tr.routingKey, missing) {
-		// The routing key is one nullable column (t_message_record.tag
-		// DEFAULT NULL): NULL means "no key", which AMQP spells "". A
-		// template with more than the column keeps refusing, so a route
-		// never silently loses a segment.
-		rk, missing = "", ""
-	}
-	if missing != "" {
-		return nil, fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
 	}
 	if c := t.Columns.MessageID; c != "" && row.Values[c] == nil {
 		// A made-up id would let two such rows collide in a consumer's
@@ -131,6 +111,58 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		}
 	}
 	return &Message{Row: row, Exchange: exchange, RoutingKey: rk, Publishing: pub}, nil
+}
+
+// Destination is the exchange and routing key a row is published to (what
+// Route puts in its Message), without building the message.
+func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err error) {
+	t := row.Table
+	tr := r.tables[t]
+	if tr == nil {
+		return "", "", fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
+	}
+	lookup := func(column string) (any, bool) {
+		v, ok := row.Get(column)
+		if !ok || v == nil {
+			return v, ok
+		}
+		return t.FormatValue(v), true
+	}
+	exchange, err = r.exchange(row, tr, lookup)
+	if err != nil {
+		return "", "", err
+	}
+	rk, missing := tr.routingKey.Render(lookup)
+	if missing != "" && isNullColumn(row, tr.routingKey, missing) {
+		// The routing key is one nullable column (t_message_record.tag
+		// DEFAULT NULL): NULL means "no key", which AMQP spells "". A
+		// template with more than the column keeps refusing, so a route
+		// never silently loses a segment.
+		rk, missing = "", ""
+	}
+	if missing != "" {
+		return "", "", fmt.Errorf("%w: routing key column %q is NULL or missing", ErrNoRoute, missing)
+	}
+	return exchange, rk, nil
+}
+
+// RouteColumns lists the columns Destination reads for rows of t.
+func RouteColumns(t *outbox.Table) []string {
+	var cols []string
+	add := func(c string) {
+		if c != "" && !slices.Contains(cols, c) {
+			cols = append(cols, c)
+		}
+	}
+	ex, rk := t.RouteTemplates()
+	for _, s := range []string{ex, rk} {
+		tmpl, _ := outbox.ParseTemplate(s)
+		for _, c := range tmpl.Columns() {
+			add(c)
+		}
+	}
+	add(t.Route.ExchangeMapColumn)
+	return cols
 }
 
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {

@@ -269,3 +269,30 @@ func TestUnconfiguredTable(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// Destination is Route's exchange and routing key, and reads only the
+// columns RouteColumns names: a row read with just those (and the id)
+// routes the same as the whole row.
+func TestDestinationReadsRouteColumns(t *testing.T) {
+	tb := preset(t, "debezium", func(tb *outbox.Table) {
+		tb.Route.ExchangeMapColumn = "aggregatetype"
+		tb.Route.ExchangeMap = map[string]string{"Order": "orders"}
+	})
+	if got := strings.Join(RouteColumns(tb), ","); got != "aggregatetype,type" {
+		t.Fatalf("route columns %q", got)
+	}
+	full := map[string]any{"id": "u-1", "aggregatetype": "Order", "aggregateid": "7", "type": "OrderPaid", "payload": []byte(`{}`)}
+	msg, err := route(t, tb, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New([]*outbox.Table{tb}, "relay-test")
+	slim := &outbox.Row{Table: tb, ID: "u-1", Values: map[string]any{"id": "u-1", "aggregatetype": "Order", "type": "OrderPaid"}}
+	ex, rk, err := r.Destination(slim)
+	if err != nil || ex != msg.Exchange || rk != msg.RoutingKey || ex != "orders" || rk != "OrderPaid" {
+		t.Fatalf("destination %q %q %v, route %q %q", ex, rk, err, msg.Exchange, msg.RoutingKey)
+	}
+	if got := MessageID(slim); got != msg.Publishing.MessageId {
+		t.Fatalf("message id %q, published as %q", got, msg.Publishing.MessageId)
+	}
+}

@@ -176,20 +176,7 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 // router sends the same message either way.
 func (p *plan) claimedRow(vals []any, datetime []bool) *claimed {
 	t := p.t
-	row := &outbox.Row{Table: t, Values: make(map[string]any, len(p.cols))}
-	for i, col := range p.cols {
-		v := vals[i]
-		if tm, ok := v.(time.Time); ok && datetime[i] {
-			// A DATETIME is a wall clock in the table's zone (route.time_zone),
-			// as the binlog reader reads it; the driver labels it UTC.
-			v = time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
-		}
-		row.Values[col] = v
-	}
-	row.ID = row.Values[t.Columns.ID]
-	if b, ok := row.ID.([]byte); ok {
-		row.ID = string(b)
-	}
+	row := t.RowFromSQL(p.cols, vals, datetime)
 	c := &claimed{row: row, maxRetries: t.MaxRetries}
 	if col := t.Columns.RetryCount; col != "" {
 		c.retries = int(intOf(row.Values[col]))
@@ -305,7 +292,13 @@ func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []
 
 // inTx runs fn in a READ COMMITTED transaction on the primary.
 func (s *Sweeper) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.primary.BeginTx(ctx, readCommitted)
+	return inTx(ctx, s.primary, fn)
+}
+
+// inTx runs fn in a READ COMMITTED transaction on the primary, committed
+// when fn returns nil.
+func inTx(ctx context.Context, primary *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := primary.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return fmt.Errorf("starting a transaction on the primary: %w", err)
 	}
