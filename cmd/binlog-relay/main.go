@@ -53,7 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "version" {
-		fmt.Fprintln(stdout, "binlog-relay", version)
+		v, c := versionInfo()
+		fmt.Fprintf(stdout, "binlog-relay %s (commit %s)\n", v, c)
 		return 0
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
