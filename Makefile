@@ -4,12 +4,36 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin/binlog-relay
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The same -X flags as the Dockerfile and .goreleaser.yaml: `binlog-relay version`.
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+IMAGE ?= binlog-relay:$(VERSION)
+# Release and deploy tools, pinned; built by go run on first use (test/deploy runs the same).
+HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
+GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
+CHART := deploy/helm/binlog-relay
 
-.PHONY: build stack-up stack-down stack-status test unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test unit lint demo bench chaos clean
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/binlog-relay
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
+
+# The container image, version and commit stamped as in a release.
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+# helm lint and render the chart (make test does this and checks the objects: test/deploy).
+chart:
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/ha-values.yaml
+	$(HELM) template binlog-relay $(CHART) -f $(CHART)/ci/ha-values.yaml > /dev/null
+
+# Validate .goreleaser.yaml (make test runs it too); snapshot builds a release locally.
+release-check:
+	$(GORELEASER) check
+
+snapshot:
+	$(GORELEASER) release --snapshot --clean
 
 stack-up:
 	scripts/stack.sh up
@@ -46,4 +70,4 @@ chaos: stack-up build
 	$(GO) test -count=1 -v -run TestChaos -timeout 30m ./test/chaos/ -chaos.duration=5m
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

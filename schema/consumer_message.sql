@@ -11,6 +11,11 @@
 --
 -- content is LONGBLOB, not text: the inbox must be able to record (and republish) a body
 -- that is not valid UTF-8, such as a malformed message, byte for byte.
+--
+-- headers keeps the delivery's AMQP headers (a W3C traceparent, CloudEvents attributes...)
+-- as JSON, each value with its AMQP type: {"traceparent":["string","00-..."]}. The retry
+-- task republishes them with the body. A table created before this column existed:
+--   ALTER TABLE consumer_message ADD COLUMN headers MEDIUMTEXT NULL AFTER content_type;
 CREATE TABLE IF NOT EXISTS consumer_message (
   id                 BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   consumer           VARCHAR(128)    NOT NULL,
@@ -18,6 +23,7 @@ CREATE TABLE IF NOT EXISTS consumer_message (
   status             VARCHAR(16)     NOT NULL, -- SUCCESS / PENDING_RETRY / RETRYING / FAILED
   content            LONGBLOB        NOT NULL,
   content_type       VARCHAR(255)    NOT NULL DEFAULT '',
+  headers            MEDIUMTEXT      NULL,
   exchange           VARCHAR(255)    NOT NULL DEFAULT '',
   routing_key        VARCHAR(255)    NOT NULL DEFAULT '',
   retry_count        INT             NOT NULL DEFAULT 0,

@@ -12,5 +12,9 @@ CREATE TABLE IF NOT EXISTS outbox (
   aggregateid   VARCHAR(255) NOT NULL,           -- -> AMQP header aggregateid
   type          VARCHAR(255) NOT NULL,           -- -> AMQP routing key
   payload       JSON         NULL,
+  -- Optional: the trace context of the transaction that wrote the row, as Debezium's
+  -- outbox extension writes it (java.util.Properties text: traceparent=...). With
+  -- trace: {format: debezium} it becomes the traceparent and tracestate headers.
+  tracingspancontext VARCHAR(512) NULL,
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -53,7 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "version" {
-		fmt.Fprintln(stdout, "binlog-relay", version)
+		v, c := versionInfo()
+		fmt.Fprintf(stdout, "binlog-relay %s (commit %s)\n", v, c)
 		return 0
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -107,6 +108,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer a.Close()
 	a.AcceptGap = runOpts.AcceptGap
+	v, c := versionInfo() // what `binlog-relay version` prints
+	a.Build = app.BuildInfo{Version: v, Commit: c}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -25,7 +25,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/lease"
 	"github.com/binlog-relay/binlog-relay/pkg/publisher"
 	"github.com/binlog-relay/binlog-relay/pkg/relay"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/status"
 )
 
@@ -45,7 +44,13 @@ type App struct {
 	stopMu    sync.Mutex
 	stopHooks []func()
 
-	ops ops // metrics and health (http.go)
+	ops    ops        // metrics and health (http.go)
+	leader leadership // whether this relay streams now (leader.go)
+
+	// Build names the running build in binlog_relay_build_info.
+	Build BuildInfo
+
+	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 
 	src   *sources                    // source.hosts, nil with one source (ha.go)
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
@@ -255,7 +260,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
-	rt, err := router.New(cfg.Tables, cfg.Name)
+	rt, err := a.newRouter() // headers.go
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +376,8 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.relay.Store(r)
+	a.leader.set(true) // the only relay of its name (leader.go)
+	defer a.leader.set(false)
 	start, resumed, err := a.StartPosition(ctx)
 	if err != nil {
 		return err

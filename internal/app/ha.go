@@ -93,6 +93,8 @@ func lostLease(err error) bool {
 // through the fenced store and hands a row to the publisher only while the
 // lease is valid by this process's clock; losing the lease aborts it at once.
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
+	a.leader.set(true) // leader.go
+	defer a.endTerm(ctx)
 	store := &checkpoint.Fenced{Client: a.Redis, Key: a.Cfg.Checkpoint.Key, LeaderKey: l.LeaderKey(), Lease: l.Value()}
 	r, err := a.build(ctx, store, l.Held)
 	if err != nil {

@@ -53,9 +53,12 @@ func (a *App) Metrics() *metrics.Metrics {
 		if a.Log != nil {
 			log = a.Log.Named("metrics")
 		}
-		m := metrics.NewWith(metrics.Config{MaxLabelValues: a.Cfg.Metrics.MaxLabelValues}, log)
+		m := metrics.NewWith(metrics.Config{Name: a.Cfg.Name, MaxLabelValues: a.Cfg.Metrics.MaxLabelValues}, log)
+		b := a.Build.resolved()
+		m.SetBuildInfo(b.Version, b.Commit)
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
+		m.WatchLeader(a.leader.is)
 		m.WatchHold(a.heldFor)
 		m.WatchRepublished(func() uint64 {
 			if p := a.ops.pub.Load(); p != nil {
@@ -130,15 +133,19 @@ func (o *opsObserver) Checkpointed(cp checkpoint.Checkpoint) {
 }
 
 // Ready reports whether the relay is connected to the source, the broker
-// and Redis with its lag under http.ready_max_lag; when not, why.
+// and Redis with its lag under http.ready_max_lag; when not, why. An HA
+// standby is ready while it can reach Redis (leader.go).
 func (a *App) Ready() (bool, []string) {
+	if a.standby() {
+		return a.standbyReady()
+	}
 	var why []string
 	r, p := a.ops.reader.Load(), a.ops.pub.Load()
 	if r == nil || p == nil {
 		return false, []string{"the binlog path is not running yet (start-up checks, or a standby waiting for the lease)"}
 	}
 	if !r.Connected() {
-		why = append(why, "binlog stream from source "+a.Cfg.Source.Addr()+" is not connected")
+		why = append(why, "binlog stream from source "+a.sourceAddr()+" is not connected")
 	}
 	if !p.Connected() {
 		why = append(why, "broker "+publisher.Redact(a.Cfg.Broker.URL)+" is not connected")
@@ -165,8 +172,12 @@ func (a *App) holding() (publisher.Hold, bool) {
 	return publisher.Hold{}, false
 }
 
-// heldFor feeds binlog_relay_publish_held_seconds: 0 when not holding.
+// heldFor feeds binlog_relay_publish_held_seconds: 0 when not holding (a
+// standby holds nothing, whatever its last term left behind).
 func (a *App) heldFor() time.Duration {
+	if a.standby() {
+		return 0
+	}
 	if h, ok := a.holding(); ok {
 		return time.Since(h.Since)
 	}
@@ -207,14 +218,11 @@ func (a *App) httpService() service {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		ok, why := a.Ready()
-		if ok {
-			_, _ = w.Write([]byte("ready\n"))
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("not ready: " + strings.Join(why, "; ") + "\n"))
+		code, body := a.readyText() // leader.go
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
 	})
+	mux.HandleFunc("GET /leader", a.serveLeader)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: log.New(&zapWriter{a.Log.Named("http")}, "", 0)}
 	a.onStop(func() {
@@ -230,7 +238,7 @@ func (a *App) httpService() service {
 			wg.Go(func() { poll(pollCtx) })
 		}
 		a.Log.Info("metrics and health endpoints listening", zap.String("addr", bound),
-			zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz"}))
+			zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/leader"}))
 		err := srv.Serve(ln)
 		stopPolls()
 		wg.Wait()
@@ -241,13 +249,25 @@ func (a *App) httpService() service {
 	}
 }
 
-// pollers are the loops behind the metrics that need a query.
+// pollers are the loops behind the metrics that need a query. The outbox
+// backlog and the queue depths are the same whichever relay of a name reads
+// them: with ha.enabled only the leader does (leader.go), so standbys add no
+// load and the relays of a name do not export N copies of one number.
 func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
-	cfg := a.Cfg
 	out := []func(context.Context){a.pingRedis}
+	for _, poll := range a.backlogPollers(m) {
+		out = append(out, func(ctx context.Context) { a.whileLeading(ctx, poll, m.ResetBacklog) })
+	}
+	return out
+}
+
+// backlogPollers read the outbox backlog on the source and, with
+// http.queues, the queue depths from the management API.
+func (a *App) backlogPollers(m *metrics.Metrics) []func(context.Context) {
+	cfg := a.Cfg
 	backlog := &metrics.Backlog{DB: a.Source, Tables: cfg.Tables, Interval: cfg.HTTP.Backlog(),
 		RatioInterval: cfg.HTTP.RetryRatio(), Metrics: m, Log: a.Log.Named("backlog")}
-	out = append(out, func(ctx context.Context) { _ = backlog.Run(ctx) })
+	out := []func(context.Context){func(ctx context.Context) { _ = backlog.Run(ctx) }}
 	if len(cfg.HTTP.Queues) > 0 {
 		mgmt, err := cfg.HTTP.Management(cfg.Broker.URL)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/status"
 	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
 )
@@ -33,7 +32,7 @@ func (a *App) sweeperService() service {
 // pre-checks, the primary for claims and status writes.
 func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	cfg := a.Cfg
-	rt, err := router.New(cfg.Tables, cfg.Name)
+	rt, err := a.newRouter() // headers.go
 	if err != nil {
 		return nil, err
 	}

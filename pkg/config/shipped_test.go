@@ -15,7 +15,7 @@ func TestShippedConfigsParse(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no shipped configs found")
 	}
-	env := map[string]string{"RELAY_SOURCE_PASSWORD": "s", "RELAY_PRIMARY_PASSWORD": "p"}
+	env := map[string]string{"RELAY_SOURCE_PASSWORD": "s", "RELAY_PRIMARY_PASSWORD": "p", "RELAY_BROKER_PASSWORD": "b"}
 	lookup := func(k string) (string, bool) {
 		if v, ok := env[k]; ok {
 			return v, true

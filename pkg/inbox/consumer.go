@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,10 +36,11 @@ type Consumer struct {
 type Option func(*options)
 
 type options struct {
-	dedup   DedupStore
-	metrics Metrics
-	dial    Dialer
-	pub     Publisher
+	dedup       DedupStore
+	metrics     Metrics
+	dial        Dialer
+	pub         Publisher
+	fromHeaders []ContextFromHeaders
 }
 
 // WithDedup enables the Redis fast path (see NewRedisDedup).
@@ -72,6 +74,7 @@ func New(cfg Config, db *sql.DB, h Handler, log *zap.Logger, opts ...Option) (*C
 	log = log.Named("inbox")
 	c := &Consumer{cfg: cfg, dial: o.dial, log: log,
 		inbox: newInbox(cfg, db, h, o.dedup, o.metrics, log)}
+	c.inbox.fromHeaders = o.fromHeaders
 	if !cfg.DisableRetryTask && cfg.mapping().Kind == KindState {
 		// A dedup table holds no body to republish: a failed delivery is requeued
 		// by the broker instead (dedup.go).
@@ -124,6 +127,11 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 		}
 	})
 	rows, err := c.inbox.db.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.Table)+` LIMIT 0`)
+	if err != nil && m.Columns.Headers != "" && strings.Contains(err.Error(), "'"+m.Columns.Headers+"'") {
+		return fmt.Errorf("inbox table %q has no column %q, where the retry task keeps each message's headers (a table made before it was added): "+
+			"ALTER TABLE %s ADD COLUMN %s MEDIUMTEXT NULL (schema/consumer_message.sql), or set Columns.Headers to \"-\" to retry without the original headers: %w",
+			m.Table, m.Columns.Headers, q(m.Table), q(m.Columns.Headers), err)
+	}
 	if err != nil {
 		return fmt.Errorf("checking inbox table %q (apply schema/consumer_message.sql, or set Preset and Columns to the table you have: docs/inbox.md; preset %s): %w", m.Table, m.name, err)
 	}
@@ -265,7 +273,7 @@ func (c *Consumer) worker(ctx, work context.Context, deliveries <-chan amqp.Deli
 
 func (c *Consumer) handle(ctx, work context.Context, d amqp.Delivery) {
 	m := Message{ID: d.MessageId, Body: d.Body, ContentType: d.ContentType,
-		Exchange: d.Exchange, RoutingKey: d.RoutingKey, Redelivered: d.Redelivered}
+		Exchange: d.Exchange, RoutingKey: d.RoutingKey, Redelivered: d.Redelivered, Headers: d.Headers}
 	out, err := c.inbox.Process(work, m)
 	if err != nil {
 		if work.Err() != nil {

@@ -28,6 +28,8 @@ type Inbox struct {
 	dedup   *dedupGuard
 	metrics Metrics
 	log     *zap.Logger
+	// fromHeaders build the handler's context from the headers (headers.go).
+	fromHeaders []ContextFromHeaders
 }
 
 func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, log *zap.Logger) *Inbox {
@@ -203,8 +205,21 @@ func (in *Inbox) handlerFailed(ctx context.Context, m Message, herr error, versi
 func (in *Inbox) recordFailure(ctx context.Context, m Message, herr error, version int) (Outcome, error) {
 	malformed := errors.Is(herr, ErrMalformed)
 	msg := errorText(herr)
-	for i := 0; i < txAttempts; i++ {
+	for i := 1; i <= txAttempts; i++ {
 		out, retry, err := in.recordFailureOnce(ctx, m, msg, malformed, version)
+		if err != nil && isTransient(err) && i < txAttempts && ctx.Err() == nil {
+			// Workers recording failures at once deadlock now and then: each
+			// locks the gap where its row would go (FOR UPDATE on a missing
+			// row), then inserts into it. Only this record is run again;
+			// returning the error would run the handler again at once,
+			// skipping the failed attempt's backoff.
+			in.log.Debug("recording a failure hit a transient error; recording it again",
+				zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
+			if transientPause(ctx, i) != nil {
+				return 0, err
+			}
+			continue
+		}
 		if !retry {
 			return out, err
 		}
@@ -311,7 +326,7 @@ func (in *Inbox) runHandler(ctx context.Context, tx *sql.Tx, m Message) (err err
 			err = &panicError{value: v}
 		}
 	}()
-	return in.handler(ctx, tx, m)
+	return in.handler(in.handlerContext(ctx, m), tx, m)
 }
 
 func (in *Inbox) logDuplicate(m Message, r rowState) {

@@ -19,6 +19,7 @@ type Columns struct {
 	Status           string `yaml:"status"`       // SUCCESS / PENDING_RETRY / RETRYING / FAILED
 	Content          string `yaml:"content"`      // the body, republished by the retry task
 	ContentType      string `yaml:"content_type"` // optional
+	Headers          string `yaml:"headers"`      // optional: the delivery's AMQP headers, republished with retries
 	Exchange         string `yaml:"exchange"`
 	RoutingKey       string `yaml:"routing_key"`
 	RetryCount       string `yaml:"retry_count"`
@@ -74,7 +75,7 @@ var Presets = map[string]Preset{
 	// (consumer, message_id), so services may share it.
 	"inbox": {Kind: KindState, Table: "consumer_message", MessageIDLen: 128, Columns: Columns{
 		ID: "id", Consumer: "consumer", MessageID: "message_id", Status: "status", Content: "content",
-		ContentType: "content_type", Exchange: "exchange", RoutingKey: "routing_key", RetryCount: "retry_count",
+		ContentType: "content_type", Headers: "headers", Exchange: "exchange", RoutingKey: "routing_key", RetryCount: "retry_count",
 		MaxRetryCount: "max_retry_count", NextRetryTime: "next_retry_time", Error: "error_msg",
 		FirstConsumeTime: "first_consume_time", LastConsumeTime: "last_consume_time",
 		SuccessTime: "success_time", Version: "version"}},
@@ -230,7 +231,7 @@ func forEachField[T any](v *T, f func(name string, field *string)) {
 			n string
 			s *string
 		}{{"ID", &c.ID}, {"Consumer", &c.Consumer}, {"MessageID", &c.MessageID}, {"Status", &c.Status},
-			{"Content", &c.Content}, {"ContentType", &c.ContentType}, {"Exchange", &c.Exchange},
+			{"Content", &c.Content}, {"ContentType", &c.ContentType}, {"Headers", &c.Headers}, {"Exchange", &c.Exchange},
 			{"RoutingKey", &c.RoutingKey}, {"RetryCount", &c.RetryCount}, {"MaxRetryCount", &c.MaxRetryCount},
 			{"NextRetryTime", &c.NextRetryTime}, {"Error", &c.Error}, {"FirstConsumeTime", &c.FirstConsumeTime},
 			{"LastConsumeTime", &c.LastConsumeTime}, {"SuccessTime", &c.SuccessTime}, {"Version", &c.Version},

@@ -3,6 +3,8 @@ package inbox
 import (
 	"context"
 	"database/sql"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Message is what a Handler sees of a delivery.
@@ -18,10 +20,16 @@ type Message struct {
 	// RetryCount is how many times the retry task has republished this message; 0 on
 	// the first attempt.
 	RetryCount int
+	// Headers are the delivery's AMQP headers. A message republished by the retry task
+	// carries the original's (from the table's headers column) plus
+	// x-inbox-retry-count. Read-only: the handler must not change the table.
+	Headers amqp.Table
 }
 
 // Handler does the business work for one message inside tx, the transaction that also
-// commits the inbox row. It must not commit or roll back tx. Returning nil commits;
+// commits the inbox row. ctx carries the message's W3C trace context when it has a
+// valid traceparent header (tracecontext.FromContext), and whatever a
+// WithContextFromHeaders option adds (an OpenTelemetry span context, with otelinbox). It must not commit or roll back tx. Returning nil commits;
 // returning an error rolls the business work back and schedules a retry, or records
 // the message FAILED at once if the error wraps ErrMalformed (see Malformed).
 type Handler func(ctx context.Context, tx *sql.Tx, m Message) error

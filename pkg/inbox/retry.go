@@ -91,6 +91,7 @@ type claimed struct {
 	messageID              string
 	content                []byte
 	contentType            string
+	headers                []byte // the headers column (nil: none kept)
 	exchange, routingKey   string
 	retryCount, maxRetries int
 	version                int
@@ -107,11 +108,14 @@ func (r *Retrier) claimDue(ctx context.Context) ([]claimed, error) {
 	defer func() { _ = tx.Rollback() }()
 	c := r.st.m.Columns
 	mine, args := r.st.mine()
-	contentType := "''"
+	contentType, headers := "''", "NULL"
 	if c.ContentType != "" {
 		contentType = q(c.ContentType)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+list(c.ID, c.MessageID, c.Content)+`, `+contentType+`, `+
+	if c.Headers != "" {
+		headers = q(c.Headers)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+list(c.ID, c.MessageID, c.Content)+`, `+contentType+`, `+headers+`, `+
 		list(c.Exchange, c.RoutingKey, c.RetryCount, c.MaxRetryCount, c.Version)+` FROM `+r.st.table+`
 		WHERE `+mine+q(c.Status)+` = 'PENDING_RETRY' AND `+q(c.NextRetryTime)+` <= NOW(3)
 		ORDER BY `+q(c.NextRetryTime)+` LIMIT ? FOR UPDATE SKIP LOCKED`,
@@ -122,7 +126,7 @@ func (r *Retrier) claimDue(ctx context.Context) ([]claimed, error) {
 	var out []claimed
 	for rows.Next() {
 		var c claimed
-		if err := rows.Scan(&c.id, &c.messageID, &c.content, &c.contentType, &c.exchange,
+		if err := rows.Scan(&c.id, &c.messageID, &c.content, &c.contentType, &c.headers, &c.exchange,
 			&c.routingKey, &c.retryCount, &c.maxRetries, &c.version); err != nil {
 			rows.Close()
 			return nil, err
@@ -159,17 +163,17 @@ func (r *Retrier) republish(ctx context.Context, rows []claimed, st *RetryStats)
 		if r.cfg.RetryToQueue {
 			exchange, key = "", r.cfg.Queue // the default exchange routes by queue name
 		}
+		fields := []zap.Field{zap.String("consumer", r.cfg.ConsumerName),
+			zap.String("message_id", c.messageID), zap.String("exchange", exchange),
+			zap.String("routing_key", key), zap.Int("retry_count", c.retryCount)}
 		err := r.pub.Publish(ctx, exchange, key, amqp.Publishing{
 			MessageId:    c.messageID,
 			ContentType:  c.contentType,
 			DeliveryMode: amqp.Persistent,
 			Timestamp:    time.Now(),
 			Body:         c.content,
-			Headers:      amqp.Table{"x-inbox-retry-count": int32(c.retryCount)},
+			Headers:      r.retryHeaders(c, fields),
 		})
-		fields := []zap.Field{zap.String("consumer", r.cfg.ConsumerName),
-			zap.String("message_id", c.messageID), zap.String("exchange", exchange),
-			zap.String("routing_key", key), zap.Int("retry_count", c.retryCount)}
 		switch {
 		case err == nil:
 			st.Republished++
@@ -204,6 +208,21 @@ func (r *Retrier) republish(ctx context.Context, rows []claimed, st *RetryStats)
 		return i, fmt.Errorf("republishing message %s: %w", c.messageID, err)
 	}
 	return len(rows), nil
+}
+
+// retryHeaders are the original message's headers, as kept in the headers column, and
+// the retry count. Headers that cannot be read are left out, with a warning: a retry
+// without them beats no retry.
+func (r *Retrier) retryHeaders(c claimed, fields []zap.Field) amqp.Table {
+	h, err := decodeHeaders(c.headers)
+	if err != nil {
+		r.log.Warn("republishing without the original headers: the headers column cannot be read", append(fields, zap.Error(err))...)
+	}
+	if h == nil {
+		h = amqp.Table{}
+	}
+	h[RetryCountHeader] = int32(c.retryCount)
+	return h
 }
 
 // release puts a claimed row back to PENDING_RETRY. With countRetry the claim's retry is

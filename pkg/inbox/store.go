@@ -123,7 +123,8 @@ func retryDelayArg(status string, d time.Duration) any {
 func (s *store) insertSuccess(ctx context.Context, tx *sql.Tx, m Message, maxRetries int) error {
 	c := s.m.Columns
 	query, args := s.insert(c.Consumer, s.consumer, c.MessageID, m.ID, c.Status, StatusSuccess,
-		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
+		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Headers, encodeHeaders(m.Headers),
+		c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
 		c.RetryCount, 0, c.MaxRetryCount, maxRetries, c.FirstConsumeTime, now3,
 		c.LastConsumeTime, now3, c.SuccessTime, now3)
 	_, err := tx.ExecContext(ctx, query, args...)
@@ -136,7 +137,8 @@ func (s *store) insertFailure(ctx context.Context, tx *sql.Tx, m Message, id, st
 	delay time.Duration, errMsg string, maxRetries int) error {
 	c := s.m.Columns
 	query, args := s.insert(c.Consumer, s.consumer, c.MessageID, id, c.Status, status,
-		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
+		c.Content, nonNil(m.Body), c.ContentType, m.ContentType, c.Headers, encodeHeaders(m.Headers),
+		c.Exchange, m.Exchange, c.RoutingKey, m.RoutingKey,
 		c.RetryCount, 0, c.MaxRetryCount, maxRetries, c.NextRetryTime, sqlExpr{"NOW(3) + INTERVAL ? MICROSECOND", []any{retryDelayArg(status, delay)}},
 		c.Error, errMsg, c.FirstConsumeTime, now3, c.LastConsumeTime, now3)
 	_, err := tx.ExecContext(ctx, query, args...)

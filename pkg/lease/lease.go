@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,8 @@ type Lease struct {
 	base     time.Time    // monotonic origin for deadline
 	deadline atomic.Int64 // ns since base until which the lease counts as held; 0 = not held
 
+	leader atomic.Pointer[string] // the holder Redis named last (Leader)
+
 	mu       sync.Mutex
 	token    int64
 	value    string
@@ -184,6 +187,18 @@ func (l *Lease) Lost() <-chan struct{} {
 	return l.lost
 }
 
+// Leader is the holder Redis named in the leader key when this process last
+// read it: its own Holder while it leads, another relay's while it waits,
+// "" when the key was free or has not been read yet.
+func (l *Lease) Leader() string {
+	if p := l.leader.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (l *Lease) sawLeader(holder string) { l.leader.Store(&holder) }
+
 // Held returns nil while the lease counts as held by this process's clock,
 // ErrLost otherwise. It is cheap enough to call before every publish.
 func (l *Lease) Held() error {
@@ -231,6 +246,7 @@ func (l *Lease) Acquire(ctx context.Context) (int64, error) {
 			l.token, l.value = token, fmt.Sprintf("%d:%s", token, l.cfg.Holder)
 			l.lost, l.lostOnce = make(chan struct{}), &sync.Once{}
 			l.mu.Unlock()
+			l.sawLeader(l.cfg.Holder)
 			l.log.Info("leader lease acquired", zap.Int64("token", token), zap.String("holder", l.cfg.Holder),
 				zap.Duration("ttl", l.cfg.TTL), zap.String("previous", lastHolder))
 			return token, nil
@@ -240,6 +256,8 @@ func (l *Lease) Acquire(ctx context.Context) (int64, error) {
 			if len(res) == 2 {
 				cur, _ = res[1].(string)
 			}
+			_, holder, _ := strings.Cut(cur, ":")
+			l.sawLeader(holder)
 			if cur != lastHolder {
 				l.log.Info("standby: another relay holds the leader lease; waiting", zap.String("leader", cur),
 					zap.String("holder", l.cfg.Holder))
@@ -309,6 +327,7 @@ func (l *Lease) Run(ctx context.Context) error {
 
 func (l *Lease) lose(why string) error {
 	l.deadline.Store(0)
+	l.sawLeader("")
 	l.mu.Lock()
 	once, lost, token := l.lostOnce, l.lost, l.token
 	l.mu.Unlock()
@@ -325,6 +344,7 @@ func (l *Lease) lose(why string) error {
 func (l *Lease) Release(ctx context.Context) {
 	value := l.Value()
 	l.deadline.Store(0)
+	l.sawLeader("")
 	l.mu.Lock()
 	once, lost := l.lostOnce, l.lost
 	l.mu.Unlock()

@@ -72,6 +72,9 @@ func TestLeaseOneLeaderAndRelease(t *testing.T) {
 	if a.Held() != nil {
 		t.Fatal("a lost its lease while renewing")
 	}
+	if a.Leader() != "a" || b.Leader() != "a" {
+		t.Fatalf("leader seen by a %q, by b %q; want a for both", a.Leader(), b.Leader())
+	}
 	stop()
 	if err := <-renewed; err != nil {
 		t.Fatalf("Run after cancel: %v", err)
@@ -90,6 +93,9 @@ func TestLeaseOneLeaderAndRelease(t *testing.T) {
 	}
 	if a.Held() == nil {
 		t.Fatal("a still counts a released lease as held")
+	}
+	if a.Leader() != "" || b.Leader() != "b" {
+		t.Fatalf("after the handover: leader seen by a %q, by b %q; want \"\" and b", a.Leader(), b.Leader())
 	}
 	if got, _ := rc.Get(context.Background(), lease.LeaderKey(name)).Result(); got != b.Value() {
 		t.Fatalf("leader key %q, want %q", got, b.Value())

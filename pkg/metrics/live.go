@@ -38,17 +38,18 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, laneInflight *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, leader, laneInflight *prometheus.Desc
 
-	mu     sync.Mutex
-	stream Stream
-	conns  map[string]Conn
-	readyF func() bool
-	heldF  func() time.Duration
-	repubF func() uint64
-	lanesF func() []int64
-	cp     *checkpoint.Checkpoint
-	now    func() time.Time
+	mu      sync.Mutex
+	stream  Stream
+	conns   map[string]Conn
+	readyF  func() bool
+	leaderF func() bool
+	heldF   func() time.Duration
+	repubF  func() uint64
+	lanesF  func() []int64
+	cp      *checkpoint.Checkpoint
+	now     func() time.Time
 }
 
 func newLiveCollector() *liveCollector {
@@ -74,6 +75,8 @@ func newLiveCollector() *liveCollector {
 		republished: d("republished_total", "Messages published again because an earlier publish had an unknown fate (unconfirmed when "+
 			"the broker connection was lost, or when the broker closed the channel over a refusal it did not pin on one message: "+
 			"an exchange deleted or a permission revoked while messages to it were in flight). Each is a possible duplicate."),
+		leader: d("leader", "1 on the relay that streams the binlog: the holder of the leader lease with ha.enabled, or a relay "+
+			"without ha.enabled once its binlog path runs; 0 on a standby. The relays of one name sum to 1."),
 		laneInflight: d("lane_inflight_rows", "Rows handed to a lane (relay.lanes above 1) whose results are not yet back in commit order: "+
 			"published or waiting behind that lane's head. A crash replays at most these and the rows settled since the last checkpoint save.", "lane"),
 		conns: map[string]Conn{},
@@ -83,7 +86,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.laneInflight} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.leader, c.laneInflight} {
 		ch <- d
 	}
 }
@@ -91,7 +94,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, heldF, repubF, lanesF, cp := c.stream, c.readyF, c.heldF, c.repubF, c.lanesF, c.cp
+	stream, readyF, leaderF, heldF, repubF, lanesF, cp := c.stream, c.readyF, c.leaderF, c.heldF, c.repubF, c.lanesF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -131,6 +134,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	if readyF != nil {
 		gauge(c.ready, boolFloat(readyF()))
 	}
+	if leaderF != nil {
+		gauge(c.leader, boolFloat(leaderF()))
+	}
 	if heldF != nil {
 		gauge(c.held, heldF().Seconds())
 	}
@@ -166,6 +172,19 @@ func (m *Metrics) WatchStream(s Stream) {
 	m.live.conns[TargetSource] = s
 }
 
+// ForgetStream drops what only a relay that streams reports: the binlog
+// stream's lag and position, the source and broker connections and the last
+// checkpoint. An HA leader that lost its lease calls it, so as a standby it
+// does not go on exporting a dead stream (a growing lag, a source "down").
+func (m *Metrics) ForgetStream() {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.stream = nil
+	delete(m.live.conns, TargetSource)
+	delete(m.live.conns, TargetBroker)
+	m.live.cp = nil
+}
+
 // WatchConn makes a connection's state visible as connection_up{target}.
 func (m *Metrics) WatchConn(target string, c Conn) {
 	m.live.mu.Lock()
@@ -178,6 +197,14 @@ func (m *Metrics) WatchReady(f func() bool) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.readyF = f
+}
+
+// WatchLeader exports whether this relay leads (streams the binlog) as
+// binlog_relay_leader.
+func (m *Metrics) WatchLeader(f func() bool) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.leaderF = f
 }
 
 // WatchHold exports how long publishing has been held (0 when it is not)

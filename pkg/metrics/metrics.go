@@ -2,8 +2,10 @@
 // outcomes (it implements relay.Observer), the live state of the binlog
 // stream and the connections (read at scrape time), the outbox backlog read
 // from the replica on an interval (Backlog), and RabbitMQ queue depth from
-// the management API (Queues). Every metric is named binlog_relay_* and
-// lives in a registry of its own, so several relays can run in one process.
+// the management API (Queues). Every metric is named binlog_relay_*, carries
+// the relay's name as the label "name" (so the relays of one name, a leader
+// and its standbys, aggregate with max by (name)) and lives in a registry of
+// its own, so several relays can run in one process.
 package metrics
 
 import (
@@ -11,6 +13,7 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +59,9 @@ type Metrics struct {
 	queueConsumer *prometheus.GaugeVec
 	queueErrors   prometheus.Counter
 
+	headersOmitted *prometheus.CounterVec
+	buildInfo      *prometheus.GaugeVec
+
 	live      *liveCollector
 	replica   *replicaCollector
 	reconcile reconcileMetrics
@@ -74,6 +80,9 @@ type Metrics struct {
 
 // Config bounds what row data can do to the metrics.
 type Config struct {
+	// Name is the relay's name, the value of the "name" label every
+	// binlog_relay_* metric carries. Empty: no such label.
+	Name string
 	// MaxLabelValues is the most distinct values a label fed from row data
 	// (exchange) takes; later values are counted under "other". 0 means
 	// DefaultMaxLabelValues.
@@ -98,7 +107,11 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	var own prometheus.Registerer = reg
+	if cfg.Name != "" {
+		own = prometheus.WrapRegistererWith(prometheus.Labels{"name": cfg.Name}, reg)
+	}
+	f := func(c prometheus.Collector) { own.MustRegister(c) }
 	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log)}
 	m.published = counterVec(f, "messages_published_total", "Outbox rows confirmed by the broker and routed to at least one queue.", "table", "exchange")
 	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, no_exchange, refused, field_too_long, other.", "table", "exchange", "reason")
@@ -132,6 +145,11 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.queueConsumer = gaugeVec(f, "queue_consumers", "Consumers of a RabbitMQ queue.", "vhost", "queue")
 	m.queueErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "queue_query_errors_total", Help: "Management API requests that failed."})
 	f(m.queueErrors)
+
+	m.headersOmitted = counterVec(f, "headers_omitted_total", "Rows published without a header their table maps (trace, cloudevents) because the row's value "+
+		"does not fit it: header traceparent (not W3C trace context: traceparent and tracestate left out), tracestate (left out alone), "+
+		"ce-source or ce-type (no ce-* header at all), ce-time.", "table", "header")
+	m.buildInfo = gaugeVec(f, "build_info", "Always 1; the labels say which build runs: version, go (the Go release) and commit.", "version", "go", "commit")
 
 	m.live = newLiveCollector()
 	f(m.live)
@@ -263,5 +281,28 @@ func (m *Metrics) Checkpointed(cp checkpoint.Checkpoint) {
 func (m *Metrics) SweeperClaims(table string, n int) {
 	if n > 0 {
 		m.claims.WithLabelValues(table).Add(float64(n))
+	}
+}
+
+// SetBuildInfo sets binlog_relay_build_info{version, go, commit} to 1 (go is
+// the running Go release).
+func (m *Metrics) SetBuildInfo(version, commit string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version(), commit).Set(1)
+}
+
+// HeaderOmitted counts a row published without a header its table maps
+// (trace context, CloudEvents) because the row's value did not fit it.
+func (m *Metrics) HeaderOmitted(table, header string) {
+	m.headersOmitted.WithLabelValues(table, header).Inc()
+}
+
+// ResetBacklog drops the outbox backlog and queue depth gauges: a relay that
+// stopped polling them (an HA standby) must not go on exporting the last
+// values it read as if they were current.
+func (m *Metrics) ResetBacklog() {
+	for _, g := range []*prometheus.GaugeVec{m.outboxRows, m.oldestPending, m.retryRatio, m.outboxLastQuery,
+		m.queueMessages, m.queueReady, m.queueUnacked, m.queueConsumer} {
+		g.Reset()
 	}
 }

@@ -187,6 +187,62 @@ binlog_relay_ready 0
 	}
 }
 
+// Every binlog_relay_* series carries the relay's name, so the relays of
+// one name (a leader and its standbys) aggregate by it; go_* and process_*
+// do not. build_info names the build.
+func TestMetricsNameLabelAndBuildInfo(t *testing.T) {
+	m := NewWith(Config{Name: "orders-relay"}, zap.NewNop())
+	m.SetBuildInfo("v1.2.3", "0123abc")
+	m.WatchLeader(func() bool { return true })
+	m.Published(seedTable(t), "orders", time.Millisecond, time.Second)
+	m.HeaderOmitted("shop.producer_message", "traceparent")
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range families {
+		relay := strings.HasPrefix(f.GetName(), Namespace+"_")
+		for _, metric := range f.GetMetric() {
+			named := false
+			for _, l := range metric.GetLabel() {
+				named = named || (l.GetName() == "name" && l.GetValue() == "orders-relay")
+			}
+			if relay != named {
+				t.Errorf("%s: name label %v, want %v", f.GetName(), named, relay)
+			}
+		}
+		if relay {
+			seen++
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("only %d binlog_relay_* families gathered", seen)
+	}
+	info := gather(t, m, "binlog_relay_build_info")
+	if !strings.Contains(info, `commit="0123abc"`) || !strings.Contains(info, `version="v1.2.3"`) ||
+		!strings.Contains(info, `go="go1.`) || !strings.HasSuffix(strings.TrimSpace(info), "} 1") {
+		t.Errorf("build info:\n%s", info)
+	}
+	if got := gather(t, m, "binlog_relay_leader"); !strings.Contains(got, `binlog_relay_leader{name="orders-relay"} 1`) {
+		t.Errorf("leader gauge:\n%s", got)
+	}
+}
+
+// A relay that stops polling the backlog (an HA standby) drops the gauges
+// instead of exporting its last reading forever.
+func TestMetricsResetBacklog(t *testing.T) {
+	m := New()
+	m.outboxRows.WithLabelValues("shop.producer_message", StatusPending).Set(7)
+	m.queueMessages.WithLabelValues("/", "orders").Set(3)
+	m.ResetBacklog()
+	for _, name := range []string{"binlog_relay_outbox_rows", "binlog_relay_queue_messages"} {
+		if n, _ := testutil.GatherAndCount(m.Registry(), name); n != 0 {
+			t.Errorf("%s: %d series after ResetBacklog", name, n)
+		}
+	}
+}
+
 func TestMetricsSplitGTID(t *testing.T) {
 	for _, c := range []struct {
 		in     string

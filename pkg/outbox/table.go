@@ -99,6 +99,11 @@ type Table struct {
 	// DATETIME or TIMESTAMP, "s" or "ms" for an integer count since the Unix
 	// epoch (Eventuate's creation_time is BIGINT milliseconds).
 	CreatedAtEpoch string `yaml:"created_at_epoch"`
+	// Trace maps a trace context column to the traceparent and tracestate
+	// headers (headers.go).
+	Trace Trace `yaml:"trace"`
+	// CloudEvents adds the CloudEvents binary-mode ce-* headers (headers.go).
+	CloudEvents CloudEvents `yaml:"cloudevents"`
 
 	loc *time.Location // route.time_zone, loaded by Validate
 }
@@ -227,6 +232,7 @@ func (t *Table) Validate(field string) error {
 	default:
 		add(fmt.Errorf("%s.created_at_epoch: %q is not empty, \"s\" or \"ms\"", field, t.CreatedAtEpoch))
 	}
+	add(t.validateHeaders(field))
 	if t.Route.TimeZone != "" {
 		loc, err := time.LoadLocation(t.Route.TimeZone)
 		if err != nil {
@@ -324,6 +330,7 @@ func (t *Table) MappedColumns() map[string]string {
 			out["route."+tmpl.name+" {"+col+"}"] = col
 		}
 	}
+	t.headerColumns(out)
 	return out
 }
 

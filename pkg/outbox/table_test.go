@@ -195,3 +195,23 @@ func TestQuoting(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// The binlog path reads the columns routing, headers and keys use, and
+// leaves out the bookkeeping ones only the status writer and the sweeper
+// read, unless something it publishes names them (ce-time reads created_at).
+func TestStreamColumns(t *testing.T) {
+	p, err := Preset("producer-message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Schema = "shop"
+	cols := func() string { return strings.Join(p.StreamColumns(), ",") }
+	if got := cols(); got != "content,exchange,id,max_retry_count,message_id,retry_count,routing_key,status" {
+		t.Errorf("stream columns %s", got)
+	}
+	p.CloudEvents = CloudEvents{Enabled: true, Source: "/shop", Type: "{routing_key}"}
+	p.Route.PartitionKey = "{exchange}:{version}"
+	if got := cols(); !strings.Contains(got, "create_time") || !strings.Contains(got, "version") || strings.Contains(got, "update_time") {
+		t.Errorf("with ce-time and a key over version, stream columns %s", got)
+	}
+}

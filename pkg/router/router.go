@@ -43,6 +43,9 @@ type Router struct {
 	tables map[*outbox.Table]*tableRoute
 	// AppID is set on every message (the relay's name).
 	AppID string
+	// OnHeaderProblem, if set, is told about each trace context or
+	// CloudEvents header left out of a message (headers.go).
+	OnHeaderProblem HeaderProblem
 }
 
 type tableRoute struct {
@@ -50,6 +53,7 @@ type tableRoute struct {
 	routingKey  outbox.Template
 	partition   outbox.Template // empty: no partition key
 	contentType string
+	ce          *ceTemplates // nil without cloudevents.enabled
 }
 
 // New parses the routes of the tables (already validated).
@@ -73,7 +77,11 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 		if ct == "" {
 			ct = "application/json"
 		}
-		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, partition: pk, contentType: ct}
+		ce, err := parseCE(t)
+		if err != nil {
+			return nil, err
+		}
+		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, partition: pk, contentType: ct, ce: ce}
 	}
 	return r, nil
 }
@@ -106,9 +114,10 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		Body:         body,
 	}
 	m := &Message{Row: row, Exchange: exchange, RoutingKey: rk}
+	lookup := rowLookup(row)
 	if !tr.partition.Empty() {
 		var missing string
-		m.PartitionKey, missing = tr.partition.Render(lookupIn(row))
+		m.PartitionKey, missing = tr.partition.Render(lookup)
 		m.Keyed = missing == ""
 		if h := t.Route.PartitionHeader; h != "" && m.Keyed {
 			pub.Headers = amqp.Table{h: m.PartitionKey}
@@ -120,6 +129,7 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		}
 		headers(row, pub.Headers)
 	}
+	r.mappedHeaders(row, tr, &pub, lookup) // headers.go
 	m.Publishing = pub
 	return m, nil
 }
@@ -148,7 +158,7 @@ func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err 
 	if tr == nil {
 		return "", "", fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
 	}
-	lookup := lookupIn(row)
+	lookup := rowLookup(row)
 	exchange, err = r.exchange(row, tr, lookup)
 	if err != nil {
 		return "", "", err
@@ -167,10 +177,10 @@ func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err 
 	return exchange, rk, nil
 }
 
-// lookupIn reads a row's columns for templates: times in the table's zone
-// and format, every other value as it is (Render formats it as
-// ValueString does, without boxing a new string).
-func lookupIn(row *outbox.Row) func(column string) (any, bool) {
+// rowLookup reads a row's columns for templates: times in the table's zone
+// and format, every other value as it is (Render formats it as ValueString
+// does, without boxing a new string), NULL as nil.
+func rowLookup(row *outbox.Row) func(string) (any, bool) {
 	return func(column string) (any, bool) {
 		v, ok := row.Get(column)
 		if tm, isTime := v.(time.Time); isTime {

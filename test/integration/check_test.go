@@ -89,6 +89,14 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 		}
 	})
 
+	t.Run("missing trace context column", func(t *testing.T) {
+		yaml := testenv.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf("  - {preset: producer-message, schema: %s, trace: {format: traceparent}}\n", db.Name), "")
+		lines := runCheck(t, yaml)
+		if !findLine(lines, "ERROR", `no column "traceparent"`, "trace.column") {
+			t.Fatalf("no line about the missing trace column in:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+
 	t.Run("user without replication rights", func(t *testing.T) {
 		user := testenv.UniqueName("norepl")
 		db.Exec(t, fmt.Sprintf("CREATE USER '%s'@'127.0.0.1' IDENTIFIED BY 'pw-%s'", user, user))

@@ -444,7 +444,7 @@ func TestAlertRulesAndDashboard(t *testing.T) {
 	// recording rules, with Grafana's variables filled in.
 	var rec strings.Builder
 	rec.WriteString("groups:\n  - name: dashboard\n    rules:\n")
-	fill := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	fill := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*", "$name", ".*")
 	for i, e := range exprs {
 		q, _ := json.Marshal(fill.Replace(e))
 		fmt.Fprintf(&rec, "      - record: dashboard:query_%d\n        expr: %s\n", i, q)
