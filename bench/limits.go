@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,7 +18,7 @@ import (
 // its drain rate when every row goes to an exchange that does not exist.
 
 const (
-	// payloadBytes per row, -payload-rows (2,000) of them: 2 GB through a
+	// payloadBytes per row, -payload-rows (1,000) of them: 1 GB through a
 	// relay whose byte budget (relay.max_inflight_bytes) is 64 MiB.
 	payloadBytes = 1 << 20
 	// payloadRSSTarget is the most the relay may hold while it drains them.
@@ -28,7 +29,7 @@ const (
 )
 
 // bigTable is the large-payload step's own table: it is dropped after the
-// step, which costs the binlog one statement where deleting 2 GB of rows
+// step, which costs the binlog one statement where deleting 1 GB of rows
 // would log every row image again.
 const bigTable = "big_message"
 
@@ -36,7 +37,7 @@ const bigTable = "big_message"
 // relay saved a checkpoint first, as in the backlog drain) and reports the
 // relay's peak RSS meanwhile.
 func (e *env) payloadStep(ctx context.Context, rep *report) error {
-	payloadRows := e.o.payloadRows
+	payloadRows := fitPayloadRows(e.o.payloadRows)
 	progress("memory: a backlog of %d rows of %d KiB", payloadRows, payloadBytes>>10)
 	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
 	if err != nil {
@@ -102,6 +103,45 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 	rep.add("rss_relay_payload_1mib_drain_peak_mb", mb(rss), "MB")
 	rep.add("drain_relay_payload_1mib_msgs_per_s", rate, "msg/s")
 	return nil
+}
+
+// payloadMemPerRow is what one payload row costs the stack's memory (its
+// data lives in /dev/shm): on each of the three MariaDB servers the row's
+// insert and the SENT mark's before and after images in the binary log
+// (binlog_row_image=FULL), the row itself, and on the replicas the relay
+// log on its way through: about 13 times the payload in all.
+const payloadMemPerRow = 13 * payloadBytes
+
+// fitPayloadRows lowers rows, saying so, when the machine's available
+// memory cannot hold what the step writes (with 3 GiB to spare): a
+// server killed for memory would end the whole run.
+func fitPayloadRows(rows int) int {
+	avail := memAvailable()
+	if avail <= 0 {
+		return rows
+	}
+	fit := int((avail - 3<<30) / payloadMemPerRow)
+	if fit >= rows {
+		return rows
+	}
+	fit = max(fit, 10)
+	progress("memory: %d MiB available holds the binary logs of %d payload rows, not %d: running with %d", avail>>20, fit, rows, fit)
+	return fit
+}
+
+// memAvailable is MemAvailable from /proc/meminfo in bytes (0 when unknown).
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib << 10
+		}
+	}
+	return 0
 }
 
 // checkpointAt runs a relay named name until it has delivered one warm-up

@@ -90,7 +90,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
 	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
 	fs.IntVar(&o.bigTx, "big-tx", 100000, "rows in the one large transaction of the memory step")
-	fs.IntVar(&o.payloadRows, "payload-rows", 2000, "rows of 1 MiB in the large-payload step (payload)")
+	fs.IntVar(&o.payloadRows, "payload-rows", 1000, "rows of 1 MiB in the large-payload step (payload); fewer when the machine's available memory cannot hold the binary logs they make")
 	fs.IntVar(&o.payload, "payload", 200, "approximate payload size in bytes")
 	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	fs.IntVar(&o.lanesBacklog, "lanes-backlog", 40000, "PENDING rows in each drain of the lanes step (and messages in its broker runs)")
@@ -220,7 +220,7 @@ func run(ctx context.Context, o *options, rep *report) error {
 		}
 	}
 	if o.phases["payload"] {
-		// The large-payload step writes about 2 GB of row images to each
+		// The large-payload step writes about 3 GB of row images to each
 		// server, and the stack keeps its data in memory: clear what the
 		// earlier steps left first, and what this one left after it.
 		e.purgeBinlogs()
