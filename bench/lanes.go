@@ -91,25 +91,7 @@ func quiesceBrief(ctx context.Context, e *env) error {
 // then stops it.
 func (e *env) warmUp(ctx context.Context, name string) error {
 	e.relaySection = ""
-	p, err := e.startRelay(ctx, name, true)
-	if err != nil {
-		return err
-	}
-	warm := e.nextPrefix("w")
-	s := e.consumer.expect(warm, 1, false)
-	if err := e.insertKeyedRows(ctx, warm, 1); err != nil {
-		p.kill()
-		return err
-	}
-	if err := s.wait(ctx, 30*time.Second); err != nil {
-		p.kill()
-		return fmt.Errorf("warm-up row: %w", err)
-	}
-	if err := e.waitCheckpoint(ctx, name, 10*time.Second); err != nil {
-		p.kill()
-		return err
-	}
-	return p.stop()
+	return e.runToCheckpoint(ctx, name, func(prefix string) error { return e.insertKeyedRows(ctx, prefix, 1) })
 }
 
 // lanesDrain commits n keyed rows while the relay named name is stopped,

@@ -148,15 +148,24 @@ func memAvailable() int64 {
 // row and saved a checkpoint, then stops it: the next start of that name
 // drains whatever was committed meanwhile from the binlog.
 func (e *env) checkpointAt(ctx context.Context, name string, spec rowSpec) error {
+	warmSpec := spec
+	warmSpec.size = e.o.payload
+	return e.runToCheckpoint(ctx, name, func(prefix string) error {
+		return e.insertRowsInto(ctx, e.primary, warmSpec, prefix, 1, 1, "PENDING")
+	})
+}
+
+// runToCheckpoint starts the relay named name, commits one warm-up row
+// with insert, waits for its delivery and a saved checkpoint, and stops
+// the relay.
+func (e *env) runToCheckpoint(ctx context.Context, name string, insert func(prefix string) error) error {
 	p, err := e.startRelay(ctx, name, true)
 	if err != nil {
 		return err
 	}
 	warm := e.nextPrefix("w")
 	s := e.consumer.expect(warm, 1, false)
-	warmSpec := spec
-	warmSpec.size = e.o.payload
-	if err := e.insertRowsInto(ctx, e.primary, warmSpec, warm, 1, 1, "PENDING"); err != nil {
+	if err := insert(warm); err != nil {
 		p.kill()
 		return err
 	}
