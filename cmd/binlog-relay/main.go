@@ -115,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	switch cmd {
 	case "run":
-		log.Info("binlog-relay starting", zap.String("version", version), zap.String("name", cfg.Name))
+		log.Info("binlog-relay starting", zap.String("version", v), zap.String("commit", c), zap.String("name", cfg.Name))
 		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("binlog-relay stopped", zap.Error(err))
 			return 1

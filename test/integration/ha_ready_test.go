@@ -86,7 +86,9 @@ func lookHA(name string, relays ...*haRelay) haView {
 		v.gauges = append(v.gauges, g)
 		_, backlog := value(fams, "binlog_relay_outbox_rows", "name", name)
 		_, stream := value(fams, "binlog_relay_binlog_lag_seconds", "name", name)
-		_, info := value(fams, "binlog_relay_build_info", "name", name, "version", "dev")
+		// Any version: a build in a git checkout reports the module's
+		// pseudo-version, one with -ldflags what it was stamped with.
+		_, info := value(fams, "binlog_relay_build_info", "name", name)
 		v.backlog, v.stream, v.info = append(v.backlog, backlog), append(v.stream, stream), append(v.info, info)
 	}
 	return v
