@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 )
 
@@ -142,8 +143,8 @@ func (e *env) dropReconcileDB(db string) {
 }
 
 // runReconcile runs `binlog-relay reconcile` as a child process, the way
-// cron would, and returns its wall time, its peak RSS (from the kernel's
-// rusage, so nothing is missed between samples) and its JSON report.
+// cron would, and returns its wall time, its peak RSS (VmHWM) and its JSON
+// report.
 func (e *env) runReconcile(ctx context.Context, name, db string) (float64, float64, []byte, error) {
 	rh, rp, ru, rpw, err := hostPort(e.o.replicaDSN)
 	if err != nil {
@@ -163,19 +164,53 @@ func (e *env) runReconcile(ctx context.Context, name, db string) (float64, float
 	_, _, _, ppw, _ := hostPort(e.o.primaryDSN)
 	cmd := exec.CommandContext(ctx, e.relayBin, "reconcile", "--config", cfg, "--format", "json")
 	cmd.Env = append(os.Environ(), "BENCH_SOURCE_PASSWORD="+rpw, "BENCH_PRIMARY_PASSWORD="+ppw, "BENCH_AMQP_URL="+e.o.amqpURL)
+	var stdout bytes.Buffer
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	began := time.Now()
-	out, err := cmd.Output()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, nil, err
+	}
+	peak := watchPeakRSS(cmd.Process.Pid)
+	err = cmd.Wait()
 	secs := time.Since(began).Seconds()
+	rss := mb(peak())
 	if ee := (*exec.ExitError)(nil); err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 1) {
 		return 0, 0, nil, fmt.Errorf("binlog-relay reconcile: %v\n%s", err, tail(stderr.String(), 2000))
 	}
-	var rss float64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
+	return secs, rss, stdout.Bytes(), nil
+}
+
+// watchPeakRSS samples a child's VmHWM every 10 ms until it exits; the
+// returned func stops the sampling and gives the highest value read. Not
+// the child's rusage: Go starts a child with vfork, so the kernel's
+// ru_maxrss counts the parent's resident set at that moment, and the bench
+// itself holds more than the reconcile run. VmHWM is a high-water mark,
+// so only growth in the child's last 10 ms could be missed.
+func watchPeakRSS(pid int) func() int64 {
+	var peak atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := peakRSS(pid); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-stopped
+		return peak.Load()
 	}
-	return secs, rss, out, nil
 }
 
 // checkReconcileReport makes sure the run compared every row and found
