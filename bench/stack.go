@@ -216,20 +216,7 @@ func (e *env) resumeExtras() {
 	if e.primary != nil {
 		_ = e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
 	}
-	for _, db := range e.extras {
-		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
-			progress("resuming an extra replica's replication: %v (scripts/stack.sh up resumes it)", err)
-			continue
-		}
-		if pos == "" {
-			continue
-		}
-		progress("extra replica: replication resumed, waiting for it to catch up")
-		var res sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 15)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
-			progress("an extra replica is still catching up with %s after 15 s (%v); it goes on in the background", pos, err)
-		}
-	}
+	e.catchUp(ctx, pos, 15*time.Second, false)
 }
 
 // catchUpExtras lets the paused replicas apply what the primary logged up
@@ -239,21 +226,29 @@ func (e *env) resumeExtras() {
 // goes (a paused replica holds the primary's oldest file), and a machine's
 // next `make test` does not start with a second replica minutes behind.
 func (e *env) catchUpExtras(ctx context.Context, pos string, max time.Duration) {
-	if pos == "" {
-		return
-	}
+	e.catchUp(ctx, pos, max, true)
+}
+
+// catchUp starts the extra replicas' replication, waits up to max for each
+// to reach pos, and with pause stops it again.
+func (e *env) catchUp(ctx context.Context, pos string, max time.Duration, pause bool) {
 	for _, db := range e.extras {
 		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
-			progress("extra replica: resuming replication to catch up: %v", err)
+			progress("extra replica: resuming replication: %v (scripts/stack.sh up resumes it)", err)
 			continue
 		}
-		start := time.Now()
-		var res sql.NullInt64
-		err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", pos, int(max.Seconds())).Scan(&res)
-		if err != nil || !res.Valid || res.Int64 != 0 {
-			progress("extra replica: not caught up with %s after %s (%v)", pos, time.Since(start).Round(time.Second), err)
-		} else if d := time.Since(start); d > 5*time.Second {
-			progress("extra replica: caught up with the primary in %s", d.Round(time.Second))
+		if pos != "" {
+			start := time.Now()
+			var res sql.NullInt64
+			err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", pos, int(max.Seconds())).Scan(&res)
+			if err != nil || !res.Valid || res.Int64 != 0 {
+				progress("extra replica: not caught up with %s after %s (%v); it goes on in the background", pos, time.Since(start).Round(time.Second), err)
+			} else if d := time.Since(start); d > 5*time.Second {
+				progress("extra replica: caught up with the primary in %s", d.Round(time.Second))
+			}
+		}
+		if !pause {
+			continue
 		}
 		if _, err := db.ExecContext(ctx, "STOP REPLICA"); err != nil {
 			progress("extra replica: pausing replication again: %v", err)

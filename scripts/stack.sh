@@ -210,6 +210,9 @@ bootstrap() {
   touch "$d/.bootstrapped"
 }
 
+# show_threads REPLICA: its replication threads and last errors, on stderr.
+show_threads() { sql "$1" --column-names -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Last_.*Err' >&2 || true; }
+
 repl_ok() { [[ $(slave_field "$1" Slave_IO_Running)/$(slave_field "$1" Slave_SQL_Running) == Yes/Yes ]]; }
 
 # ensure_replication REPLICA: configure if never configured, START SLAVE if stopped, and wait
@@ -226,7 +229,7 @@ ensure_replication() {
   log "$n: START SLAVE"; sql "$n" -e 'START SLAVE'; CHANGED=1
   is_up primary || { log "$n: primary is down, not waiting for replication"; return 0; }
   wait_for 30 repl_ok "$n" || {
-    sql "$n" --column-names -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Last_.*Err' >&2 || true
+    show_threads "$n"
     die "$n: replication threads not running after 30 s"; }
 }
 
@@ -238,7 +241,7 @@ catch_up() {
   while [[ $(sql "$r" -e "SELECT MASTER_GTID_WAIT('$pos', 30)") != 0 ]]; do
     now=$(sql "$r" -e 'SELECT @@gtid_slave_pos')
     [[ $now != "$seen" ]] || {
-      sql "$r" --column-names -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Last_.*Err' >&2 || true
+      show_threads "$r"
       die "$r: did not reach $pos; stuck at $now for 30 s"; }
     log "$r: catching up with the primary: at $now, target $pos"
     seen=$now

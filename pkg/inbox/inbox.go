@@ -84,7 +84,7 @@ func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
 // again of random jitter, so workers that deadlocked on one hot row do not
 // collide again in step.
 func transientPause(ctx context.Context, attempt int) error {
-	base := 10 * time.Millisecond << min(attempt-1, 6)
+	base := Backoff(attempt-1, 10*time.Millisecond, 640*time.Millisecond)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
