@@ -178,6 +178,10 @@ func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 	if s := read("m-before"); s.status != "SENT" {
 		t.Fatalf("m-before is %s, want SENT", s.status)
 	}
+	// The failure records and the SENT marks are separate statements of the
+	// status writer: m-after's mark may land before them.
+	testenv.Eventually(t, 10*time.Second, func() bool { return read("m-missing").retries > 0 && read("m-unbound").retries > 0 },
+		"the failures were not recorded: %+v, %+v", read("m-missing"), read("m-unbound"))
 	m := read("m-missing")
 	if m.status != "PENDING" || m.retries != 1 || !strings.Contains(m.errMsg.String, "does not exist") || !strings.Contains(m.errMsg.String, missing) {
 		t.Fatalf("row to a missing exchange: %+v, want PENDING, retry 1, error naming the exchange", m)
