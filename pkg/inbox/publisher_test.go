@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -27,6 +28,9 @@ type cuttingConn struct {
 	once sync.Once
 }
 
+// cutMessageID marks the publish whose write cuts the connection.
+const cutMessageID = "cut-here"
+
 func (d *cutOnWrite) dial(network, addr string) (net.Conn, error) {
 	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
 	if err != nil {
@@ -38,7 +42,9 @@ func (d *cutOnWrite) dial(network, addr string) (net.Conn, error) {
 
 func (c *cuttingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if c.d.armed.CompareAndSwap(true, false) {
+	// Only the armed publish's own frames cut: a heartbeat written by the
+	// library's own goroutine meanwhile must not use up the cut.
+	if bytes.Contains(p, []byte(cutMessageID)) && c.d.armed.CompareAndSwap(true, false) {
 		c.once.Do(func() { _ = c.Conn.Close() })
 	}
 	return n, err
@@ -69,7 +75,7 @@ func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 	good("first")
 
 	d.armed.Store(true)
-	err := pub.Publish(ctx, e.exchange, routingKey, amqp.Publishing{MessageId: "cut", Body: []byte("{}")})
+	err := pub.Publish(ctx, e.exchange, routingKey, amqp.Publishing{MessageId: cutMessageID, Body: []byte("{}")})
 	if err == nil || errors.Is(err, ErrUnroutable) || !errors.Is(err, errNotConfirmed) || !strings.Contains(err.Error(), "channel closed") {
 		t.Fatalf("publish over a cut connection: %v, want not confirmed (channel closed), not unroutable", err)
 	}
