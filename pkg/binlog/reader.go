@@ -455,10 +455,24 @@ func (s *stream) handleSafely(ctx context.Context, ev *replication.BinlogEvent) 
 	return nil
 }
 
+// fileMeta reports the events a server sends when a stream starts or a
+// file begins (rotate, format description, GTID lists, checkpoints). They
+// carry the time the binlog file was created, not the time of a change, so
+// they do not count as the stream's position in time: a relay that starts
+// on a file created an hour ago is not an hour behind.
+func fileMeta(ev *replication.BinlogEvent) bool {
+	switch ev.Event.(type) {
+	case *replication.RotateEvent, *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent,
+		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
+		return true
+	}
+	return false
+}
+
 func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 	r := s.r
 	now := time.Now().UnixNano()
-	if _, hb := ev.Event.(*replication.HeartbeatEvent); !hb && ev.Header.Timestamp > 0 {
+	if _, hb := ev.Event.(*replication.HeartbeatEvent); !hb && ev.Header.Timestamp > 0 && !fileMeta(ev) {
 		r.lastEventTime.Store(int64(ev.Header.Timestamp))
 	} else if hb && !s.inTx {
 		// A heartbeat while idle: the stream is current.

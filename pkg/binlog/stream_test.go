@@ -378,3 +378,38 @@ func TestXAMariaDBBranchInTheGTIDEvent(t *testing.T) {
 		t.Fatalf("xid of a prepare event: %s", s)
 	}
 }
+
+// The events a server sends at the start of a stream carry the time their
+// binlog file was created: a relay starting on an hour-old file is not an
+// hour behind. The first change event sets the lag, and an idle heartbeat
+// brings it back to zero.
+func TestLagIgnoresTheFileStartEvents(t *testing.T) {
+	sc := newScript(t, Config{Heartbeat: time.Minute})
+	hourAgo := uint32(time.Now().Add(-time.Hour).Unix())
+	for _, e := range []struct {
+		typ replication.EventType
+		ev  replication.Event
+	}{
+		{replication.ROTATE_EVENT, &replication.RotateEvent{Position: 4, NextLogName: []byte("binlog.000002")}},
+		{replication.FORMAT_DESCRIPTION_EVENT, &replication.FormatDescriptionEvent{}},
+		{replication.MARIADB_GTID_LIST_EVENT, &replication.MariadbGTIDListEvent{}},
+		{replication.MARIADB_BINLOG_CHECKPOINT_EVENT, &replication.MariadbBinlogCheckPointEvent{}},
+	} {
+		if err := sc.s.handleSafely(context.Background(), &replication.BinlogEvent{
+			Header: &replication.EventHeader{EventType: e.typ, Timestamp: hourAgo}, Event: e.ev}); err != nil {
+			t.Fatalf("%s: %v", e.typ, err)
+		}
+	}
+	if lag := sc.s.r.Lag(time.Now()); lag > time.Second {
+		t.Fatalf("lag after the file-start events = %s, want 0 (they carry the file's creation time)", lag)
+	}
+	sc.gtid(1) // dated 2023: a change event does set the lag
+	if lag := sc.s.r.Lag(time.Now()); lag < 24*time.Hour {
+		t.Fatalf("lag after a change event from 2023 = %s, want over a day", lag)
+	}
+	sc.query("COMMIT")
+	sc.must(replication.HEARTBEAT_EVENT, &replication.HeartbeatEvent{})
+	if lag := sc.s.r.Lag(time.Now()); lag > time.Second {
+		t.Fatalf("lag after an idle heartbeat = %s, want 0", lag)
+	}
+}
