@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
 // lint validates a config without connecting to anything: what check does

@@ -12,9 +12,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 )
 
 // Severity of a start-up finding.

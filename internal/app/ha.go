@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
-	"github.com/binlog-relay/binlog-relay/pkg/config"
-	"github.com/binlog-relay/binlog-relay/pkg/lease"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/lease"
 )
 
 // runLeader is Run with ha.enabled: the services run all along (a standby

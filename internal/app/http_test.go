@@ -9,12 +9,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
-	"github.com/binlog-relay/binlog-relay/pkg/config"
-	"github.com/binlog-relay/binlog-relay/pkg/metrics"
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 )
 
 func TestReadyzReasonsNameEachConnection(t *testing.T) {

@@ -3,8 +3,8 @@ package app
 import (
 	"fmt"
 
-	"github.com/binlog-relay/binlog-relay/pkg/config"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/router"
 )
 
 // Lint checks everything about a parsed config that needs no server: the

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
 // The soft memory limit follows relay.max_inflight_bytes, never raises a

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/pkg/config"
-	"github.com/binlog-relay/binlog-relay/pkg/lease"
+	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/lease"
 )
 
 // The periodic reconciliation runs on the leader only: always without ha;

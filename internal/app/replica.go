@@ -20,9 +20,9 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
-	"github.com/binlog-relay/binlog-relay/pkg/relay"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
 
 // replicaPollEvery spaces the health reads: SHOW SLAVE STATUS on the source

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
 // RequeueOptions are `binlog-relay requeue`'s flags.

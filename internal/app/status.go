@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, and the

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
 // consumer is one consumer's inbox, read through its table layout.

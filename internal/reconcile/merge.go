@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
 // compare merges a chunk's SENT rows that c should have, sorted by message

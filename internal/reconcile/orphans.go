@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/router"
 )
 
 // finder looks message ids up in one outbox table, through the index on its

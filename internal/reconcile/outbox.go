@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
-	"github.com/binlog-relay/binlog-relay/pkg/sweeper"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
 // class is an outbox row's status as reconcile sees it.

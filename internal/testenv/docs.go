@@ -19,7 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
 var (

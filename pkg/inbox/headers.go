@@ -16,7 +16,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/pkg/tracecontext"
+	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
 
 // RetryCountHeader is set on every message the retry task republishes: how many

@@ -13,7 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/pkg/tracecontext"
+	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
 
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
 // Columns names the inbox table's columns, the way an outbox mapping names

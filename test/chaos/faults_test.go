@@ -16,7 +16,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/pkg/lease"
+	"github.com/binlog-relay/binlog-relay/internal/lease"
 )
 
 // fleet is the relays under test and the proxies between them and the

@@ -13,7 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
 // composeFile is docker-compose.yml, decoded strictly over the keys it uses.

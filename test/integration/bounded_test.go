@@ -9,7 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/pkg/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/metrics"
 )
 
 // Rows to 1,000 distinct exchanges, through the relay: every row arrives,

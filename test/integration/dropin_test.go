@@ -22,8 +22,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/config"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
 // startDropin starts a relay over the given tables YAML.
@@ -475,7 +475,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 
 // Without column names in the binlog the reader falls back to
 // information_schema on the source (the decoding itself is unit-tested in
-// pkg/binlog with synthetic table maps, as the replica's
+// internal/binlog with synthetic table maps, as the replica's
 // binlog_row_metadata is global and stays FULL for the other tests). This
 // checks the real schema read: names in order, types, UNSIGNED, ENUM values,
 // and a fresh read after an ALTER once the cached one is forgotten.

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
-	"github.com/binlog-relay/binlog-relay/pkg/publisher"
-	"github.com/binlog-relay/binlog-relay/pkg/relay"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/router"
 )
 
 // lanesTable is the seed table keyed by its routing_key column, which the

@@ -22,7 +22,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox/otelinbox"
-	"github.com/binlog-relay/binlog-relay/pkg/tracecontext"
+	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
 
 // attempt is what one handler call saw.

@@ -1,0 +1,682 @@
+package binlog
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Config is the replica the reader streams from.
+type Config struct {
+	Host     string
+	Port     uint16
+	User     string
+	Password string
+	TLS      *tls.Config
+	// ServerID identifies the relay to the source as a replica; it must be
+	// unique among the source's replicas. Zero picks a random one.
+	ServerID uint32
+	// Flavor is FlavorMySQL or FlavorMariaDB (detected by the caller).
+	Flavor string
+	// Heartbeat asks the source for heartbeat events when idle, so lag stays
+	// true with no traffic.
+	Heartbeat time.Duration
+	// ReconnectMin and ReconnectMax bound the backoff between reconnects.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// StopTimeout bounds how long a stop waits for the open transaction to
+	// end, so a stop lands on a transaction boundary.
+	StopTimeout time.Duration
+	// Failover, when set, picks the server to stream from: before the first
+	// connection (failed is "") and after FailoverAfter connections in a row
+	// failed without reading an event (failed is the server's host:port).
+	// It returns once the chosen server can serve pos (it may wait for a
+	// lagging replica); an error stops the reader.
+	Failover      func(ctx context.Context, pos Position, failed string) (host string, port uint16, err error)
+	FailoverAfter int
+	// XABufferRows and XABufferBytes bound the rows of prepared XA
+	// transactions held until their XA COMMIT (all prepared branches
+	// together). Past either bound the reader stops with an error naming
+	// the XA transaction rather than publish rows that may be rolled back.
+	XABufferRows  int
+	XABufferBytes int64
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.ServerID == 0 {
+		c.ServerID = 100000 + rand.Uint32N(1<<30)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 200 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 10 * time.Second
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	if c.FailoverAfter == 0 {
+		c.FailoverAfter = 3
+	}
+	if c.XABufferRows == 0 {
+		c.XABufferRows = 100_000
+	}
+	if c.XABufferBytes == 0 {
+		c.XABufferBytes = 64 << 20
+	}
+}
+
+// Validate names the field at fault.
+func (c *Config) Validate() error {
+	switch {
+	case c.Host == "":
+		return errors.New("source.host: required")
+	case c.Port == 0:
+		return errors.New("source.port: required")
+	case c.User == "":
+		return errors.New("source.user: required")
+	case c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB:
+		return fmt.Errorf("source.flavor: %q is neither mysql nor mariadb", c.Flavor)
+	}
+	return nil
+}
+
+// Kind tells what an Event carries.
+type Kind uint8
+
+const (
+	// KindRow is an inserted outbox row.
+	KindRow Kind = iota + 1
+	// KindCommit ends a transaction: every row of it came before.
+	KindCommit
+)
+
+// Event is what the reader emits, in binlog order.
+type Event struct {
+	Kind   Kind
+	Row    *outbox.Row
+	Commit Commit
+}
+
+// Commit is the end of one transaction on the source.
+type Commit struct {
+	GTID TxGTID
+	File string
+	Pos  uint32
+	// Time is the event timestamp (seconds) of the commit.
+	Time uint32
+	// OpenXA: after this transaction a prepared XA branch with outbox rows
+	// still waits for its XA COMMIT. Its rows live only in the reader's
+	// memory, so the position after this transaction is not one to resume
+	// from: a restart there would never read them again. The checkpoint
+	// stays before the oldest such prepare.
+	OpenXA bool
+}
+
+// Reader streams one source. Run blocks; Lag may be read from any goroutine.
+type Reader struct {
+	cfg     Config
+	tables  map[string]*outbox.Table // key: schema.table, lower case
+	schemas SchemaSource
+	log     *zap.Logger
+
+	layoutMu sync.Mutex
+	layouts  map[string]*layout // by table key; replaced per TABLE_MAP
+
+	lastEventTime atomic.Int64 // unix seconds of the last event's header
+	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
+	connected     atomic.Bool
+	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
+}
+
+// New builds a reader for the given outbox tables. schemas is used only when
+// the source does not send column names (binlog_row_metadata != FULL).
+func New(cfg Config, tables []*outbox.Table, schemas SchemaSource, log *zap.Logger) *Reader {
+	cfg.Defaults()
+	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, schemas: schemas, log: log,
+		layouts: map[string]*layout{}}
+	for _, t := range tables {
+		r.tables[tableKey(t.Schema, t.Name)] = t
+	}
+	return r
+}
+
+func tableKey(schema, table string) string { return strings.ToLower(schema + "." + table) }
+
+// Connected reports whether the binlog stream is up.
+func (r *Reader) Connected() bool { return r.connected.Load() }
+
+// LastCommit is the last whole transaction the stream read (not
+// necessarily published or checkpointed yet), for metrics.
+func (r *Reader) LastCommit() (Commit, bool) {
+	c := r.lastCommit.Load()
+	if c == nil {
+		return Commit{}, false
+	}
+	return *c, true
+}
+
+// Lag is how far the stream is behind the source: zero when idle and the
+// source's heartbeats are arriving, growing when nothing arrives at all.
+func (r *Reader) Lag(now time.Time) time.Duration {
+	recv := r.lastRecvTime.Load()
+	if recv == 0 {
+		return 0
+	}
+	ev := r.lastEventTime.Load()
+	lag := time.Duration(0)
+	if ev > 0 {
+		lag = time.Unix(0, recv).Sub(time.Unix(ev, 0))
+		if lag < 0 {
+			lag = 0
+		}
+	}
+	// Nothing received for longer than the heartbeat period: the stream is
+	// stuck or cut, and the silence counts as lag.
+	if silence := now.Sub(time.Unix(0, recv)) - r.cfg.Heartbeat; silence > 0 {
+		lag += silence
+	}
+	return lag
+}
+
+// Run streams from start until ctx ends or an unrecoverable error. Events go
+// to out in binlog order; out is bounded, which is the backpressure.
+// When ctx ends, Run finishes the open transaction first (up to
+// StopTimeout), so the last event sent is a commit and a restart replays
+// nothing. Connection and replication errors are retried with backoff from
+// the last whole transaction; rows of a transaction already emitted before a
+// reconnect are not emitted again, over any number of reconnects. Run
+// returns ErrPositionPurged only when the source says the start position is
+// purged, and ErrServerIDConflict when another replica keeps taking the
+// relay's server_id.
+func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) error {
+	tracker, err := NewTracker(start)
+	if err != nil {
+		return err
+	}
+	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStream()
+	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream}
+	stopWatch := context.AfterFunc(ctx, func() {
+		s.stopping.Store(true)
+		if !s.open.Load() {
+			cancelStream()
+		}
+		time.AfterFunc(r.cfg.StopTimeout, cancelStream)
+	})
+	defer stopWatch()
+	backoff := r.cfg.ReconnectMin
+	failures, conflicts := 0, 0
+	if err := r.failover(streamCtx, tracker, ""); err != nil {
+		return err
+	}
+	for {
+		began := time.Now()
+		progressed, err := s.run(streamCtx)
+		r.connected.Store(false)
+		if progressed && time.Since(began) > time.Minute {
+			conflicts = 0 // a stream that held for a while: no live twin
+		}
+		if streamCtx.Err() != nil || s.stopping.Load() {
+			return nil
+		}
+		switch kind, myErr := classifyReplError(err); kind {
+		case replErrPurged:
+			return fmt.Errorf("%w (%s): %s", ErrPositionPurged, tracker.Position(), myErr.Message)
+		case replErrServerID:
+			// Never a jump ahead: the position is fine, another replica
+			// holds the same identity. Retry with backoff a few times (a
+			// restarted relay can race its own old connection), then stop.
+			conflicts++
+			r.log.Error("the source dropped the binlog stream: another replica uses the same server_id; give each relay its own source.server_id",
+				zap.Uint32("server_id", r.cfg.ServerID), zap.String("source", r.addr()),
+				zap.Int("attempt", conflicts), zap.String("error", myErr.Message))
+			if conflicts >= serverIDConflictAttempts {
+				return fmt.Errorf("%w (source.server_id %d at %s, %d attempts): %s; give each relay its own source.server_id",
+					ErrServerIDConflict, r.cfg.ServerID, r.addr(), conflicts, myErr.Message)
+			}
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			return fatal.err
+		}
+		if progressed && conflicts == 0 {
+			backoff, failures = r.cfg.ReconnectMin, 0
+		}
+		if failures++; r.cfg.Failover != nil && failures >= r.cfg.FailoverAfter {
+			r.log.Warn("binlog stream keeps failing; failing over", zap.Error(err), zap.Int("attempts", failures),
+				zap.String("source", r.addr()), zap.String("gtid", tracker.Position().GTIDSet))
+			if err := r.failover(streamCtx, tracker, r.addr()); err != nil {
+				return err
+			}
+			backoff, failures = r.cfg.ReconnectMin, 0
+			continue
+		}
+		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", backoff),
+			zap.String("gtid", tracker.Position().GTIDSet))
+		select {
+		case <-streamCtx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.cfg.ReconnectMax)
+	}
+}
+
+func (r *Reader) addr() string {
+	return net.JoinHostPort(r.cfg.Host, strconv.Itoa(int(r.cfg.Port)))
+}
+
+// failover asks cfg.Failover for the server to stream from next. Host and
+// Port are only read and written on Run's goroutine.
+func (r *Reader) failover(ctx context.Context, tracker *Tracker, failed string) error {
+	if r.cfg.Failover == nil {
+		return nil
+	}
+	host, port, err := r.cfg.Failover(ctx, tracker.Position(), failed)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping
+		}
+		return fmt.Errorf("choosing a source: %w", err)
+	}
+	r.cfg.Host, r.cfg.Port = host, port
+	return nil
+}
+
+// fatalError stops the reader instead of reconnecting.
+type fatalError struct{ err error }
+
+func (f *fatalError) Error() string { return f.err.Error() }
+
+// stream is one connection's worth of state plus what must survive a
+// reconnect (the tracker, the partial transaction and prepared XA branches).
+type stream struct {
+	r       *Reader
+	out     chan<- Event
+	tracker *Tracker
+
+	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT,
+	// and how many of its rows were read so far on this connection (each
+	// row's index in the transaction).
+	txGTID TxGTID
+	inTx   bool
+	txRows int
+	// done is how many leading rows of the open transaction were handled
+	// (sent or filtered out), over every connection that read it. After a
+	// reconnect the stream restarts at the last whole transaction and skips
+	// rows below skipUpTo of that transaction (matched by GTID, or by being
+	// the first transaction read when the source has no GTID). Both survive
+	// any number of reconnects inside one transaction: a cut before the
+	// transaction is read again leaves them as they are.
+	done      int
+	skipGTID  TxGTID
+	skipUpTo  int
+	skipByPos bool
+	skipTx    bool // the open transaction is the one being resumed
+
+	// XA: the branch between XA START and XA PREPARE being read, and the
+	// prepared branches waiting for XA COMMIT or XA ROLLBACK.
+	xa *xaBranch
+	xaPrepared
+	// lastPos is where the last event read ends in tracker.file (errors
+	// name it).
+	lastPos uint32
+
+	// open is set from a transaction's first event to its commit; a stop
+	// request waits for it to clear.
+	open     atomic.Bool
+	stopping atomic.Bool
+	cancel   context.CancelFunc
+}
+
+func (s *stream) newSyncer() *replication.BinlogSyncer {
+	r := s.r
+	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:  r.cfg.ServerID,
+		Flavor:    r.cfg.Flavor,
+		Host:      r.cfg.Host,
+		Port:      r.cfg.Port,
+		User:      r.cfg.User,
+		Password:  r.cfg.Password,
+		TLSConfig: r.cfg.TLS,
+		// The reader reconnects itself, from the last whole transaction.
+		DisableRetrySync: true,
+		// The reader keeps its own GTID set; no per-commit clone.
+		DiscardGTIDSet:  true,
+		HeartbeatPeriod: r.cfg.Heartbeat,
+		// go-mysql buffers 10240 parsed events by default (~80 MB of 8 KB
+		// row events, gigabytes of 1 MiB ones) outside the relay's byte
+		// budget; the reader's own bounded channel is the buffer that
+		// matters, so keep this one small: 32 events of 1 MiB rows is
+		// 32 MiB, and a buffer of 32 still decouples parsing from the
+		// reader on a busy stream.
+		EventCacheCount: 32,
+		ReadTimeout:     r.cfg.Heartbeat*3 + 5*time.Second,
+		ParseTime:       true,
+		// A JSON column's binary value is turned into the text MySQL itself
+		// prints (key order, 1.0 stays a double), not Go's re-encoding.
+		RenderJSONAsMySQLText: true,
+		// Only INSERTs into outbox tables are decoded; UPDATE/DELETE events,
+		// including the relay's own SENT updates, are skipped after the header.
+		RowsEventDecodeFunc: r.decodeRows,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+}
+
+func (s *stream) run(ctx context.Context) (progressed bool, err error) {
+	syncer := s.newSyncer()
+	defer syncer.Close()
+	pos := s.tracker.Position()
+	s.resume()
+
+	var streamer *replication.BinlogStreamer
+	if pos.HasGTID() {
+		set, perr := ParseGTIDSet(pos.Flavor, pos.GTIDSet)
+		if perr != nil {
+			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
+		}
+		streamer, err = syncer.StartSyncGTID(set)
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
+	}
+	if err != nil {
+		return false, fmt.Errorf("starting binlog stream at %s: %w", pos, err)
+	}
+	s.r.connected.Store(true)
+	s.r.log.Info("binlog stream connected", zap.String("gtid", pos.GTIDSet),
+		zap.String("binlog_file", pos.File), zap.Uint32("binlog_pos", pos.Pos))
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			return progressed, streamError(err, s.tracker.file, s.lastPos)
+		}
+		progressed = true
+		if err := s.handleSafely(ctx, ev); err != nil {
+			return progressed, err
+		}
+	}
+}
+
+// resume prepares a new connection, which starts at the last whole
+// transaction. If the cut came inside a transaction, the rows of it already
+// emitted are skipped when it is read again. A cut before the transaction
+// was read again (not open) keeps the skip as it is.
+func (s *stream) resume() {
+	if s.open.Load() {
+		s.skipUpTo = max(s.skipUpTo, s.done)
+		if !s.txGTID.IsZero() {
+			s.skipGTID, s.skipByPos = s.txGTID, false
+		} else if s.skipGTID.IsZero() {
+			s.skipByPos = true
+		}
+	}
+	// An XA branch cut before its XA PREPARE is read again whole.
+	s.xa = nil
+	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
+	s.open.Store(false)
+}
+
+// handleSafely runs handle and turns a panic in it (go-mysql decodes row
+// values lazily in places) into an error naming the event's position.
+func (s *stream) handleSafely(ctx context.Context, ev *replication.BinlogEvent) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &fatalError{fmt.Errorf("binlog event %s ending at %s:%d could not be handled: %v",
+				ev.Header.EventType, s.tracker.file, ev.Header.LogPos, p)}
+		}
+	}()
+	if err := s.handle(ctx, ev); err != nil {
+		return err
+	}
+	if ev.Header.LogPos > 0 {
+		s.lastPos = ev.Header.LogPos
+	}
+	return nil
+}
+
+// fileMeta reports the events a server sends when a stream starts or a
+// file begins (rotate, format description, GTID lists, checkpoints). They
+// carry the time the binlog file was created, not the time of a change, so
+// they do not count as the stream's position in time: a relay that starts
+// on a file created an hour ago is not an hour behind.
+func fileMeta(ev *replication.BinlogEvent) bool {
+	switch ev.Event.(type) {
+	case *replication.RotateEvent, *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent,
+		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
+		return true
+	}
+	return false
+}
+
+func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	r := s.r
+	now := time.Now().UnixNano()
+	if _, hb := ev.Event.(*replication.HeartbeatEvent); !hb && ev.Header.Timestamp > 0 && !fileMeta(ev) {
+		r.lastEventTime.Store(int64(ev.Header.Timestamp))
+	} else if hb && !s.inTx {
+		// A heartbeat while idle: the stream is current.
+		r.lastEventTime.Store(now / int64(time.Second))
+	}
+	r.lastRecvTime.Store(now)
+
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		s.tracker.file = string(e.NextLogName)
+		s.tracker.pos = uint32(e.Position)
+		s.lastPos = uint32(e.Position)
+	case *replication.MariadbGTIDEvent:
+		g := e.GTID
+		s.beginTx(TxGTID{mariadb: &g})
+		// A standalone event group (DDL, or a non-transactional statement)
+		// has no BEGIN...XID: its one query event ends it.
+		s.inTx = !e.IsStandalone()
+		if e.Flags&mariadbFlPreparedXA != 0 {
+			// MariaDB logs XA START inside the GTID event ("XA START
+			// X'..',X'',1 GTID 0-1-5"): the group is an XA branch ending
+			// with XA END and XA_PREPARE_LOG_EVENT.
+			s.xa = &xaBranch{}
+			s.inTx = true
+		}
+	case *replication.GTIDEvent:
+		return s.mysqlGTID(e)
+	case *replication.GtidTaggedLogEvent:
+		// MySQL 8.3+ GTID with a tag (uuid:tag:gno).
+		return s.mysqlGTID(&e.GTIDEvent)
+	case *replication.TransactionPayloadEvent:
+		// binlog_transaction_compression=ON (MySQL 8.0.20+): the
+		// transaction's events (BEGIN, TABLE_MAP, rows, XID) come inside one
+		// ZSTD payload after its GTID event. go-mysql decodes them with the
+		// same options (and row decoder) as the outer stream, and stamps the
+		// last one, the commit, with the payload's end position; handle them
+		// as if they had come one by one.
+		for _, inner := range e.Events {
+			if err := s.handle(ctx, inner); err != nil {
+				return err
+			}
+		}
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		if xa, ok := parseXA(q); ok {
+			return s.xaStatement(ctx, ev, xa)
+		}
+		switch {
+		case strings.EqualFold(q, "BEGIN"):
+			if s.txGTID.IsZero() {
+				s.beginTx(TxGTID{})
+			}
+			s.inTx = true
+		case strings.EqualFold(q, "COMMIT"):
+			return s.commit(ctx, ev)
+		default:
+			// DDL (or a statement-format event): a whole transaction of its
+			// own unless inside BEGIN. Column layouts may change at this point.
+			r.noteDDL(string(e.Schema), q)
+			if !s.inTx {
+				return s.commit(ctx, ev)
+			}
+		}
+	case *replication.XIDEvent:
+		return s.commit(ctx, ev)
+	case *replication.RowsEvent:
+		if e.Rows == nil {
+			return nil // not an outbox INSERT: skipped at decode
+		}
+		return s.emitRows(ctx, ev, e)
+	case *replication.GenericEvent:
+		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+			return s.xaPrepare(ctx, ev, e.Data)
+		}
+	}
+	return nil
+}
+
+func (s *stream) mysqlGTID(e *replication.GTIDEvent) error {
+	sid, err := uuid.FromBytes(e.SID)
+	if err != nil {
+		return &fatalError{fmt.Errorf("decoding GTID event at %s:%d: %w", s.tracker.file, s.lastPos, err)}
+	}
+	g := TxGTID{sid: sid, tag: e.Tag, gno: e.GNO}
+	if e.GNO == 0 {
+		g = TxGTID{} // ANONYMOUS_GTID_EVENT: GTID mode off
+	}
+	s.beginTx(g)
+	s.inTx = false // MySQL sends an explicit BEGIN query for DML.
+	return nil
+}
+
+func (s *stream) beginTx(g TxGTID) {
+	s.txGTID, s.txRows = g, 0
+	s.skipTx = s.skipUpTo > 0 && (s.skipByPos || (!g.IsZero() && g.equal(s.skipGTID)))
+	s.done = 0
+	if s.skipTx {
+		s.done = s.skipUpTo
+	}
+	s.open.Store(true)
+}
+
+func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error {
+	c := Commit{GTID: s.txGTID, File: s.tracker.file, Pos: ev.Header.LogPos, Time: ev.Header.Timestamp, OpenXA: s.heldRows > 0}
+	if err := s.tracker.Apply(c); err != nil {
+		return &fatalError{fmt.Errorf("tracking GTID %s: %w", c.GTID, err)}
+	}
+	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
+	s.done, s.skipUpTo, s.skipGTID, s.skipByPos, s.skipTx = 0, 0, TxGTID{}, false, false
+	s.open.Store(false)
+	s.r.lastCommit.Store(&c)
+	if err := send(ctx, s.out, Event{Kind: KindCommit, Commit: c}); err != nil {
+		return err
+	}
+	if s.stopping.Load() {
+		s.cancel()
+		return context.Canceled
+	}
+	return nil
+}
+
+func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
+	lay, err := s.r.layoutFor(ctx, t, e.Table)
+	if err != nil {
+		return &fatalError{fmt.Errorf("binlog: INSERT into %s at %s:%d (GTID %s): %w",
+			t.FullName(), s.tracker.file, ev.Header.LogPos, s.txGTID, err)}
+	}
+	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
+		// The start-up check refuses a row image other than FULL, but the
+		// source's setting can change while the relay runs.
+		return &fatalError{fmt.Errorf("binlog: INSERT into %s.%s at %s:%d leaves column %s out of its row image (binlog_row_image=MINIMAL?): set binlog_row_image=FULL on the source",
+			t.Schema, t.Name, s.tracker.file, ev.Header.LogPos, col)}
+	}
+	for _, values := range e.Rows {
+		row := lay.row(t, values)
+		if !t.IsPublishable(row.Values[t.Columns.Status]) {
+			if s.xa == nil {
+				s.txRows++
+				s.done = max(s.done, s.txRows)
+			}
+			continue
+		}
+		row.EventTime = ev.Header.Timestamp
+		if s.xa != nil {
+			// Inside XA START ... XA PREPARE: held until XA COMMIT.
+			if err := s.xaHold(row); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.emitRow(ctx, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emitRow sends one row of the open transaction unless an earlier
+// connection already sent it.
+func (s *stream) emitRow(ctx context.Context, row *outbox.Row) error {
+	i := s.txRows
+	s.txRows++
+	if s.skipTx && i < s.skipUpTo {
+		return nil
+	}
+	if err := send(ctx, s.out, Event{Kind: KindRow, Row: row}); err != nil {
+		return err
+	}
+	s.done = max(s.done, i+1)
+	return nil
+}
+
+// decodeRows runs in go-mysql's parser: decode only the header, and the rows
+// only for INSERTs into an outbox table. Everything else keeps Rows nil.
+func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			table := "an unknown table"
+			if e.Table != nil {
+				table = string(e.Table.Schema) + "." + string(e.Table.Table)
+			}
+			err = fmt.Errorf("decoding a rows event of %s: %v", table, p)
+		}
+	}()
+	pos, err := e.DecodeHeader(data)
+	if err != nil {
+		return err
+	}
+	if e.Type() != replication.EnumRowsEventTypeInsert {
+		return nil
+	}
+	if _, ok := r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]; !ok {
+		return nil
+	}
+	return e.DecodeData(pos, data)
+}
+
+// send delivers an event unless ctx ends first.
+func send(ctx context.Context, out chan<- Event, ev Event) error {
+	select {
+	case out <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,551 @@
+// Package config reads the relay's YAML file: ${ENV} expansion in values,
+// unknown keys refused, presets applied and overridden field by field, and
+// every value validated before anything connects. Errors name the field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/status"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Name identifies this relay (checkpoint key, connection names); relays
+	// sharing a name share a checkpoint.
+	Name       string          `yaml:"name"`
+	Source     MySQL           `yaml:"source"`
+	Primary    MySQL           `yaml:"primary"`
+	Broker     Broker          `yaml:"broker"`
+	Redis      Redis           `yaml:"redis"`
+	Checkpoint Checkpoint      `yaml:"checkpoint"`
+	Relay      Relay           `yaml:"relay"`
+	Retry      status.Backoff  `yaml:"retry"`
+	Tables     []*outbox.Table `yaml:"-"`
+	RawTables  []yaml.Node     `yaml:"tables"`
+	Log        Log             `yaml:"log"`
+	Sweeper    Sweeper         `yaml:"sweeper"`
+	HTTP       HTTP            `yaml:"http"`
+	Metrics    Metrics         `yaml:"metrics"`
+	HA         HA              `yaml:"ha"`
+	Reconcile  Reconcile       `yaml:"reconcile"`
+}
+
+// MySQL is a server connection.
+type MySQL struct {
+	Host         string `yaml:"host"`
+	Port         int    `yaml:"port"`
+	User         string `yaml:"user"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	// ServerID (source only) is the replica id the relay announces; 0 picks
+	// a random one.
+	ServerID uint32 `yaml:"server_id"`
+	// Hosts (source only) lists replicas as host[:port], in order of
+	// preference: on a failure that persists the relay moves to the next
+	// and resumes by GTID (docs/ha.md). Instead of host/port.
+	Hosts []string `yaml:"hosts"`
+	// Flavor is mysql, mariadb or auto (detected).
+	Flavor string `yaml:"flavor"`
+	// XABufferRows and XABufferBytes (source only) bound the outbox rows of
+	// prepared XA transactions held until their XA COMMIT; 0 means the
+	// reader's defaults (100,000 rows, 64 MiB).
+	XABufferRows  int   `yaml:"xa_buffer_rows"`
+	XABufferBytes int64 `yaml:"xa_buffer_bytes"`
+	TLS           TLS   `yaml:"tls"`
+}
+
+// TLS options for any connection.
+type TLS struct {
+	Enabled    bool   `yaml:"enabled"`
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify is for tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// Broker is RabbitMQ.
+type Broker struct {
+	URL          string `yaml:"url"`
+	PasswordFile string `yaml:"password_file"`
+	Window       int    `yaml:"window"`
+	TLS          TLS    `yaml:"tls"`
+	// DeadLetterExchange receives the messages of tables without a status
+	// column that the broker refused, with the reason in headers. Empty:
+	// such a message holds the stream until the broker takes it.
+	DeadLetterExchange string `yaml:"dead_letter_exchange"`
+	// MaxMessageBytes is the largest body published; a larger row is FAILED
+	// (RabbitMQ closes the channel on a body over its max_message_size).
+	// Default 128 MiB, RabbitMQ's own default limit.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+}
+
+// Redis holds the checkpoint.
+type Redis struct {
+	Addr         string `yaml:"addr"`
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	DB           int    `yaml:"db"`
+	TLS          TLS    `yaml:"tls"`
+}
+
+// Checkpoint says where and how often the position is saved.
+type Checkpoint struct {
+	Key      string        `yaml:"key"`
+	Interval time.Duration `yaml:"interval"`
+	// OutageWindow is how long publishing goes on while the checkpoint
+	// cannot be saved (Redis down), the position held in memory; past it
+	// the relay holds until Redis answers. Default 30s.
+	OutageWindow time.Duration `yaml:"outage_window"`
+}
+
+// HA is the leader lease (docs/ha.md).
+type HA struct {
+	// Enabled: relays with the same name elect one leader through a lease
+	// in Redis; the others wait as standbys. Off (the default), the relay
+	// streams on its own.
+	Enabled bool `yaml:"enabled"`
+	// LeaseTTL is how long the lease lives unrenewed: a standby takes over
+	// this long after the leader dies. Default 5s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+}
+
+// Relay tunes the binlog path.
+type Relay struct {
+	BatchSize     int           `yaml:"batch_size"`
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	Buffer        int           `yaml:"buffer"`
+	DrainTimeout  time.Duration `yaml:"drain_timeout"`
+	Heartbeat     time.Duration `yaml:"heartbeat"`
+	// Ordering is relaxed (a failed row goes to the retry path and the
+	// stream flows on) or strict (the stream holds and retries it in place;
+	// with lanes above 1, only the failed row's lane holds).
+	Ordering string `yaml:"ordering"`
+	// Lanes is the number of confirming channels rows are spread over by a
+	// hash of their table's route.partition_key (docs/ordering.md). 1, the
+	// default, publishes everything in commit order on one channel.
+	Lanes int `yaml:"lanes"`
+	// MaxInflightBytes bounds the rows (payloads and values) between the
+	// router and the settle stage; reading the binlog waits when it is
+	// used up. Default 64 MiB.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+}
+
+// Log configures zap.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"` // json or console
+}
+
+// Load reads, expands, parses and validates a config file.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(raw, os.LookupEnv)
+}
+
+var yamlLineRe = regexp.MustCompile(`line (\d+):`)
+
+// lineHasRef reports whether line n (1-based, as text) of raw holds "${".
+func lineHasRef(raw []byte, n string) bool {
+	i, _ := strconv.Atoi(n)
+	lines := bytes.Split(raw, []byte("\n"))
+	return i >= 1 && i <= len(lines) && bytes.Contains(lines[i-1], []byte("${"))
+}
+
+// Parse parses config text: YAML first, then ${VAR} expansion in string
+// values (expand.go), then presets, defaults, secrets and validation.
+func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil && lineHasRef(raw, m[1]) {
+			// In a {...} mapping or [...] list, braces are YAML syntax.
+			return nil, fmt.Errorf("parsing config: %w (inside {...} or [...], quote a ${VAR} value: \"${VAR}\")", err)
+		}
+		return nil, fmt.Errorf("parsing config: %w", err)
+	}
+	if err := errors.Join(unknownKeys(&root, reflect.TypeFor[Config](), "")...); err != nil {
+		return nil, err
+	}
+	if err := expandNode(&root, lookup); err != nil {
+		return nil, err
+	}
+	var c Config
+	if len(root.Content) > 0 {
+		// unknownKeys above refused unknown keys, by their full path.
+		if err := root.Decode(&c); err != nil {
+			return nil, fmt.Errorf("parsing config: %w", err)
+		}
+	}
+	for i := range c.RawTables {
+		t, err := decodeTable(&c.RawTables[i], i)
+		if err != nil {
+			return nil, err
+		}
+		c.Tables = append(c.Tables, t)
+	}
+	c.applyDefaults()
+	if err := c.resolveSecrets(); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// decodeTable applies a preset and then the table's own fields over it, with
+// unknown keys refused.
+func decodeTable(node *yaml.Node, i int) (*outbox.Table, error) {
+	field := fmt.Sprintf("tables[%d]", i)
+	if err := errors.Join(unknownKeys(node, reflect.TypeFor[outbox.Table](), field)...); err != nil {
+		return nil, err
+	}
+	var head struct {
+		Preset string `yaml:"preset"`
+	}
+	_ = node.Decode(&head)
+	t := &outbox.Table{}
+	if head.Preset != "" {
+		p, err := outbox.Preset(head.Preset)
+		if err != nil {
+			return nil, fmt.Errorf("%s.preset: %w", field, err)
+		}
+		t = &p
+	}
+	// Decoded in place (not re-marshalled) so anchors and merge keys that
+	// point at other parts of the file still resolve; unknownKeys above is
+	// what refuses unknown keys.
+	if err := node.Decode(t); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return t, nil
+}
+
+// unknownKeys walks a YAML node against the Go type it decodes into and
+// reports every key the type has no field for, by its full path
+// ("tables[0].columns.routing_ky"), so a typo in a mapping is named rather
+// than silently ignored or reported by Go type name.
+func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
+	for node != nil && node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node == nil || t == reflect.TypeFor[yaml.Node]() {
+		return nil
+	}
+	// A type that decodes itself decides what its keys are.
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	join := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	var errs []error
+	switch {
+	case node.Kind == yaml.DocumentNode:
+		for _, n := range node.Content {
+			errs = append(errs, unknownKeys(n, t, path)...)
+		}
+	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
+		fields := map[string]reflect.Type{}
+		var known []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			fields[name] = f.Type
+			known = append(known, name)
+		}
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, val := node.Content[i].Value, node.Content[i+1]
+			if key == "<<" { // a merge key: its mapping(s) belong here
+				if val.Kind == yaml.SequenceNode {
+					for _, m := range val.Content {
+						errs = append(errs, unknownKeys(m, t, path)...)
+					}
+				} else {
+					errs = append(errs, unknownKeys(val, t, path)...)
+				}
+				continue
+			}
+			ft, ok := fields[key]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: unknown key (line %d; known here: %s)", join(key), node.Content[i].Line, strings.Join(known, ", ")))
+				continue
+			}
+			errs = append(errs, unknownKeys(val, ft, join(key))...)
+		}
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && node.Kind == yaml.SequenceNode:
+		for i, n := range node.Content {
+			errs = append(errs, unknownKeys(n, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			errs = append(errs, unknownKeys(node.Content[i+1], t.Elem(), join(node.Content[i].Value))...)
+		}
+	}
+	return errs
+}
+
+func (c *Config) applyDefaults() {
+	if c.Name == "" {
+		c.Name = "binlog-relay"
+	}
+	for _, m := range []*MySQL{&c.Source, &c.Primary} {
+		if m.Port == 0 {
+			m.Port = 3306
+		}
+		if m.Flavor == "" {
+			m.Flavor = "auto"
+		}
+	}
+	if c.Redis.Addr == "" {
+		c.Redis.Addr = "127.0.0.1:6379"
+	}
+	if c.Checkpoint.Key == "" {
+		c.Checkpoint.Key = "binlog-relay:" + c.Name + ":checkpoint"
+	}
+	if c.Checkpoint.Interval == 0 {
+		c.Checkpoint.Interval = time.Second
+	}
+	if c.Checkpoint.OutageWindow == 0 {
+		c.Checkpoint.OutageWindow = 30 * time.Second
+	}
+	if c.HA.LeaseTTL == 0 {
+		c.HA.LeaseTTL = 5 * time.Second
+	}
+	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
+		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
+	}
+	if c.Relay.Ordering == "" {
+		c.Relay.Ordering = "relaxed"
+	}
+	if c.Relay.Lanes == 0 {
+		c.Relay.Lanes = 1
+	}
+	if c.Relay.MaxInflightBytes == 0 {
+		c.Relay.MaxInflightBytes = 64 << 20
+	}
+	if c.Broker.MaxMessageBytes == 0 {
+		c.Broker.MaxMessageBytes = 128 << 20
+	}
+	if c.Metrics.MaxLabelValues == 0 {
+		c.Metrics.MaxLabelValues = DefaultMaxLabelValues
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "json"
+	}
+	c.Retry.Defaults()
+	c.Sweeper.Defaults()
+	c.Reconcile.defaults(c.Name)
+	for _, t := range c.Tables {
+		if t.MaxRetries == 0 {
+			t.MaxRetries = 5
+		}
+	}
+}
+
+// resolveSecrets reads password files. A file's trailing newline is dropped.
+func (c *Config) resolveSecrets() error {
+	read := func(field, path string, into *string) error {
+		if path == "" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("%s: reading %s: %w", field, path, errors.Unwrap(err))
+		}
+		*into = strings.TrimRight(string(b), "\r\n")
+		return nil
+	}
+	if err := read("source.password_file", c.Source.PasswordFile, &c.Source.Password); err != nil {
+		return err
+	}
+	if err := read("primary.password_file", c.Primary.PasswordFile, &c.Primary.Password); err != nil {
+		return err
+	}
+	if err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
+		return err
+	}
+	for i := range c.Reconcile.Consumers {
+		m := &c.Reconcile.Consumers[i].MySQL
+		if err := read(fmt.Sprintf("reconcile.consumers[%d].mysql.password_file", i), m.PasswordFile, &m.Password); err != nil {
+			return err
+		}
+	}
+	if c.Broker.PasswordFile != "" {
+		var pw string
+		if err := read("broker.password_file", c.Broker.PasswordFile, &pw); err != nil {
+			return err
+		}
+		u, err := withPassword(c.Broker.URL, pw)
+		if err != nil {
+			return fmt.Errorf("broker.url: %w", err)
+		}
+		c.Broker.URL = u
+	}
+	return nil
+}
+
+// Validate checks every section; all problems are reported together.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := outbox.CheckIdent("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range []struct {
+		field string
+		m     MySQL
+	}{{"source", c.Source}, {"primary", c.Primary}} {
+		if s.m.Host == "" {
+			errs = append(errs, fmt.Errorf("%s.host: required", s.field))
+		}
+		if s.m.User == "" {
+			errs = append(errs, fmt.Errorf("%s.user: required", s.field))
+		}
+		if s.m.Flavor != "auto" && s.m.Flavor != "mysql" && s.m.Flavor != "mariadb" {
+			errs = append(errs, fmt.Errorf("%s.flavor: %q is not auto, mysql or mariadb", s.field, s.m.Flavor))
+		}
+	}
+	if c.Broker.URL == "" {
+		errs = append(errs, errors.New("broker.url: required"))
+	} else if err := checkAMQPURL(c.Broker.URL); err != nil {
+		errs = append(errs, fmt.Errorf("broker.url: %w", err))
+	}
+	for i, h := range c.Source.Hosts {
+		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
+			errs = append(errs, fmt.Errorf("source.hosts[%d]: %q is not host or host:port", i, h))
+		}
+	}
+	if len(c.Source.Hosts) > 0 && net.JoinHostPort(SplitHostString(c.Source.Hosts[0], c.Source.Port)) != c.Source.Addr() {
+		errs = append(errs, errors.New("source.host: set source.host/port or source.hosts, not both"))
+	}
+	if len(c.Primary.Hosts) > 0 {
+		errs = append(errs, errors.New("primary.hosts: only the source takes a list of servers"))
+	}
+	if c.Checkpoint.OutageWindow < 0 {
+		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
+	}
+	if c.HA.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("ha.lease_ttl: %s is under 1s", c.HA.LeaseTTL))
+	}
+	if c.Checkpoint.Interval < 0 {
+		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
+	}
+	if c.Relay.BatchSize < 0 {
+		errs = append(errs, errors.New("relay.batch_size: must be positive"))
+	}
+	if c.Source.XABufferRows < 0 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.Source.XABufferRows))
+	}
+	if c.Source.XABufferBytes < 0 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.Source.XABufferBytes))
+	}
+	if c.Relay.MaxInflightBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.Relay.MaxInflightBytes))
+	}
+	if c.Broker.MaxMessageBytes < 1 {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.Broker.MaxMessageBytes))
+	} else if c.Broker.MaxMessageBytes > 512<<20 {
+		// RabbitMQ refuses max_message_size above 512 MiB.
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", c.Broker.MaxMessageBytes))
+	}
+	if err := checkExchangeName(c.Broker.DeadLetterExchange); err != nil {
+		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
+	}
+	if c.Relay.Ordering != "relaxed" && c.Relay.Ordering != "strict" {
+		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", c.Relay.Ordering))
+	}
+	errs = append(errs, c.checkLanes()...)
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
+	}
+	if err := c.Sweeper.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Metrics.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Reconcile.Validate(c.Tables); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Tables) == 0 {
+		errs = append(errs, errors.New("tables: at least one outbox table is required"))
+	}
+	seen := map[string]int{}
+	for i, t := range c.Tables {
+		field := fmt.Sprintf("tables[%d]", i)
+		if err := t.Validate(field); err != nil {
+			errs = append(errs, err)
+		}
+		if j, dup := seen[strings.ToLower(t.FullName())]; dup {
+			errs = append(errs, fmt.Errorf("%s: table %s is already configured as tables[%d]", field, t.FullName(), j))
+		}
+		seen[strings.ToLower(t.FullName())] = i
+	}
+	return errors.Join(errs...)
+}
+
+// checkExchangeName refuses a dead-letter exchange name the broker would
+// refuse or that would route back into the default exchange.
+func checkExchangeName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case len(name) > 255:
+		return fmt.Errorf("%d bytes, AMQP names are at most 255", len(name))
+	case strings.HasPrefix(name, "amq."):
+		return fmt.Errorf("%q: the amq. prefix is reserved by the broker", name)
+	}
+	return nil
+}
+
+// SplitHost parses one source.hosts entry, host or host:port, with def as
+// the port when none is given; the port is -1 when it is not a number.
+func SplitHost(hostport string, def int) (string, int) {
+	host, port := SplitHostString(hostport, def)
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return host, -1
+	}
+	return host, n
+}
+
+// SplitHostString is SplitHost with the port as text.
+func SplitHostString(hostport string, def int) (string, string) {
+	if host, port, err := net.SplitHostPort(hostport); err == nil {
+		return host, port
+	}
+	return strings.Trim(hostport, "[]"), strconv.Itoa(def)
+}

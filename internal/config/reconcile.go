@@ -1,0 +1,271 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-relay/binlog-relay/pkg/inbox"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Reconcile is the `reconcile:` section: the consumer inboxes to compare
+// the outbox tables with, and how (docs/reconcile.md).
+type Reconcile struct {
+	// Interval runs a reconciliation inside `run` this often, on the leader
+	// only. 0 (the default) is off; `binlog-relay reconcile` runs one
+	// whatever this says.
+	Interval time.Duration `yaml:"interval"`
+	// Window is how far back a run looks: outbox rows created, and inbox
+	// rows recorded, within it. Default 24h (`reconcile --since`'s default).
+	Window time.Duration `yaml:"window"`
+	// GracePeriod: a SENT row without an inbox row counts as missing only
+	// once it was sent (its updated_at, else created_at) longer ago than
+	// this, so messages on their way are not reported. Default 5m.
+	GracePeriod time.Duration `yaml:"grace_period"`
+	// PendingAfter: a row still pending or sending this long after it was
+	// created is reported. Default 15m.
+	PendingAfter time.Duration `yaml:"pending_after"`
+	// ChunkSize is the most rows one statement reads. Default 5000.
+	ChunkSize int `yaml:"chunk_size"`
+	// MaxIDs is how many ids each finding lists; its count is always whole.
+	// Default 100.
+	MaxIDs int `yaml:"max_ids"`
+	// Repair makes the periodic run also reset the rows no consumer
+	// processed to pending (`reconcile --repair`). Default false.
+	Repair bool `yaml:"repair"`
+	// Key is the Redis key holding the last result (for `status`). Default
+	// binlog-relay:<name>:reconcile.
+	Key       string              `yaml:"key"`
+	Consumers []ReconcileConsumer `yaml:"consumers"`
+}
+
+// ReconcileConsumer is one consumer's inbox, read from a replica of its
+// database.
+type ReconcileConsumer struct {
+	// Name names the consumer in reports and metric labels.
+	Name string `yaml:"name"`
+	// MySQL is the server holding the inbox table: a replica (reconcile
+	// reads only). Either this or DSN.
+	MySQL MySQL `yaml:"mysql"`
+	// DSN is the server as a go-sql-driver DSN instead,
+	// user:password@tcp(host:3306)/database; it is never logged.
+	DSN string `yaml:"dsn"`
+	// Schema is the inbox table's database (default: the DSN's database).
+	Schema string `yaml:"schema"`
+	// Preset is the inbox table's layout, as pkg/inbox names it: inbox
+	// (the default), consumer-message or msg-dedup.
+	Preset     string           `yaml:"preset"`
+	Table      string           `yaml:"table"`
+	Columns    inbox.Columns    `yaml:"columns"`
+	LogTable   string           `yaml:"log_table"`
+	LogColumns inbox.LogColumns `yaml:"log_columns"`
+	// Consumer is the value of the consumer column (preset inbox: the
+	// inbox's ConsumerName). Default: Name.
+	Consumer string `yaml:"consumer"`
+	// Tables lists the outbox tables (schema.name) whose messages this
+	// consumer gets. Default: all.
+	Tables []string `yaml:"tables"`
+	// Exchanges and RoutingKeys narrow the messages it should get: the
+	// exchange is one of Exchanges, and the routing key matches one of
+	// RoutingKeys, binding patterns as a topic exchange reads them (* one
+	// word, # zero or more). Empty: any.
+	Exchanges   []string `yaml:"exchanges"`
+	RoutingKeys []string `yaml:"routing_keys"`
+}
+
+// consumerNameRe keeps consumer names usable as metric label values and in
+// one-line reports.
+var consumerNameRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+func (r *Reconcile) defaults(name string) {
+	if r.Window == 0 {
+		r.Window = 24 * time.Hour
+	}
+	if r.GracePeriod == 0 {
+		r.GracePeriod = 5 * time.Minute
+	}
+	if r.PendingAfter == 0 {
+		r.PendingAfter = 15 * time.Minute
+	}
+	if r.ChunkSize == 0 {
+		r.ChunkSize = 5000
+	}
+	if r.MaxIDs == 0 {
+		r.MaxIDs = 100
+	}
+	if r.Key == "" {
+		r.Key = "binlog-relay:" + name + ":reconcile"
+	}
+	for i := range r.Consumers {
+		c := &r.Consumers[i]
+		if c.MySQL.Host != "" && c.MySQL.Port == 0 {
+			c.MySQL.Port = 3306
+		}
+		if c.Schema == "" && c.DSN != "" {
+			if d, err := mysql.ParseDSN(c.DSN); err == nil {
+				c.Schema = d.DBName
+			}
+		}
+		if c.Consumer == "" {
+			c.Consumer = c.Name
+		}
+	}
+}
+
+// InboxLayout is the consumer's inbox table layout (pkg/inbox's preset
+// with the consumer's overrides).
+func (c ReconcileConsumer) InboxLayout() (inbox.Preset, error) {
+	return inbox.Config{Preset: c.Preset, Table: c.Table, Columns: c.Columns, LogTable: c.LogTable,
+		LogColumns: c.LogColumns}.Layout()
+}
+
+// ConsumerDSN is the go-sql-driver DSN of the consumer's server, with the
+// options every connection of the relay uses.
+func (c ReconcileConsumer) ConsumerDSN(field string) (string, error) {
+	if c.DSN == "" {
+		return c.MySQL.DSN(field + ".mysql")
+	}
+	d, err := mysql.ParseDSN(c.DSN)
+	if err != nil {
+		// The DSN holds a password: never echoed.
+		return "", fmt.Errorf("%s.dsn: not a DSN of the form user:password@tcp(host:3306)/database", field)
+	}
+	d.ParseTime = true
+	d.InterpolateParams = true
+	if d.Timeout == 0 {
+		d.Timeout = 5 * time.Second
+	}
+	if d.ReadTimeout == 0 {
+		d.ReadTimeout = 60 * time.Second
+	}
+	return d.FormatDSN(), nil
+}
+
+// Redacted describes the consumer's server without its password.
+func (c ReconcileConsumer) Redacted() string {
+	if c.DSN == "" {
+		return c.MySQL.Redacted()
+	}
+	if d, err := mysql.ParseDSN(c.DSN); err == nil {
+		return d.User + "@" + d.Addr
+	}
+	return "(dsn)"
+}
+
+// Validate reports every bad field of the section; tables are the
+// configured outbox tables the consumers may name.
+func (r *Reconcile) Validate(tables []*outbox.Table) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("reconcile."+field+": "+format, args...))
+	}
+	if r.Interval < 0 {
+		bad("interval", "must not be negative (0 is off)")
+	}
+	if r.Window <= 0 {
+		bad("window", "must be positive")
+	}
+	if r.GracePeriod < 0 {
+		bad("grace_period", "must not be negative")
+	}
+	if r.PendingAfter <= 0 {
+		bad("pending_after", "must be positive")
+	}
+	if r.ChunkSize < 100 || r.ChunkSize > 100000 {
+		bad("chunk_size", "%d is not between 100 and 100000", r.ChunkSize)
+	}
+	if r.MaxIDs < 0 || r.MaxIDs > 100000 {
+		bad("max_ids", "%d is not between 0 and 100000", r.MaxIDs)
+	}
+	seen := map[string]int{}
+	for i, c := range r.Consumers {
+		field := fmt.Sprintf("reconcile.consumers[%d]", i)
+		if j, dup := seen[c.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s.name: %q is already reconcile.consumers[%d]", field, c.Name, j))
+		}
+		seen[c.Name] = i
+		errs = append(errs, c.validate(field, tables)...)
+	}
+	return errors.Join(errs...)
+}
+
+func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []error {
+	var errs []error
+	bad := func(sub, format string, args ...any) {
+		errs = append(errs, fmt.Errorf(field+"."+sub+": "+format, args...))
+	}
+	if !consumerNameRe.MatchString(c.Name) {
+		bad("name", "%q: required, at most 64 of A-Z a-z 0-9 _ . : -", c.Name)
+	}
+	switch {
+	case c.DSN == "" && c.MySQL.Host == "":
+		bad("mysql.host", "required (or dsn): a replica holding the consumer's inbox table")
+	case c.DSN != "" && c.MySQL.Host != "":
+		bad("dsn", "set mysql or dsn, not both")
+	case c.DSN != "":
+		if _, err := c.ConsumerDSN(field); err != nil {
+			errs = append(errs, err)
+		}
+	case c.MySQL.User == "":
+		bad("mysql.user", "required")
+	}
+	if len(c.MySQL.Hosts) > 0 {
+		bad("mysql.hosts", "only the source takes a list of servers")
+	}
+	if c.Schema == "" {
+		bad("schema", "required: the database holding the inbox table")
+	} else if err := outbox.CheckIdent(field+".schema", c.Schema); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.InboxLayout(); err != nil {
+		// pkg/inbox names its Go fields (inbox config: Columns.Status).
+		errs = append(errs, fmt.Errorf("%s: %w", field, err))
+	}
+	if len(c.Consumer) > 128 {
+		bad("consumer", "longer than 128 bytes")
+	}
+	for i, name := range c.Tables {
+		if _, err := FindTable(tables, name); err != nil {
+			bad(fmt.Sprintf("tables[%d]", i), "%v", err)
+		}
+	}
+	for i, ex := range c.Exchanges {
+		if ex == "" || len(ex) > 255 {
+			bad(fmt.Sprintf("exchanges[%d]", i), "%q is not an exchange name (1 to 255 bytes)", ex)
+		}
+	}
+	for i, rk := range c.RoutingKeys {
+		if len(rk) > 255 {
+			bad(fmt.Sprintf("routing_keys[%d]", i), "%d bytes, AMQP routing keys are at most 255", len(rk))
+		}
+	}
+	return errs
+}
+
+// FindTable finds a configured outbox table by schema.name, or by name
+// alone when one table has it.
+func FindTable(tables []*outbox.Table, name string) (*outbox.Table, error) {
+	var found []*outbox.Table
+	for _, t := range tables {
+		if strings.EqualFold(t.FullName(), name) || (!strings.Contains(name, ".") && strings.EqualFold(t.Name, name)) {
+			found = append(found, t)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		var names []string
+		for _, t := range tables {
+			names = append(names, t.FullName())
+		}
+		return nil, fmt.Errorf("%q is not a configured outbox table (%s)", name, strings.Join(names, ", "))
+	default:
+		return nil, fmt.Errorf("%q is ambiguous: use schema.name", name)
+	}
+}

@@ -1,0 +1,204 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/lease"
+)
+
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second,
+		WriteTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc
+}
+
+func newLease(t *testing.T, rc *redis.Client, name, holder string, ttl time.Duration) *lease.Lease {
+	t.Helper()
+	l, err := lease.New(lease.Config{Name: name, Holder: holder, TTL: ttl}, rc, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func leaseName(t *testing.T) string {
+	testenv.Integration(t)
+	name := testenv.UniqueName("lease")
+	rc := client(t, testenv.RedisAddr)
+	if err := rc.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis is not reachable (run scripts/stack.sh up): %v", err)
+	}
+	t.Cleanup(func() { rc.Del(context.Background(), lease.LeaderKey(name), lease.TokenKey(name)) })
+	return name
+}
+
+func acquireWithin(t *testing.T, l *lease.Lease, d time.Duration) (int64, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return l.Acquire(ctx)
+}
+
+// One holder at a time; a release hands over at once with a higher token.
+func TestLeaseOneLeaderAndRelease(t *testing.T) {
+	name := leaseName(t)
+	rc := client(t, testenv.RedisAddr)
+	a := newLease(t, rc, name, "a", 2*time.Second)
+	b := newLease(t, rc, name, "b", 2*time.Second)
+	ta, err := acquireWithin(t, a, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Held() != nil {
+		t.Fatal("a does not count its fresh lease as held")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Run(ctx) }()
+	// Three TTLs: a keeps renewing, b never gets in.
+	if _, err := acquireWithin(t, b, 6*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b acquired while a renews: %v", err)
+	}
+	if a.Held() != nil {
+		t.Fatal("a lost its lease while renewing")
+	}
+	if a.Leader() != "a" || b.Leader() != "a" {
+		t.Fatalf("leader seen by a %q, by b %q; want a for both", a.Leader(), b.Leader())
+	}
+	stop()
+	if err := <-renewed; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	a.Release(context.Background())
+	start := time.Now()
+	tb, err := acquireWithin(t, b, 2*time.Second)
+	if err != nil {
+		t.Fatalf("b did not take the released lease: %v", err)
+	}
+	if tb <= ta {
+		t.Fatalf("token went from %d to %d, want it to grow", ta, tb)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("handover after release took %s", d)
+	}
+	if a.Held() == nil {
+		t.Fatal("a still counts a released lease as held")
+	}
+	if a.Leader() != "" || b.Leader() != "b" {
+		t.Fatalf("after the handover: leader seen by a %q, by b %q; want \"\" and b", a.Leader(), b.Leader())
+	}
+	if got, _ := rc.Get(context.Background(), lease.LeaderKey(name)).Result(); got != b.Value() {
+		t.Fatalf("leader key %q, want %q", got, b.Value())
+	}
+}
+
+// A leader that stops renewing (a dead or paused process) is replaced once
+// the TTL runs out, and by its own clock it stops counting itself leader
+// before that.
+func TestLeaseTakeoverAfterExpiry(t *testing.T) {
+	name := leaseName(t)
+	rc := client(t, testenv.RedisAddr)
+	a := newLease(t, rc, name, "a", time.Second)
+	b := newLease(t, rc, name, "b", time.Second)
+	if _, err := acquireWithin(t, a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := acquireWithin(t, b, 5*time.Second); err != nil {
+		t.Fatalf("b never took over: %v", err)
+	}
+	waited := time.Since(start)
+	if waited < 800*time.Millisecond {
+		t.Fatalf("b took over after %s, before the 1s TTL ran out", waited)
+	}
+	if a.Held() == nil {
+		t.Fatal("a still counts itself leader after its TTL")
+	}
+	// a wakes up (as after SIGCONT) and tries to renew: it learns it lost.
+	if err := a.Run(context.Background()); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("a.Run: %v, want ErrLost", err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("Lost not closed")
+	}
+}
+
+// A renewal that finds another holder ends the term at once.
+func TestLeaseLostWhenTaken(t *testing.T) {
+	name := leaseName(t)
+	rc := client(t, testenv.RedisAddr)
+	a := newLease(t, rc, name, "a", 3*time.Second)
+	if _, err := acquireWithin(t, a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	rc.Set(context.Background(), lease.LeaderKey(name), "999:intruder", 0)
+	select {
+	case err := <-done:
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run: %v, want ErrLost", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a did not notice the lease was taken")
+	}
+	if a.Held() == nil {
+		t.Fatal("a still counts itself leader")
+	}
+	// Release must not delete the other holder's key.
+	a.Release(context.Background())
+	if got, _ := rc.Get(context.Background(), lease.LeaderKey(name)).Result(); got != "999:intruder" {
+		t.Fatalf("release deleted another holder's lease: key is %q", got)
+	}
+}
+
+// Redis unreachable: the leader steps down by its own clock, within the
+// TTL, even though Redis would still say it leads.
+func TestLeaseLostWhenRedisUnreachable(t *testing.T) {
+	name := leaseName(t)
+	px, err := faultproxy.Listen(testenv.RedisAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	rc := client(t, px.Addr())
+	ttl := 2 * time.Second
+	a := newLease(t, rc, name, "a", ttl)
+	if _, err := acquireWithin(t, a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	px.Cut()
+	start := time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run: %v, want ErrLost", err)
+		}
+	case <-time.After(2 * ttl):
+		t.Fatal("leader kept its lease with redis unreachable")
+	}
+	if d := time.Since(start); d > ttl {
+		t.Fatalf("stepped down %s after the cut, later than the TTL %s", d, ttl)
+	}
+	px.Restore()
+	// The key is still in Redis until its TTL: a standby waits for it, and
+	// the old leader can take it back only with a new token.
+	old := a.Token()
+	if tok, err := acquireWithin(t, a, 2*time.Second); err != nil || tok <= old {
+		t.Fatalf("re-acquire: token %d (was %d), %v", tok, old, err)
+	}
+}

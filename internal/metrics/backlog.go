@@ -1,0 +1,235 @@
+package metrics
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Status names as they appear in the outbox_rows "status" label, whatever
+// the table writes (a numeric status 0 is still PENDING here).
+const (
+	StatusPending = "PENDING"
+	StatusSending = "SENDING"
+	StatusFailed  = "FAILED"
+)
+
+// RetryThreshold is the retry_count from which a row counts as "retried"
+// in outbox_retry_ratio.
+const RetryThreshold = 3
+
+// Backlog reads the outbox backlog from the replica on an interval: rows by
+// status, the oldest PENDING row's age and the retry ratio. It never
+// queries the primary: give it the replica's *sql.DB.
+type Backlog struct {
+	DB       *sql.DB
+	Tables   []*outbox.Table
+	Interval time.Duration
+	// RatioInterval spaces the retry ratio query (default 1m): the one-hour
+	// window moves slowly and the query reads every row updated in it.
+	RatioInterval time.Duration
+	Metrics       *Metrics
+	Log           *zap.Logger
+}
+
+// Run polls until ctx ends. The first poll is immediate.
+func (b *Backlog) Run(ctx context.Context) error {
+	var queries []*tableQueries
+	for _, t := range b.Tables {
+		if q, ok := BacklogQueries(t); ok {
+			queries = append(queries, &q)
+		}
+	}
+	if len(queries) == 0 {
+		return nil
+	}
+	interval := b.Interval
+	if interval <= 0 {
+		interval = 15 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	failing := map[string]bool{}
+	for {
+		for _, q := range queries {
+			qctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
+			err := b.poll(qctx, q)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				b.Metrics.outboxErrors.WithLabelValues(q.table).Inc()
+				if !failing[q.table] {
+					b.Log.Warn("outbox backlog query on the replica failed; backlog gauges are stale until it succeeds",
+						zap.String("table", q.table), zap.Error(err))
+				}
+				failing[q.table] = true
+			default:
+				if failing[q.table] {
+					b.Log.Info("outbox backlog query on the replica works again", zap.String("table", q.table))
+				}
+				failing[q.table] = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// tableQueries are the statements for one table; empty ones are skipped.
+type tableQueries struct {
+	table    string
+	statuses map[string]string // raw value as read back -> label
+	counts   string
+	oldest   string
+	retries  string
+	// lastRetries is when retries last ran (see RatioInterval).
+	lastRetries time.Time
+}
+
+// BacklogQueries builds the statements for a table; ok is false when the
+// table has no status column (nothing to count). Each uses the status
+// index: counts and the oldest PENDING row are ranges on status, and the
+// retry ratio is a range on (status, updated_at) for the statuses the relay
+// knows.
+func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
+	s, c := t.Statuses, t.Columns
+	if c.Status == "" {
+		return q, false
+	}
+	q = tableQueries{table: t.FullName(), statuses: map[string]string{}}
+	var watched []string
+	for _, st := range []struct{ value, label string }{{s.Pending, StatusPending}, {s.Sending, StatusSending}, {s.Failed, StatusFailed}} {
+		if st.value != "" {
+			q.statuses[st.value] = st.label
+			watched = append(watched, st.value)
+		}
+	}
+	if len(watched) == 0 {
+		return q, false
+	}
+	status, name := outbox.QuoteIdent(c.Status), t.QuotedName()
+	q.counts = fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s WHERE %[1]s IN (%[3]s) GROUP BY %[1]s", status, name, s.SQLList(watched))
+	if s.Pending != "" && c.CreatedAt != "" {
+		q.oldest = fmt.Sprintf("SELECT MIN(%s), NOW(6) FROM %s WHERE %s = %s", outbox.QuoteIdent(c.CreatedAt), name, status, s.SQLValue(s.Pending))
+	}
+	if c.RetryCount != "" && c.UpdatedAt != "" {
+		all := watched
+		if s.Sent != "" {
+			all = append(append([]string(nil), watched...), s.Sent)
+		}
+		q.retries = fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s IN (%s) AND %s >= NOW(6) - INTERVAL 1 HOUR",
+			outbox.QuoteIdent(c.RetryCount), RetryThreshold, name, status, s.SQLList(all), outbox.QuoteIdent(c.UpdatedAt))
+	}
+	return q, true
+}
+
+func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
+	counts := map[string]float64{}
+	for _, label := range q.statuses {
+		counts[label] = 0
+	}
+	rows, err := b.DB.QueryContext(ctx, q.counts)
+	if err != nil {
+		return fmt.Errorf("counting rows by status: %w", err)
+	}
+	for rows.Next() {
+		var raw string
+		var n int64
+		if err := rows.Scan(&raw, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("counting rows by status: %w", err)
+		}
+		if label, ok := q.statuses[raw]; ok {
+			counts[label] += float64(n)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting rows by status: %w", err)
+	}
+	for label, n := range counts {
+		b.Metrics.outboxRows.WithLabelValues(q.table, label).Set(n)
+	}
+
+	if q.oldest != "" {
+		var oldest, now any
+		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&oldest, &now); err != nil {
+			return fmt.Errorf("reading the oldest PENDING row: %w", err)
+		}
+		b.Metrics.oldestPending.WithLabelValues(q.table).Set(Age(oldest, now).Seconds())
+	}
+
+	ratioEvery := b.RatioInterval
+	if ratioEvery <= 0 {
+		ratioEvery = time.Minute
+	}
+	if q.retries != "" && time.Since(q.lastRetries) >= ratioEvery {
+		var all, retried int64
+		if err := b.DB.QueryRowContext(ctx, q.retries).Scan(&all, &retried); err != nil {
+			return fmt.Errorf("reading the retry ratio: %w", err)
+		}
+		ratio := 0.0
+		if all > 0 {
+			ratio = float64(retried) / float64(all)
+		}
+		b.Metrics.retryRatio.WithLabelValues(q.table).Set(ratio)
+		q.lastRetries = time.Now()
+	}
+	b.Metrics.outboxLastQuery.WithLabelValues(q.table).Set(float64(time.Now().UnixNano()) / 1e9)
+	return nil
+}
+
+// Age is how old a created-at value is against the server's NOW(): a
+// DATETIME/TIMESTAMP is compared with the server's clock (so the relay's
+// clock and time zone do not matter); an epoch number (Eventuate's
+// creation_time is milliseconds; seconds are recognised by size) with the
+// local clock. NULL (no PENDING row) is 0.
+func Age(created, now any) time.Duration {
+	c, isEpoch, ok := asTime(created)
+	if !ok {
+		return 0
+	}
+	n, _, ok := asTime(now)
+	if isEpoch || !ok {
+		n = time.Now()
+	}
+	if d := n.Sub(c); d > 0 {
+		return d
+	}
+	return 0
+}
+
+func asTime(v any) (t time.Time, isEpoch, ok bool) {
+	switch x := v.(type) {
+	case time.Time:
+		return x, false, true
+	case int64:
+		return epoch(x), true, true
+	case []byte:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return epoch(i), true, true
+		}
+		if t, err := time.Parse("2006-01-02 15:04:05.999999", string(x)); err == nil {
+			return t, false, true
+		}
+	}
+	return time.Time{}, false, false
+}
+
+func epoch(v int64) time.Time {
+	if v > 1e12 { // milliseconds
+		return time.UnixMilli(v)
+	}
+	return time.Unix(v, 0)
+}

@@ -1,0 +1,263 @@
+// Package publisher publishes routed messages to RabbitMQ in order, with
+// publisher confirms and mandatory routing, and reports each one's outcome in
+// the order the messages were given. It owns the connection: when the broker
+// goes away it reconnects with backoff and republishes every message not yet
+// confirmed, so a caller only ever sees "routed" or a definite failure.
+//
+// Every broker outcome is settled per message: a return, a nack, a channel
+// the broker closed over one publish (403, 404, 406) or a frame it could not
+// take fails that message with the broker's reply, and the stream goes on;
+// only a failure of the connection itself reconnects. Messages that break an
+// AMQP limit, or that RabbitMQ would refuse per message (406), fail before
+// they are sent, and the first publish to an exchange on a connection goes
+// alone (probe.go), so the refusals that can be foreseen never cost another
+// message in flight a republish and a possible duplicate. A message that must not fail
+// (Job.MustDeliver, or any message in strict mode) goes to the dead-letter
+// exchange or holds the stream, reported by Holding, until it is delivered.
+// Strict mode publishes one message at a time; strict per key (PerKey, for
+// one lane of several) keeps the window open but never has two messages of
+// one Job.Key unconfirmed, so a failed message is overtaken only by other
+// keys. The work is an explicit state machine (machine.go), one method per
+// event.
+package publisher
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/router"
+)
+
+// Config is the broker connection and the confirm window.
+type Config struct {
+	URL string
+	TLS *tls.Config
+	// Window bounds messages published but not yet confirmed.
+	Window int
+	// MaxMessageSize refuses bodies the broker would refuse (RabbitMQ closes
+	// the channel on them, which would otherwise loop); 128 MiB by default,
+	// RabbitMQ's max_message_size.
+	MaxMessageSize int
+	ReconnectMin   time.Duration
+	ReconnectMax   time.Duration
+	// ConnectionName shows in the RabbitMQ management UI.
+	ConnectionName string
+	// Strict holds the stream on a failed message and retries it in place
+	// (with backoff between StrictRetryMin and StrictRetryMax) instead of
+	// reporting the failure: no later message overtakes it. Only one
+	// message is in flight at a time, which bounds throughput to one
+	// broker round trip per message.
+	Strict bool
+	// PerKey (with Strict) keeps the window open: instead of one message
+	// at a time, at most one message per Job.Key is unconfirmed, so a
+	// failed message is never overtaken by one of its own key, only by
+	// messages of other keys already in flight. The stream still holds
+	// behind it. This is strict ordering per key, for one lane of several.
+	PerKey         bool
+	StrictRetryMin time.Duration
+	StrictRetryMax time.Duration
+	// DeadLetterExchange receives a MustDeliver message the broker refused
+	// (with the reason and its original exchange and routing key in
+	// headers). Empty: such a message holds the stream and is retried with
+	// backoff (StrictRetryMin..StrictRetryMax) until the broker takes it.
+	DeadLetterExchange string
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Window == 0 {
+		c.Window = 1024
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 128 << 20
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 200 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 10 * time.Second
+	}
+	if c.ConnectionName == "" {
+		c.ConnectionName = "binlog-relay"
+	}
+	if c.StrictRetryMin == 0 {
+		c.StrictRetryMin = time.Second
+	}
+	if c.StrictRetryMax == 0 {
+		c.StrictRetryMax = time.Minute
+	}
+	if c.Strict && !c.PerKey {
+		c.Window = 1
+	}
+}
+
+// Validate names the field at fault.
+func (c *Config) Validate() error {
+	if c.URL == "" {
+		return errors.New("broker.url: required")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+		return fmt.Errorf("broker.url: %s is not an amqp:// or amqps:// URL", Redact(c.URL))
+	}
+	if c.Window < 1 {
+		return errors.New("broker.window: must be at least 1")
+	}
+	return nil
+}
+
+// Redact hides the password of a URL, for logs and errors.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	return u.String()
+}
+
+// Job is one unit in the ordered stream: a message to publish, or (Msg nil)
+// a marker that only keeps its place in the order. Tag is the caller's.
+type Job struct {
+	Msg *router.Message
+	Tag any
+	// MustDeliver marks a message whose failure cannot be recorded (its
+	// table has no status column): a failure never reaches the caller as a
+	// result; the message goes to the dead-letter exchange or holds the
+	// stream until it is delivered.
+	MustDeliver bool
+	// Key is the hash of the message's ordering key, for Config.PerKey.
+	Key uint64
+}
+
+// Result is a job's outcome: Err nil means confirmed by the broker and routed
+// to at least one queue.
+type Result struct {
+	Job Job
+	Err error
+	// Latency is publish-to-confirm time of the last publish (zero for
+	// markers and refused messages).
+	Latency time.Duration
+	// DeadLettered: the message was refused and went to the dead-letter
+	// exchange instead (Err is nil; Reason says why).
+	DeadLettered bool
+	Reason       string
+}
+
+// Hold describes the message the stream is held behind (strict ordering, or
+// a MustDeliver message with no dead-letter exchange): for readiness,
+// metrics and logs.
+type Hold struct {
+	MessageID  string
+	Exchange   string
+	RoutingKey string
+	Reason     string
+	Since      time.Time
+	Attempts   int
+	// Lane names the lane held ("lane 2 of 4"), set by a relay with
+	// several; empty with one.
+	Lane string
+}
+
+// Failure reasons. Each result error wraps one of these.
+var (
+	ErrReturned = errors.New("returned by the broker as unroutable")
+	ErrNacked   = errors.New("nacked by the broker")
+	ErrTooLarge = errors.New("message too large")
+	// ErrNoExchange: publishing to a missing exchange is a channel error in
+	// AMQP 0-9-1 (404), not a return; exchanges are checked before use so
+	// one bad row cannot close the channel for every other.
+	ErrNoExchange = errors.New("exchange does not exist")
+	// ErrRefused: the broker refused this one message with a channel error
+	// (403 access refused, 406 precondition failed, a frame error); the
+	// error text carries the broker's reply code and text.
+	ErrRefused = errors.New("refused by the broker")
+	// ErrFieldTooLong: a name or header over an AMQP limit (shortstr 255
+	// bytes, content header over frame_max); never truncated.
+	ErrFieldTooLong = errors.New("over an AMQP limit")
+)
+
+// Publisher is a single ordered publishing channel.
+type Publisher struct {
+	cfg       Config
+	log       *zap.Logger
+	connected atomic.Bool
+	hold      atomic.Pointer[Hold]
+	dial      dialFunc
+	exchanges *exchangeCache
+	warn      *warnLimiter
+	// republished counts messages published again after their fate on a
+	// lost channel was unknown (see Republished).
+	republished atomic.Uint64
+}
+
+// New builds a publisher; Run connects.
+func New(cfg Config, log *zap.Logger) *Publisher {
+	cfg.Defaults()
+	p := &Publisher{cfg: cfg, log: log, exchanges: newExchangeCache(4096), warn: newWarnLimiter(log, 10*time.Second)}
+	p.dial = p.dialAMQP
+	return p
+}
+
+// Connected reports whether the broker connection is up.
+func (p *Publisher) Connected() bool { return p.connected.Load() }
+
+// Republished counts the messages published again because an earlier
+// publish of theirs had an unknown fate: they were unconfirmed when the
+// connection was lost, or when the broker closed the channel over a
+// refusal it did not pin on one message (an exchange deleted, or a
+// permission revoked, after it was proven). The broker may have routed the
+// earlier copy, so each is a possible duplicate; a consumer's inbox absorbs
+// it.
+func (p *Publisher) Republished() uint64 { return p.republished.Load() }
+
+// Holding reports the message the stream is held behind, if any.
+func (p *Publisher) Holding() (Hold, bool) {
+	h := p.hold.Load()
+	if h == nil {
+		return Hold{}, false
+	}
+	return *h, true
+}
+
+// Run publishes jobs from in and sends their results to out, in order, until
+// ctx ends or in is closed and everything is settled. The work is done by a
+// machine (machine.go), one method per event.
+func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) error {
+	return newMachine(ctx, p, in, out).run()
+}
+
+// Scrub makes sure an error never carries the URL's password.
+func Scrub(err error, raw string) error {
+	u, perr := url.Parse(raw)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	pw, has := u.User.Password()
+	if !has || pw == "" {
+		return err
+	}
+	return redactedError{err: err, secret: pw}
+}
+
+type redactedError struct {
+	err    error
+	secret string
+}
+
+func (r redactedError) Error() string {
+	return strings.ReplaceAll(r.err.Error(), r.secret, "xxxxx")
+}
+func (r redactedError) Unwrap() error { return r.err }

@@ -1,0 +1,300 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/router"
+)
+
+func TestKeyHashIsFNV1a(t *testing.T) {
+	// Published FNV-1a 64 test vectors: the lane of a key must never
+	// change between versions.
+	for key, want := range map[string]uint64{"": 0xcbf29ce484222325, "a": 0xaf63dc4c8601ec8c, "foobar": 0x85944171f73967e8} {
+		if got := KeyHash(key); got != want {
+			t.Errorf("KeyHash(%q) = %#x, want %#x", key, got, want)
+		}
+	}
+}
+
+func TestLaneOfSpreadsKeysAndPinsKeylessRowsToLaneZero(t *testing.T) {
+	const lanes, keys = 4, 10000
+	count := make([]int, lanes)
+	for i := range keys {
+		k := fmt.Sprintf("order-%d", i)
+		l, h := LaneOf(&router.Message{PartitionKey: k, Keyed: true}, lanes)
+		if l2, h2 := LaneOf(&router.Message{PartitionKey: k, Keyed: true}, lanes); l2 != l || h2 != h {
+			t.Fatalf("key %s: lane %d then %d", k, l, l2)
+		}
+		count[l]++
+	}
+	for l, n := range count {
+		if n < keys/lanes*8/10 || n > keys/lanes*12/10 {
+			t.Errorf("lane %d has %d of %d keys: %v", l, n, keys, count)
+		}
+	}
+	if l, h := LaneOf(&router.Message{PartitionKey: "", Keyed: false}, lanes); l != 0 || h != 0 {
+		t.Errorf("a row without a key: lane %d key %d, want lane 0 key 0", l, h)
+	}
+}
+
+// fakeLane confirms every job in order; while gate is open (not closed) it
+// holds each result until the gate closes.
+type fakeLane struct {
+	gate  chan struct{}
+	delay func() time.Duration
+	mu    sync.Mutex
+	got   []publisher.Job
+}
+
+func (f *fakeLane) Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error {
+	for job := range in {
+		f.mu.Lock()
+		f.got = append(f.got, job)
+		f.mu.Unlock()
+		if f.gate != nil {
+			select {
+			case <-f.gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if f.delay != nil {
+			time.Sleep(f.delay())
+		}
+		select {
+		case out <- publisher.Result{Job: job}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (f *fakeLane) Connected() bool                 { return true }
+func (f *fakeLane) Holding() (publisher.Hold, bool) { return publisher.Hold{}, false }
+
+func (f *fakeLane) jobs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.got)
+}
+
+// fakeStore records every checkpoint saved.
+type fakeStore struct {
+	mu    sync.Mutex
+	saved []checkpoint.Checkpoint
+}
+
+func (s *fakeStore) Load(context.Context) (checkpoint.Checkpoint, error) {
+	return checkpoint.Checkpoint{}, checkpoint.ErrNotFound
+}
+
+func (s *fakeStore) Save(_ context.Context, c checkpoint.Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saved = append(s.saved, c)
+	return nil
+}
+
+func (s *fakeStore) last() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.saved) == 0 {
+		return 0
+	}
+	return s.saved[len(s.saved)-1].Pos
+}
+
+// statuslessTable has no status column: settling a row writes nothing.
+func statuslessTable(t *testing.T) *outbox.Table {
+	t.Helper()
+	tb := &outbox.Table{Schema: "shop", Name: "events", Columns: outbox.Columns{ID: "id", Payload: "payload"},
+		Route: outbox.Route{Exchange: "events", PartitionKey: "aggregate_id"}}
+	if err := tb.Validate("tables[0]"); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// lanePipeline runs the publish and settle stages of a relay over fake
+// lanes, fed with jobs directly.
+type lanePipeline struct {
+	r      *Relay
+	store  *fakeStore
+	jobs   chan publisher.Job
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
+	t.Helper()
+	store := &fakeStore{}
+	r := New(Config{CheckpointInterval: 5 * time.Millisecond, FlushInterval: 5 * time.Millisecond, Buffer: 64},
+		nil, nil, lanes, nil, store, zap.NewNop())
+	r.budget = newBudget(r.cfg.MaxInflightBytes)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &lanePipeline{r: r, store: store, jobs: make(chan publisher.Job, 1024), cancel: cancel, done: make(chan error, 1)}
+	start := binlog.Position{Flavor: binlog.FlavorMariaDB, File: "bin.000001", Pos: 4}
+	go func() {
+		g, gctx := errgroup.WithContext(ctx)
+		results := r.publish(g, gctx, p.jobs)
+		g.Go(func() error { return r.settle(gctx, ctx, start, results) })
+		p.done <- g.Wait()
+	}()
+	t.Cleanup(cancel)
+	return p
+}
+
+func (p *lanePipeline) row(tb *outbox.Table, id int, key string) {
+	row := &outbox.Row{Table: tb, ID: id, Values: map[string]any{"id": id, "aggregate_id": key}}
+	p.jobs <- publisher.Job{Msg: &router.Message{Row: row, Exchange: "events", PartitionKey: key, Keyed: true},
+		Tag: &inflightRow{row: row}, MustDeliver: true}
+}
+
+func (p *lanePipeline) commit(pos uint32) {
+	p.jobs <- publisher.Job{Tag: binlog.Commit{File: "bin.000001", Pos: pos}}
+}
+
+// keysOnLanes returns two keys that hash to different lanes of n.
+func keysOnLanes(n int) (string, string) {
+	a := "key-0"
+	la, _ := LaneOf(&router.Message{PartitionKey: a, Keyed: true}, n)
+	for i := 1; ; i++ {
+		b := fmt.Sprintf("key-%d", i)
+		if lb, _ := LaneOf(&router.Message{PartitionKey: b, Keyed: true}, n); lb != la {
+			return a, b
+		}
+	}
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// The checkpoint rule across lanes: a lane that holds a row keeps the
+// checkpoint before that row's transaction, however far the other lanes
+// got; once it lets go, the checkpoint moves to the last commit.
+func TestCheckpointWaitsForEveryLane(t *testing.T) {
+	tb := statuslessTable(t)
+	held, free := &fakeLane{gate: make(chan struct{})}, &fakeLane{}
+	slow, fast := keysOnLanes(2)
+	lanes := []Lane{held, free}
+	if l, _ := LaneOf(&router.Message{PartitionKey: slow, Keyed: true}, 2); l != 0 {
+		lanes = []Lane{free, held}
+	}
+	p := startLanes(t, lanes...)
+	p.row(tb, 1, fast)
+	p.commit(100) // tx 1: only the free lane's row
+	p.row(tb, 2, fast)
+	p.row(tb, 3, slow) // held
+	p.commit(200)
+	for i := 4; i < 40; i++ {
+		p.row(tb, i, fast)
+		p.commit(uint32(200 + i))
+	}
+	waitFor(t, 5*time.Second, func() bool { return p.store.last() == 100 }, "checkpoint at %d, want 100 (tx 1 settled)", p.store.last())
+	waitFor(t, 5*time.Second, func() bool { return free.jobs() == 38 }, "the free lane got %d rows, want 38", free.jobs())
+	time.Sleep(30 * time.Millisecond) // several checkpoint intervals: it must not move
+	if got := p.store.last(); got != 100 {
+		t.Fatalf("checkpoint moved to %d while a row of tx 2 was held on its lane", got)
+	}
+	if got := p.r.LaneInflight(); got[0]+got[1] != 37 {
+		t.Errorf("in flight per lane %v, want 37 rows in all (the held one and the 36 behind it)", got)
+	}
+	close(held.gate)
+	waitFor(t, 5*time.Second, func() bool { return p.store.last() == 239 }, "checkpoint at %d, want 239", p.store.last())
+	if n := p.r.Stats.Published.Load(); n != 39 {
+		t.Errorf("published %d, want 39", n)
+	}
+	close(p.jobs)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Results come back in job order whatever the lanes' timing, and each lane
+// gets its keys' rows in order, with Job.Key set.
+func TestLanesMergeInJobOrder(t *testing.T) {
+	tb := statuslessTable(t)
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var mu sync.Mutex
+	lanes := make([]Lane, 4)
+	fakes := make([]*fakeLane, 4)
+	for i := range lanes {
+		fakes[i] = &fakeLane{delay: func() time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return time.Duration(rng.IntN(200)) * time.Microsecond
+		}}
+		lanes[i] = fakes[i]
+	}
+	r := New(Config{Buffer: 16}, nil, nil, lanes, nil, nil, zap.NewNop())
+	jobs := make(chan publisher.Job)
+	g, ctx := errgroup.WithContext(context.Background())
+	results := r.publish(g, ctx, jobs)
+	const rows = 2000
+	g.Go(func() error {
+		defer close(jobs)
+		for i := 1; i <= rows; i++ {
+			key := fmt.Sprintf("k%d", i%97)
+			row := &outbox.Row{Table: tb, ID: i}
+			jobs <- publisher.Job{Msg: &router.Message{Row: row, PartitionKey: key, Keyed: true}, Tag: i}
+			if i%7 == 0 {
+				jobs <- publisher.Job{Tag: -i} // a marker no lane sees
+			}
+		}
+		return nil
+	})
+	want := 1
+	for res := range results {
+		id := res.Job.Tag.(int)
+		switch {
+		case id < 0 && -id != want-1:
+			t.Fatalf("marker %d after row %d", -id, want-1)
+		case id > 0 && id != want:
+			t.Fatalf("row %d came back where row %d was due", id, want)
+		case id > 0:
+			want++
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if want != rows+1 {
+		t.Fatalf("%d rows came back, want %d", want-1, rows)
+	}
+	for l, f := range fakes {
+		last := map[uint64]int{}
+		for _, j := range f.got {
+			id := j.Msg.Row.ID.(int)
+			if lane, key := LaneOf(j.Msg, 4); lane != l || j.Key != key {
+				t.Fatalf("row %d on lane %d with key %#x, want lane %d key %#x", id, l, j.Key, lane, key)
+			}
+			if j.Msg == nil || id < last[j.Key] {
+				t.Fatalf("lane %d got row %d after %d of the same key", l, id, last[j.Key])
+			}
+			last[j.Key] = id
+		}
+	}
+}

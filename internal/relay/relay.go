@@ -1,0 +1,338 @@
+// Package relay wires the binlog path: reader -> router -> publisher ->
+// status writer -> checkpoint. Each stage is a goroutine joined by a bounded
+// channel; results come back from the publisher in binlog order, which is
+// what lets the checkpoint name only whole transactions below which every
+// row was confirmed and marked. With several lanes (lanes.go) the rows are
+// spread over publishers by partition key and their results merged back
+// into binlog order, so the rule is the same.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/status"
+)
+
+// Config tunes the pipeline.
+type Config struct {
+	// BatchSize is the most rows one SENT update names.
+	BatchSize int
+	// FlushInterval bounds how long a confirmed row waits for its SENT
+	// update; it trades primary statements for status freshness (delivery
+	// itself does not wait for it).
+	FlushInterval time.Duration
+	// CheckpointInterval is how often the position is saved; a crash
+	// replays at most what came after the last save.
+	CheckpointInterval time.Duration
+	// Buffer is the capacity of each channel between stages.
+	Buffer int
+	// DrainTimeout bounds the graceful stop: in-flight messages are
+	// confirmed and marked and the checkpoint saved within it.
+	DrainTimeout time.Duration
+	// Server identifies the source in the checkpoint.
+	Server string
+	// Observer receives per-row outcomes (metrics); nil means none.
+	Observer Observer
+	// Guard, when set, is asked before each row goes to the publisher; an
+	// error stops the pipeline at once, without draining (a leader whose
+	// lease ran out must not publish another row).
+	Guard func() error
+	// StoreOutageWindow is how long publishing goes on while the checkpoint
+	// cannot be saved, the position held in memory; past it the pipeline
+	// holds until the store answers. Zero holds at once.
+	StoreOutageWindow time.Duration
+	// MaxInflightBytes bounds the bytes of the rows between the router and
+	// the settle stage (see budget).
+	MaxInflightBytes int64
+	// DeadLetterExchange receives the rows of tables without a status column
+	// that cannot be routed (the publisher dead-letters the ones the broker
+	// refuses). Empty: such a row holds the stream until the relay is
+	// stopped and its configuration fixed.
+	DeadLetterExchange string
+	// WarnEvery spaces repeated identical warnings (same table, exchange and
+	// kind of failure): one line per interval with a count of the others.
+	WarnEvery time.Duration
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 200 * time.Millisecond
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+	if c.Buffer == 0 {
+		c.Buffer = 1024
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	if c.WarnEvery == 0 {
+		c.WarnEvery = 10 * time.Second
+	}
+}
+
+// Validate names the field at fault.
+func (c *Config) Validate() error {
+	switch {
+	case c.BatchSize < 1:
+		return errors.New("relay.batch_size: must be at least 1")
+	case c.FlushInterval <= 0:
+		return errors.New("relay.flush_interval: must be positive")
+	case c.CheckpointInterval <= 0:
+		return errors.New("relay.checkpoint_interval: must be positive")
+	case c.MaxInflightBytes < 0:
+		return errors.New("relay.max_inflight_bytes: must be positive")
+	}
+	return nil
+}
+
+// Stats are the pipeline's counters, safe to read while it runs.
+type Stats struct {
+	Published atomic.Int64 // confirmed and routed
+	Failed    atomic.Int64 // sent to the retry path or FAILED
+	Marked    atomic.Int64 // rows moved to SENT by this relay
+	// AlreadySent counts rows published that were no longer pending when
+	// marked: duplicates (replays after a crash, rows the sweeper sent).
+	AlreadySent atomic.Int64
+	Checkpoints atomic.Int64 // checkpoints saved
+	// DeadLettered counts rows of tables without a status column that went
+	// to the dead-letter exchange instead of their own.
+	DeadLettered atomic.Int64
+}
+
+// Relay is one binlog path.
+type Relay struct {
+	cfg    Config
+	reader *binlog.Reader
+	router *router.Router
+	lanes  []Lane
+	status *status.Writer
+	store  checkpoint.Store
+	log    *zap.Logger
+	Stats  Stats
+
+	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+	// laneSet is the current Run's lanes when there are several.
+	laneSet atomic.Pointer[laneSet]
+	// budget is the byte budget of the current Run.
+	budget *budget
+	// hold is set while the relay itself holds the stream behind a row it
+	// can neither publish nor record (hold.go).
+	hold atomic.Pointer[publisher.Hold]
+	warn *throttle
+
+	abortMu    sync.Mutex
+	abortCause error
+	abortRun   context.CancelCauseFunc
+}
+
+// Abort stops the pipeline at once, without draining: nothing more is
+// published, marked or saved, and Run returns cause. A leader that lost its
+// lease calls it. It may come before Run starts.
+func (r *Relay) Abort(cause error) {
+	r.abortMu.Lock()
+	defer r.abortMu.Unlock()
+	r.abortCause = cause
+	if r.abortRun != nil {
+		r.abortRun(cause)
+	}
+}
+
+// Started reports whether the binlog stream and the broker are both
+// connected (the relay is moving rows).
+func (r *Relay) Started() bool { return r.reader.Connected() && r.BrokerConnected() }
+
+// BrokerConnected reports whether every lane is connected to the broker.
+func (r *Relay) BrokerConnected() bool {
+	for _, l := range r.lanes {
+		if !l.Connected() {
+			return false
+		}
+	}
+	return true
+}
+
+// New wires a relay. Rows are published on lanes (at least one): with
+// several, each row goes to the lane its partition key hashes to.
+func New(cfg Config, reader *binlog.Reader, rt *router.Router, lanes []Lane,
+	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {
+	cfg.Defaults()
+	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, status: sw, store: store, log: log,
+		warn: newThrottle(cfg.WarnEvery)}
+}
+
+// LastCheckpoint returns the last saved checkpoint, if any.
+func (r *Relay) LastCheckpoint() (checkpoint.Checkpoint, bool) {
+	c := r.lastSaved.Load()
+	if c == nil {
+		return checkpoint.Checkpoint{}, false
+	}
+	return *c, true
+}
+
+// rowFailure rides in the ordered stream for a row that could not be
+// routed: it is recorded at its place in the order.
+type rowFailure struct {
+	row    *outbox.Row
+	err    error
+	weight int64 // taken from the budget
+}
+
+// inflightRow tags a row's job in the ordered stream.
+type inflightRow struct {
+	row    *outbox.Row
+	weight int64 // taken from the budget
+	// unroutable is set when the relay itself addressed the row to the
+	// dead-letter exchange because it could not be routed (why, and the
+	// table's own route is unknown).
+	unroutable error
+}
+
+// eventsBuffer caps the channel from the binlog reader: rows in it are not
+// yet weighed against the byte budget, so it is kept short whatever
+// relay.buffer says.
+const eventsBuffer = 16
+
+// Run streams from start until ctx ends, then drains: the reader stops at a
+// transaction boundary, in-flight messages are confirmed and marked, and the
+// final checkpoint is saved. An error from any stage stops them all.
+func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
+	hardCtx, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardCancel(nil)
+	stopDrain := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.DrainTimeout, func() { hardCancel(nil) }) })
+	defer stopDrain()
+	r.abortMu.Lock()
+	r.abortRun = hardCancel
+	if r.abortCause != nil {
+		hardCancel(r.abortCause)
+	}
+	r.abortMu.Unlock()
+
+	g, gctx := errgroup.WithContext(hardCtx)
+	readerCtx, cancelReader := context.WithCancel(ctx)
+	defer cancelReader()
+	stopReader := context.AfterFunc(gctx, cancelReader)
+	defer stopReader()
+
+	r.budget = newBudget(r.cfg.MaxInflightBytes)
+	r.hold.Store(nil)
+	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
+	jobs := make(chan publisher.Job, r.cfg.Buffer)
+
+	g.Go(func() error {
+		defer close(events)
+		return r.reader.Run(readerCtx, start, events)
+	})
+	g.Go(func() error {
+		defer close(jobs)
+		return r.route(gctx, ctx, events, jobs)
+	})
+	results := r.publish(g, gctx, jobs) // lanes.go
+	g.Go(func() error {
+		return r.settle(gctx, ctx, start, results)
+	})
+	err := g.Wait()
+	if cause := context.Cause(hardCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause // aborted
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if hardCtx.Err() != nil {
+			return fmt.Errorf("stop did not drain within %s: in-flight rows will be replayed on restart", r.cfg.DrainTimeout)
+		}
+		return nil
+	}
+	return err
+}
+
+// route turns events into publisher jobs, keeping their order. Each row
+// takes its weight from the byte budget first, so it waits here (and the
+// binlog waits behind it) while the rows ahead hold the budget. stop is the
+// graceful stop (ctx ends only on a hard stop).
+func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job) error {
+	for ev := range events {
+		var job publisher.Job
+		switch ev.Kind {
+		case binlog.KindRow:
+			if r.cfg.Guard != nil {
+				if err := r.cfg.Guard(); err != nil {
+					return err
+				}
+			}
+			var err error
+			if job, err = r.rowJob(ctx, stop, ev.Row); err != nil {
+				return err
+			}
+			if job.Tag == nil { // held until the stop: drop the rest
+				for range events {
+				}
+				return nil
+			}
+		case binlog.KindCommit:
+			job = publisher.Job{Tag: ev.Commit}
+		default:
+			continue
+		}
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// rowJob routes one row and weighs it against the budget. A row of a table
+// without a status column must be delivered (its failure cannot be
+// recorded): it is marked MustDeliver, and when it cannot even be routed it
+// goes to the dead-letter exchange, or, with none configured, the stream
+// holds behind it (a Job with no Tag) until the relay is stopped.
+func (r *Relay) rowJob(ctx, stop context.Context, row *outbox.Row) (publisher.Job, error) {
+	mustDeliver := row.Table.Columns.Status == ""
+	msg, routeErr := r.router.Route(row)
+	if routeErr == nil {
+		// The body is a copy of the payload: drop the row's own copy so a
+		// large payload is held once while in flight.
+		delete(row.Values, row.Table.Columns.Payload)
+	}
+	if routeErr != nil && mustDeliver {
+		if r.cfg.DeadLetterExchange == "" {
+			return publisher.Job{}, r.holdUnroutable(ctx, stop, row, routeErr)
+		}
+		msg = r.unroutableMessage(row, routeErr)
+	}
+	w, err := r.budget.acquire(ctx, rowWeight(row, msg))
+	if err != nil {
+		return publisher.Job{}, err
+	}
+	switch {
+	case routeErr != nil && mustDeliver:
+		return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w, unroutable: routeErr}, MustDeliver: true}, nil
+	case routeErr != nil:
+		return publisher.Job{Tag: rowFailure{row: row, err: routeErr, weight: w}}, nil
+	}
+	return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w}, MustDeliver: mustDeliver}, nil
+}

@@ -1,0 +1,266 @@
+// Package status writes outbox row statuses on the primary: batched SENT
+// marks for the binlog path, and the retry/FAILED bookkeeping for rows that
+// could not be published.
+package status
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Backoff is exponential with jitter: base * factor^retries, capped, then
+// randomised by +/- jitter (a fraction).
+type Backoff struct {
+	Base   time.Duration `yaml:"base"`
+	Factor float64       `yaml:"factor"`
+	Max    time.Duration `yaml:"max"`
+	Jitter float64       `yaml:"jitter"`
+}
+
+// Defaults fills unset fields: 5s, x2, capped at 10 min, 20% jitter.
+func (b *Backoff) Defaults() {
+	if b.Base == 0 {
+		b.Base = 5 * time.Second
+	}
+	if b.Factor == 0 {
+		b.Factor = 2
+	}
+	if b.Max == 0 {
+		b.Max = 10 * time.Minute
+	}
+	if b.Jitter == 0 {
+		b.Jitter = 0.2
+	}
+}
+
+// Delay is the wait before retry number retries+1.
+func (b Backoff) Delay(retries int) time.Duration {
+	d := float64(b.Base) * math.Pow(b.Factor, float64(retries))
+	if d > float64(b.Max) || math.IsInf(d, 0) {
+		d = float64(b.Max)
+	}
+	if b.Jitter > 0 {
+		d *= 1 + b.Jitter*(2*rand.Float64()-1)
+	}
+	return time.Duration(d)
+}
+
+// Writer runs status statements against the primary.
+type Writer struct {
+	DB      *sql.DB
+	Backoff Backoff
+
+	limits errorLimits // the error columns' lengths (errtext.go)
+}
+
+// NewWriter builds a writer.
+func NewWriter(db *sql.DB, b Backoff) *Writer {
+	b.Defaults()
+	return &Writer{DB: db, Backoff: b}
+}
+
+// MarkSent marks rows SENT in one statement. Only rows still in a
+// publishable status move, so a row a sweeper or operator changed meanwhile
+// is left alone. Tables without a status column need no write.
+func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int64, error) {
+	if t.Columns.Status == "" || len(ids) == 0 {
+		return 0, nil
+	}
+	res, err := w.DB.ExecContext(ctx, sentStatement(t, len(ids), t.Statuses.Publishable), ids...)
+	if err != nil {
+		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// Attempt is a failed publish of one row.
+type Attempt struct {
+	ID any
+	// Retries is the row's retry count before this attempt.
+	Retries int
+	// MaxRetries is the row's max retry count (or the table's).
+	MaxRetries int
+	Reason     string
+	// FromStatuses are the statuses the row may be in for the write to apply
+	// (optimistic: a row someone else moved is left alone).
+	FromStatuses []string
+	// Version, when the table has a version column and HasVersion is set,
+	// makes the write version-checked.
+	Version    int64
+	HasVersion bool
+	// Permanent: retrying cannot help (the row itself cannot be
+	// published); FAILED at once where the table has a failed status.
+	Permanent bool
+}
+
+// Outcome tells what MarkRetry did.
+type Outcome int
+
+const (
+	// Skipped: the row was not in an expected state (someone else moved it).
+	Skipped Outcome = iota
+	// Retrying: back to PENDING with a later next_retry_time.
+	Retrying
+	// Failed: max retries reached, FAILED with the reason.
+	Failed
+)
+
+// Execer runs a statement: the *sql.DB, or a transaction that holds the
+// rows' locks (the sweeper settles its claims in one).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// MarkClaimedSent marks rows a sweeper claimed SENT in one statement. Only
+// rows still in one of the from statuses move and, when the table has a
+// version column and version is given, only those still at that version:
+// a row someone else took over meanwhile is left alone.
+func (w *Writer) MarkClaimedSent(ctx context.Context, ex Execer, t *outbox.Table, ids []any, from []string, version *int64) (int64, error) {
+	c := t.Columns
+	if c.Status == "" || len(ids) == 0 {
+		return 0, nil
+	}
+	q := sentStatement(t, len(ids), from)
+	args := ids
+	if version != nil && c.Version != "" {
+		q += fmt.Sprintf(" AND %s = ?", outbox.QuoteIdent(c.Version))
+		args = append(append([]any(nil), ids...), *version)
+	}
+	res, err := ex.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("marking %d claimed rows of %s sent: %w", len(ids), t.FullName(), err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// sentStatement is UPDATE ... SET status = SENT WHERE id IN (?, ...) AND
+// status IN (from), with version+1 and updated_at = NOW(3) when the table
+// has them.
+func sentStatement(t *outbox.Table, n int, from []string) string {
+	c := t.Columns
+	var b strings.Builder
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(t.Statuses.Sent))
+	if c.Version != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	}
+	if c.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
+	}
+	fmt.Fprintf(&b, " WHERE %s IN (", outbox.QuoteIdent(c.ID))
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+	}
+	fmt.Fprintf(&b, ") AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(from))
+	return b.String()
+}
+
+// MarkRetry records a failed publish: retry_count+1, next_retry_time =
+// now + backoff and the reason; FAILED once the retries are used up.
+func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Outcome, error) {
+	return w.MarkRetryOn(ctx, w.DB, t, a)
+}
+
+// MarkRetryOn is MarkRetry run on ex (a transaction holding the row's lock).
+func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a Attempt) (Outcome, error) {
+	out, n, err := w.markRetry(ctx, ex, t, a, []any{a.ID})
+	if err != nil {
+		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
+	}
+	if n == 0 {
+		return Skipped, nil
+	}
+	return out, nil
+}
+
+// MarkRetryMany records the same failed attempt (same reason, retry count
+// and limit; a.ID and the version check are ignored) for several rows in one statement, as the
+// binlog path does for a run of rows to one missing exchange. It returns
+// what the rows became and how many moved (rows no longer in a.FromStatuses
+// are left alone).
+func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	a.HasVersion = false
+	out, n, err := w.markRetry(ctx, w.DB, t, a, ids)
+	if err != nil {
+		return Skipped, 0, fmt.Errorf("recording failed publish of %d rows of %s: %w", len(ids), t.FullName(), err)
+	}
+	return out, n, nil
+}
+
+func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+	c := t.Columns
+	if c.Status == "" || len(ids) == 0 {
+		// Nothing to record in a table without status (Debezium style):
+		// the caller must not skip the row.
+		return Skipped, 0, nil
+	}
+	pending := t.Statuses.RetryValue()
+	out, status := Retrying, pending
+	if a.Retries+1 >= a.MaxRetries || pending == "" || a.Permanent {
+		out, status = Failed, t.Statuses.Failed
+	}
+	if status == "" {
+		// The table has no FAILED value (eventuate's published 0/1): leave
+		// the row pending for the sweeper.
+		out, status = Retrying, pending
+	}
+	if status == "" {
+		// Validation refuses such statuses; never write an empty status.
+		return Skipped, 0, errors.New("no status to write (statuses.pending and statuses.failed are empty)")
+	}
+	var (
+		b    strings.Builder
+		args []any
+	)
+	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(status))
+	if c.RetryCount != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.RetryCount))
+	}
+	if c.NextRetryTime != "" && out == Retrying {
+		// Server time, like the application's own DEFAULT CURRENT_TIMESTAMP,
+		// so comparisons with NOW() agree whatever the session time zone.
+		fmt.Fprintf(&b, ", %s = NOW(3) + INTERVAL ? MICROSECOND", outbox.QuoteIdent(c.NextRetryTime))
+		args = append(args, w.Backoff.Delay(a.Retries).Microseconds())
+	}
+	if c.Error != "" {
+		fmt.Fprintf(&b, ", %s = ?", outbox.QuoteIdent(c.Error))
+		args = append(args, w.FitError(ctx, t, a.Reason))
+	}
+	if c.Version != "" {
+		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	}
+	if c.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
+	}
+	if len(ids) == 1 {
+		fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
+	} else {
+		fmt.Fprintf(&b, " WHERE %s IN (?%s)", outbox.QuoteIdent(c.ID), strings.Repeat(", ?", len(ids)-1))
+	}
+	args = append(args, ids...)
+	if len(a.FromStatuses) > 0 {
+		fmt.Fprintf(&b, " AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(a.FromStatuses))
+	}
+	if a.HasVersion && c.Version != "" {
+		fmt.Fprintf(&b, " AND %s = ?", outbox.QuoteIdent(c.Version))
+		args = append(args, a.Version)
+	}
+	res, err := ex.ExecContext(ctx, b.String(), args...)
+	if err != nil {
+		return Skipped, 0, err
+	}
+	n, _ := res.RowsAffected()
+	return out, n, nil
+}

@@ -1,0 +1,142 @@
+package sweeper
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Config tunes the sweeper. It sits under `sweeper:` in the relay's YAML;
+// errors name the field by its YAML path.
+type Config struct {
+	// Enabled runs the sweeper inside `binlog-relay run` (nil means yes).
+	// The sweeper itself does not read it; `binlog-relay sweep` runs it
+	// either way.
+	Enabled *bool `yaml:"enabled"`
+	// Interval is how often the sweeper asks the replica whether anything is
+	// due (one cheap indexed query per table). The primary is touched only
+	// when the answer is yes.
+	Interval time.Duration `yaml:"interval"`
+	// GracePeriod: a row is the sweeper's only once it is older than this, so
+	// it never races a healthy binlog path for a fresh row.
+	GracePeriod time.Duration `yaml:"grace_period"`
+	// BatchSize is the most rows one claim takes.
+	BatchSize int `yaml:"batch_size"`
+	// ZombieTimeout: a row SENDING for longer (its claimer died mid-publish)
+	// goes back to PENDING.
+	ZombieTimeout time.Duration `yaml:"zombie_timeout"`
+	Archive       Archive       `yaml:"archive"`
+}
+
+// Archive modes.
+const (
+	ArchiveOff    = "off"
+	ArchiveDelete = "delete"
+	ArchiveMove   = "move"
+)
+
+// Archive moves or deletes old SENT rows. FAILED rows are never touched.
+type Archive struct {
+	// Mode is off (the default), delete or move.
+	Mode string `yaml:"mode"`
+	// Retention: SENT rows whose updated_at (created_at when the table has
+	// none) is older than this are archived.
+	Retention time.Duration `yaml:"retention"`
+	// BatchSize rows per statement, and Pause between statements, so the
+	// primary never holds a long lock for the archive.
+	BatchSize int           `yaml:"batch_size"`
+	Pause     time.Duration `yaml:"pause"`
+	// Interval is how often the replica is asked whether anything is old
+	// enough.
+	Interval time.Duration `yaml:"interval"`
+	// Table names the archive table for move: "{table}" stands for the outbox
+	// table's name; it lives in the outbox table's schema.
+	Table string `yaml:"table"`
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Second
+	}
+	if c.GracePeriod == 0 {
+		c.GracePeriod = 60 * time.Second
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.ZombieTimeout == 0 {
+		c.ZombieTimeout = 5 * time.Minute
+	}
+	a := &c.Archive
+	if a.Mode == "" {
+		a.Mode = ArchiveOff
+	}
+	if a.Retention == 0 {
+		a.Retention = 7 * 24 * time.Hour
+	}
+	if a.BatchSize == 0 {
+		a.BatchSize = 1000
+	}
+	if a.Pause == 0 {
+		a.Pause = 100 * time.Millisecond
+	}
+	if a.Interval == 0 {
+		a.Interval = time.Minute
+	}
+	if a.Table == "" {
+		a.Table = "{table}_archive"
+	}
+}
+
+// Validate reports every bad field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("sweeper."+field+": "+format, args...))
+	}
+	if c.Interval <= 0 {
+		bad("interval", "must be positive")
+	}
+	if c.GracePeriod < 0 {
+		bad("grace_period", "must not be negative")
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		bad("batch_size", "%d is not between 1 and 10000", c.BatchSize)
+	}
+	if c.ZombieTimeout <= 0 {
+		bad("zombie_timeout", "must be positive")
+	}
+	a := c.Archive
+	switch a.Mode {
+	case ArchiveOff, ArchiveDelete, ArchiveMove:
+	default:
+		bad("archive.mode", "%q is not off, delete or move", a.Mode)
+	}
+	if a.Mode != ArchiveOff {
+		if a.Retention <= 0 {
+			bad("archive.retention", "must be positive")
+		}
+		if a.BatchSize < 1 || a.BatchSize > 100000 {
+			bad("archive.batch_size", "%d is not between 1 and 100000", a.BatchSize)
+		}
+		if a.Pause < 0 {
+			bad("archive.pause", "must not be negative")
+		}
+		if a.Interval <= 0 {
+			bad("archive.interval", "must be positive")
+		}
+	}
+	if a.Mode == ArchiveMove {
+		if err := outbox.CheckIdent("sweeper.archive.table", ArchiveTableName(a.Table, "t")); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ArchiveTableName fills "{table}" in the archive table template.
+func ArchiveTableName(tmpl, table string) string { return strings.ReplaceAll(tmpl, "{table}", table) }

@@ -1,0 +1,94 @@
+package sweeper
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Sweepable says why the sweeper cannot send a table's rows (no status
+// column, no created_at, no pending value), or nil when it can.
+func Sweepable(t *outbox.Table) error {
+	_, err := newPlan(t)
+	return err
+}
+
+// SentRow names a SENT row to put back to PENDING: its primary key and,
+// for a table with a version column, the version it was read with.
+type SentRow struct {
+	ID      any
+	Version int64
+}
+
+// ResetSent puts SENT rows back to PENDING, due now, with their retry count
+// reset, so the sweeper sends them again (what `reconcile --repair` does
+// with rows no consumer recorded). A row is reset only while it is still
+// SENT and, when the table has a version column, still at the version it
+// was read with: a row that moved since is left alone. note goes into the
+// error column when there is one. It runs on the primary, one short
+// transaction per batch, and returns the ids it reset.
+func ResetSent(ctx context.Context, primary *sql.DB, t *outbox.Table, rows []SentRow, note string) ([]any, error) {
+	p, err := newPlan(t)
+	if err != nil {
+		return nil, fmt.Errorf("resetting SENT rows: %w", err)
+	}
+	q := p.resetSentSQL()
+	var reset []any
+	for start := 0; start < len(rows); start += requeueBatch {
+		batch := rows[start:min(start+requeueBatch, len(rows))]
+		var done []any
+		err := retryLocks(ctx, func() error {
+			done = done[:0]
+			return inTx(ctx, primary, func(tx *sql.Tx) error {
+				for _, r := range batch {
+					args := []any{}
+					if t.Columns.Error != "" {
+						args = append(args, note)
+					}
+					args = append(args, r.ID)
+					if t.Columns.Version != "" {
+						args = append(args, r.Version)
+					}
+					res, err := tx.ExecContext(ctx, q, args...)
+					if err != nil {
+						return err
+					}
+					if n, _ := res.RowsAffected(); n == 1 {
+						done = append(done, r.ID)
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return reset, fmt.Errorf("resetting SENT rows of %s to pending: %w", t.FullName(), err)
+		}
+		reset = append(reset, done...)
+	}
+	return reset, nil
+}
+
+// resetSentSQL puts one SENT row back to PENDING. Arguments: the note (when
+// the table has an error column), the id, the version (when it has one).
+func (p *plan) resetSentSQL() string {
+	t, c := p.t, p.t.Columns
+	sets := []string{p.status() + " = " + t.Statuses.SQLValue(p.pending[0])}
+	if c.RetryCount != "" {
+		sets = append(sets, q(c.RetryCount)+" = 0")
+	}
+	if c.NextRetryTime != "" {
+		sets = append(sets, q(c.NextRetryTime)+" = NOW(3)")
+	}
+	if c.Error != "" {
+		sets = append(sets, q(c.Error)+" = ?")
+	}
+	sets = append(sets, p.bookkeeping()...)
+	where := q(c.ID) + " = ? AND " + p.statusIn([]string{t.Statuses.Sent})
+	if c.Version != "" {
+		where += " AND " + q(c.Version) + " = ?"
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), strings.Join(sets, ", "), where)
+}
