@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // noSweeper turns the sweeper off so every delivery comes from the binlog

@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox/otelinbox"
-	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
 
 // attempt is what one handler call saw.
