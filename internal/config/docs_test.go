@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // Every relay config the documentation shows validates, with the

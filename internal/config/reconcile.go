@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
 // Reconcile is the `reconcile:` section: the consumer inboxes to compare
