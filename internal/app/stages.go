@@ -39,7 +39,8 @@ func relayConfig(cfg *config.Config) relay.Config {
 }
 
 func retryBackoff(cfg *config.Config) status.Backoff {
-	b := status.Backoff(cfg.Retry)
+	r := cfg.Retry
+	b := status.Backoff{Base: r.Base, Max: r.Max, Factor: r.Factor, Jitter: r.Jitter}
 	b.Defaults()
 	return b
 }

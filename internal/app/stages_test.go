@@ -10,16 +10,12 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/config"
 )
 
-const stagesBase = `name: stages-test
-source: {host: 127.0.0.1, port: 3308, user: relay}
-primary: {host: 127.0.0.1, port: 3307, user: relay}
-broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}
-tables: [{preset: producer-message, schema: shop}]
-`
-
 func parseStages(t *testing.T, extra string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(stagesBase+extra), func(string) (string, bool) { return "", false })
+	base := "name: stages-test\ntables: [{preset: producer-message, schema: shop}]\n" +
+		"source: {host: 127.0.0.1, port: 3308, user: relay}\nprimary: {host: 127.0.0.1, port: 3307, user: relay}\n" +
+		`broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}` + "\n"
+	cfg, err := config.Parse([]byte(base+extra), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

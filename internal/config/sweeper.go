@@ -18,12 +18,16 @@ type Sweeper struct {
 
 // SweeperArchive is `sweeper.archive:`, moving or deleting old SENT rows.
 type SweeperArchive struct {
+	// Mode is off (the default), delete or move.
 	Mode      string        `yaml:"mode"`
 	Retention time.Duration `yaml:"retention"`
+	// BatchSize rows per statement, Pause between statements.
 	BatchSize int           `yaml:"batch_size"`
 	Pause     time.Duration `yaml:"pause"`
 	Interval  time.Duration `yaml:"interval"`
-	Table     string        `yaml:"table"`
+	// Table is the archive table for move; "{table}" is the outbox table's
+	// name.
+	Table string `yaml:"table"`
 }
 
 // SweeperEnabled reports whether `run` starts the sweeper (`binlog-relay

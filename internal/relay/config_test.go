@@ -9,12 +9,7 @@ import (
 // Defaults give a valid Config; Validate names every bad field by its YAML
 // key (checkpoint.interval is the checkpoint: section's).
 func TestConfigValidateNamesTheKeys(t *testing.T) {
-	var c Config
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	c = Config{BatchSize: -1, FlushInterval: -time.Second, CheckpointInterval: -time.Second, Buffer: -1,
+	c := Config{BatchSize: -1, FlushInterval: -time.Second, CheckpointInterval: -time.Second, Buffer: -1,
 		StoreOutageWindow: -time.Second, MaxInflightBytes: -1}
 	c.Defaults()
 	err := c.Validate()
@@ -23,5 +18,10 @@ func TestConfigValidateNamesTheKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want+":") {
 			t.Errorf("error %v does not name %s", err, want)
 		}
+	}
+	var defaults Config
+	defaults.Defaults()
+	if err := defaults.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
 	}
 }
