@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
 // consumer is one consumer's inbox, read through its table layout.
