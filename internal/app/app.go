@@ -71,6 +71,9 @@ func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 
 // Open prepares connections; nothing is dialled until used.
 func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
+	if err := checkStages(cfg); err != nil { // stages.go
+		return nil, err
+	}
 	a := &App{Cfg: cfg, Log: log}
 	routeRedisLogs(log)
 	dsn, err := cfg.Source.DSN("source")
@@ -254,12 +257,15 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	reader := binlog.New(binlog.Config{
+	reader, err := binlog.New(binlog.Config{
 		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
 		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
 		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
+	if err != nil {
+		return nil, err
+	}
 	rt, err := a.newRouter() // headers.go
 	if err != nil {
 		return nil, err
@@ -268,19 +274,15 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	sw := status.NewWriter(a.Primary, cfg.Retry)
+	sw := status.NewWriter(a.Primary, retryBackoff(cfg))
 	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
 	}
 	a.watch(reader, lanes)
-	return relay.New(relay.Config{
-		BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,
-		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer,
-		DrainTimeout: cfg.Relay.DrainTimeout, Server: server, Observer: a.observer(),
-		Guard: guard, StoreOutageWindow: cfg.Checkpoint.OutageWindow,
-		MaxInflightBytes: cfg.Relay.MaxInflightBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange,
-	}, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay")), nil
+	rc := relayConfig(cfg) // stages.go; validated by Open
+	rc.Server, rc.Observer, rc.Guard = server, a.observer(), guard
+	return relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay")), nil
 }
 
 // newLanes builds the relay's publishers, one per lane (relay.lanes). With
@@ -344,10 +346,11 @@ func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger
 	if err != nil {
 		return nil, err
 	}
+	holdMin, holdMax := holdBackoff(cfg) // stages.go
 	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
 		ConnectionName: connName, Strict: strict, PerKey: perKey,
-		StrictRetryMin: cfg.Retry.Base, StrictRetryMax: cfg.Retry.Max,
-		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log), nil
+		StrictRetryMin: holdMin, StrictRetryMax: holdMax,
+		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log)
 }
 
 // Run checks the servers, then streams until ctx ends. A saved position the

@@ -26,7 +26,7 @@ import (
 // answers /healthz and /readyz too), the binlog path only while this relay
 // holds the lease.
 func (a *App) runLeader(ctx context.Context) error {
-	l, err := lease.New(lease.Config{Name: a.Cfg.Name, TTL: a.Cfg.HA.LeaseTTL}, a.Redis, a.Log.Named("lease"))
+	l, err := lease.New(leaseConfig(a.Cfg), a.Redis, a.Log.Named("lease"))
 	if err != nil {
 		return err
 	}

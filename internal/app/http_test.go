@@ -27,8 +27,14 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 	if ok, why := a.Ready(); ok || len(why) != 1 || !strings.Contains(why[0], "not running yet") {
 		t.Fatalf("before build: %v %v", ok, why)
 	}
-	r := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
-	p := publisher.New(publisher.Config{URL: cfg.Broker.URL}, zap.NewNop())
+	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := publisher.New(publisher.Config{URL: cfg.Broker.URL}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.watch(r, publishers{p})
 	ok, why := a.Ready()
 	text := strings.Join(why, "; ")

@@ -75,8 +75,15 @@ func TestEndTermForgetsTheStream(t *testing.T) {
 	a := haApp()
 	m := a.Metrics()
 	a.leader.set(true)
-	r := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
-	a.watch(r, publishers{publisher.New(publisher.Config{URL: a.Cfg.Broker.URL}, zap.NewNop())})
+	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := publisher.New(publisher.Config{URL: a.Cfg.Broker.URL}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.watch(r, publishers{p})
 	for _, name := range []string{"binlog_relay_connection_up", "binlog_relay_binlog_lag_seconds", "binlog_relay_leader"} {
 		if n, err := testutil.GatherAndCount(m.Registry(), name); err != nil || n == 0 {
 			t.Fatalf("%s: %d series while leading (%v)", name, n, err)

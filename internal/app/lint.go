@@ -33,6 +33,9 @@ func Lint(cfg *config.Config) []Problem {
 	if _, err := cfg.Redis.TLS.TLSConfig("redis"); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
+	if err := checkStages(cfg); err != nil { // stages.go
+		c.add(Error, "config", "%v", err)
+	}
 	if _, err := router.New(cfg.Tables, cfg.Name); err != nil {
 		c.add(Error, "config", "tables: %v", err)
 	}

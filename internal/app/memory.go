@@ -22,7 +22,7 @@ func (a *App) setMemoryLimit() {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return
 	}
-	limit := memoryLimitFor(a.Cfg.Relay.MaxInflightBytes)
+	limit := memoryLimitFor(relayConfig(a.Cfg).MaxInflightBytes)
 	if cur := debug.SetMemoryLimit(-1); cur < limit {
 		return // a lower limit was set already (another relay in this process)
 	}

@@ -596,5 +596,5 @@ func (a *App) replicaDegraded() bool {
 		return true
 	}
 	d, ok := a.replica.Delay(time.Now())
-	return ok && d > a.Cfg.Sweeper.GracePeriod
+	return ok && d > sweeperConfig(a.Cfg.Sweeper).GracePeriod
 }

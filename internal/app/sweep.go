@@ -44,8 +44,8 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := sweeper.New(cfg.Sweeper, cfg.Tables, precheck, a.Primary, pub, rt,
-		status.NewWriter(a.Primary, cfg.Retry), a.Log.Named("sweeper"))
+	s, err := sweeper.New(sweeperConfig(cfg.Sweeper), cfg.Tables, precheck, a.Primary, pub, rt,
+		status.NewWriter(a.Primary, retryBackoff(cfg)), a.Log.Named("sweeper"))
 	if err != nil {
 		return nil, err
 	}

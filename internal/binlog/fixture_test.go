@@ -73,7 +73,10 @@ func readFixture(t *testing.T, file, flavor string, schemas SchemaSource, tables
 func parseFixture(t *testing.T, path, flavor string, schemas SchemaSource, tables ...*outbox.Table) (fixtureRun, error) {
 	t.Helper()
 	file := filepath.Base(path)
-	r := New(Config{Host: "x", Port: 1, User: "u", Flavor: flavor}, tables, schemas, zap.NewNop())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: flavor}, tables, schemas, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr, err := NewTracker(Position{Flavor: flavor, File: file, Pos: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -104,7 +104,11 @@ func seedTable(t *testing.T) *outbox.Table {
 
 func newTestReader(t *testing.T, tb *outbox.Table, schemas SchemaSource) *Reader {
 	t.Helper()
-	return New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, schemas, zap.NewNop())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, schemas, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func decode(t *testing.T, r *Reader, tb *outbox.Table, tme *replication.TableMapEvent, values []any) *outbox.Row {

@@ -86,19 +86,29 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate names the field at fault.
+// Validate reports every bad field, by its YAML key; it expects Defaults
+// to have filled the zero ones.
 func (c *Config) Validate() error {
-	switch {
-	case c.Host == "":
-		return errors.New("source.host: required")
-	case c.Port == 0:
-		return errors.New("source.port: required")
-	case c.User == "":
-		return errors.New("source.user: required")
-	case c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB:
-		return fmt.Errorf("source.flavor: %q is neither mysql nor mariadb", c.Flavor)
+	var errs []error
+	if c.Host == "" {
+		errs = append(errs, errors.New("source.host: required"))
 	}
-	return nil
+	if c.Port == 0 {
+		errs = append(errs, errors.New("source.port: required"))
+	}
+	if c.User == "" {
+		errs = append(errs, errors.New("source.user: required"))
+	}
+	if c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB {
+		errs = append(errs, fmt.Errorf("source.flavor: %q is neither mysql nor mariadb", c.Flavor))
+	}
+	if c.XABufferRows < 1 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.XABufferRows))
+	}
+	if c.XABufferBytes < 1 {
+		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.XABufferBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Kind tells what an Event carries.
@@ -149,16 +159,21 @@ type Reader struct {
 	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
 }
 
-// New builds a reader for the given outbox tables. schemas is used only when
-// the source does not send column names (binlog_row_metadata != FULL).
-func New(cfg Config, tables []*outbox.Table, schemas SchemaSource, log *zap.Logger) *Reader {
+// New builds a reader for the given outbox tables, with cfg's zero fields
+// defaulted; an invalid cfg is an error naming the field. schemas is used
+// only when the source does not send column names (binlog_row_metadata !=
+// FULL).
+func New(cfg Config, tables []*outbox.Table, schemas SchemaSource, log *zap.Logger) (*Reader, error) {
 	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, schemas: schemas, log: log,
 		layouts: map[string]*layout{}}
 	for _, t := range tables {
 		r.tables[tableKey(t.Schema, t.Name)] = t
 	}
-	return r
+	return r, nil
 }
 
 func tableKey(schema, table string) string { return strings.ToLower(schema + "." + table) }

@@ -32,7 +32,10 @@ func newScript(t *testing.T, cfg Config) *script {
 	if cfg.Flavor == "" {
 		cfg.Flavor = FlavorMariaDB
 	}
-	r := New(cfg, []*outbox.Table{tb}, nil, nopLog())
+	r, err := New(cfg, []*outbox.Table{tb}, nil, nopLog())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr, err := NewTracker(Position{Flavor: cfg.Flavor, File: "binlog.000001", Pos: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -322,14 +325,17 @@ func TestMismatchedTableMapNamesTablePositionAndFix(t *testing.T) {
 	tb := seedTable(t)
 	fake := &fakeSchema{}
 	fake.set(schemaOf(cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated, cTenant)) // after ALTER ADD COLUMN
-	r := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, fake, nopLog())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, fake, nopLog())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr, _ := NewTracker(Position{Flavor: FlavorMariaDB, GTIDSet: "0-1-1", File: "binlog.000004", Pos: 4})
 	out := make(chan Event, 10)
 	s := &stream{r: r, out: out, tracker: tr, cancel: func() {}}
 	sc := &script{t: t, s: s, out: out, pos: 1000, tme: tableMap(false, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated)}
 	sc.gtid(2)
 	sc.query("BEGIN")
-	err := sc.feed(replication.WRITE_ROWS_EVENTv2, sc.rows("PENDING", 1))
+	err = sc.feed(replication.WRITE_ROWS_EVENTv2, sc.rows("PENDING", 1))
 	for _, want := range []string{"app.producer_message", "binlog.000004:1300", "0-1-2", "binlog_row_metadata=FULL", "7 columns", "8"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v; want it to name %q", err, want)

@@ -1,6 +1,15 @@
-// Package config reads the relay's YAML file: ${ENV} expansion in values,
-// unknown keys refused, presets applied and overridden field by field, and
-// every value validated before anything connects. Errors name the field.
+// Package config owns the relay's YAML file: its types, ${ENV} expansion in
+// values, unknown keys refused, presets applied and overridden field by
+// field, and one defaults-and-validate pass before anything connects.
+// Errors name the YAML key.
+//
+// It is a leaf: it imports none of the stages it configures. A key a stage
+// owns keeps its zero value here, meaning "the stage's default"; the stage's
+// constructor applies its defaults and validates its Config (errors naming
+// the same YAML key), and internal/app converts these types into the
+// stages' Configs. Only the outbox table mapping (internal/outbox) and the
+// inbox layouts (pkg/inbox) are decoded straight into their own types: they
+// are the vocabulary of the file itself.
 package config
 
 import (
@@ -18,7 +27,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 )
 
 // Config is the whole file.
@@ -32,7 +40,7 @@ type Config struct {
 	Redis      Redis           `yaml:"redis"`
 	Checkpoint Checkpoint      `yaml:"checkpoint"`
 	Relay      Relay           `yaml:"relay"`
-	Retry      status.Backoff  `yaml:"retry"`
+	Retry      Backoff         `yaml:"retry"`
 	Tables     []*outbox.Table `yaml:"-"`
 	RawTables  []yaml.Node     `yaml:"tables"`
 	Log        Log             `yaml:"log"`
@@ -90,7 +98,7 @@ type Broker struct {
 	DeadLetterExchange string `yaml:"dead_letter_exchange"`
 	// MaxMessageBytes is the largest body published; a larger row is FAILED
 	// (RabbitMQ closes the channel on a body over its max_message_size).
-	// Default 128 MiB, RabbitMQ's own default limit.
+	// 0 means the publisher's default, 128 MiB, RabbitMQ's own limit.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 
@@ -106,7 +114,9 @@ type Redis struct {
 
 // Checkpoint says where and how often the position is saved.
 type Checkpoint struct {
-	Key      string        `yaml:"key"`
+	Key string `yaml:"key"`
+	// Interval is how often the position is saved; 0 means the relay's
+	// default (1s).
 	Interval time.Duration `yaml:"interval"`
 	// OutageWindow is how long publishing goes on while the checkpoint
 	// cannot be saved (Redis down), the position held in memory; past it
@@ -121,7 +131,7 @@ type HA struct {
 	// streams on its own.
 	Enabled bool `yaml:"enabled"`
 	// LeaseTTL is how long the lease lives unrenewed: a standby takes over
-	// this long after the leader dies. Default 5s.
+	// this long after the leader dies. 0 means the lease's default (5s).
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
@@ -142,8 +152,11 @@ type Relay struct {
 	Lanes int `yaml:"lanes"`
 	// MaxInflightBytes bounds the rows (payloads and values) between the
 	// router and the settle stage; reading the binlog waits when it is
-	// used up. Default 64 MiB.
+	// used up. 0 means the relay's default (64 MiB).
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+	// HoldBackoff spaces the attempts while the stream holds behind one
+	// message; unset, it follows retry.base and retry.max.
+	HoldBackoff HoldBackoff `yaml:"hold_backoff"`
 }
 
 // Log configures zap.
@@ -312,6 +325,9 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 	return errs
 }
 
+// applyDefaults fills the keys the config itself owns: the ones other keys
+// are derived from or checked against. Keys a stage owns stay zero (the
+// stage's default, applied by its constructor).
 func (c *Config) applyDefaults() {
 	if c.Name == "" {
 		c.Name = "binlog-relay"
@@ -324,23 +340,18 @@ func (c *Config) applyDefaults() {
 			m.Flavor = "auto"
 		}
 	}
+	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
+		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
+	}
 	if c.Redis.Addr == "" {
 		c.Redis.Addr = "127.0.0.1:6379"
 	}
 	if c.Checkpoint.Key == "" {
 		c.Checkpoint.Key = "binlog-relay:" + c.Name + ":checkpoint"
 	}
-	if c.Checkpoint.Interval == 0 {
-		c.Checkpoint.Interval = time.Second
-	}
+	// Not the relay's default: its zero means "hold at once".
 	if c.Checkpoint.OutageWindow == 0 {
 		c.Checkpoint.OutageWindow = 30 * time.Second
-	}
-	if c.HA.LeaseTTL == 0 {
-		c.HA.LeaseTTL = 5 * time.Second
-	}
-	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
-		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
 	}
 	if c.Relay.Ordering == "" {
 		c.Relay.Ordering = "relaxed"
@@ -348,23 +359,12 @@ func (c *Config) applyDefaults() {
 	if c.Relay.Lanes == 0 {
 		c.Relay.Lanes = 1
 	}
-	if c.Relay.MaxInflightBytes == 0 {
-		c.Relay.MaxInflightBytes = 64 << 20
-	}
-	if c.Broker.MaxMessageBytes == 0 {
-		c.Broker.MaxMessageBytes = 128 << 20
-	}
-	if c.Metrics.MaxLabelValues == 0 {
-		c.Metrics.MaxLabelValues = DefaultMaxLabelValues
-	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "json"
 	}
-	c.Retry.Defaults()
-	c.Sweeper.Defaults()
 	c.Reconcile.defaults(c.Name)
 	for _, t := range c.Tables {
 		if t.MaxRetries == 0 {
@@ -415,12 +415,37 @@ func (c *Config) resolveSecrets() error {
 	return nil
 }
 
-// Validate checks every section; all problems are reported together.
+// Validate checks every section; all problems are reported together, each
+// naming its YAML key. The sweeper: and ha: values are checked by their
+// stages (internal/app checks them at start-up and in lint).
 func (c *Config) Validate() error {
 	var errs []error
 	if err := outbox.CheckIdent("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateServers()...)
+	errs = append(errs, c.Broker.validate()...)
+	errs = append(errs, c.Checkpoint.validate()...)
+	errs = append(errs, c.validateRelay()...)
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Metrics.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Reconcile.Validate(c.Tables); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.validateTables()...)
+	return errors.Join(errs...)
+}
+
+// validateServers checks `source:` and `primary:`.
+func (c *Config) validateServers() []error {
+	var errs []error
 	for _, s := range []struct {
 		field string
 		m     MySQL
@@ -435,11 +460,6 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.flavor: %q is not auto, mysql or mariadb", s.field, s.m.Flavor))
 		}
 	}
-	if c.Broker.URL == "" {
-		errs = append(errs, errors.New("broker.url: required"))
-	} else if err := checkAMQPURL(c.Broker.URL); err != nil {
-		errs = append(errs, fmt.Errorf("broker.url: %w", err))
-	}
 	for i, h := range c.Source.Hosts {
 		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
 			errs = append(errs, fmt.Errorf("source.hosts[%d]: %q is not host or host:port", i, h))
@@ -451,58 +471,71 @@ func (c *Config) Validate() error {
 	if len(c.Primary.Hosts) > 0 {
 		errs = append(errs, errors.New("primary.hosts: only the source takes a list of servers"))
 	}
-	if c.Checkpoint.OutageWindow < 0 {
-		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
-	}
-	if c.HA.LeaseTTL < time.Second {
-		errs = append(errs, fmt.Errorf("ha.lease_ttl: %s is under 1s", c.HA.LeaseTTL))
-	}
-	if c.Checkpoint.Interval < 0 {
-		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
-	}
-	if c.Relay.BatchSize < 0 {
-		errs = append(errs, errors.New("relay.batch_size: must be positive"))
-	}
 	if c.Source.XABufferRows < 0 {
 		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.Source.XABufferRows))
 	}
 	if c.Source.XABufferBytes < 0 {
 		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.Source.XABufferBytes))
 	}
-	if c.Relay.MaxInflightBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.Relay.MaxInflightBytes))
+	return errs
+}
+
+// validate checks `broker:`.
+func (b Broker) validate() []error {
+	var errs []error
+	if b.URL == "" {
+		errs = append(errs, errors.New("broker.url: required"))
+	} else if err := checkAMQPURL(b.URL); err != nil {
+		errs = append(errs, fmt.Errorf("broker.url: %w", err))
 	}
-	if c.Broker.MaxMessageBytes < 1 {
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.Broker.MaxMessageBytes))
-	} else if c.Broker.MaxMessageBytes > 512<<20 {
+	if b.MaxMessageBytes < 0 {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", b.MaxMessageBytes))
+	} else if b.MaxMessageBytes > 512<<20 {
 		// RabbitMQ refuses max_message_size above 512 MiB.
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", c.Broker.MaxMessageBytes))
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", b.MaxMessageBytes))
 	}
-	if err := checkExchangeName(c.Broker.DeadLetterExchange); err != nil {
+	if err := checkExchangeName(b.DeadLetterExchange); err != nil {
 		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
 	}
-	if c.Relay.Ordering != "relaxed" && c.Relay.Ordering != "strict" {
-		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", c.Relay.Ordering))
+	return errs
+}
+
+// validate checks `checkpoint:`.
+func (c Checkpoint) validate() []error {
+	var errs []error
+	if c.OutageWindow < 0 {
+		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
 	}
-	errs = append(errs, c.checkLanes()...)
-	if c.Log.Format != "json" && c.Log.Format != "console" {
-		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
+	if c.Interval < 0 {
+		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
 	}
-	if err := c.Sweeper.Validate(); err != nil {
-		errs = append(errs, err)
+	return errs
+}
+
+// validateRelay checks `relay:`, whose lanes are checked against the tables.
+func (c *Config) validateRelay() []error {
+	var errs []error
+	r := c.Relay
+	if r.BatchSize < 0 {
+		errs = append(errs, errors.New("relay.batch_size: must be positive"))
 	}
-	if err := c.HTTP.Validate(); err != nil {
-		errs = append(errs, err)
+	if r.MaxInflightBytes != 0 && r.MaxInflightBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", r.MaxInflightBytes))
 	}
-	if err := c.Metrics.Validate(); err != nil {
-		errs = append(errs, err)
+	if r.Ordering != "relaxed" && r.Ordering != "strict" {
+		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", r.Ordering))
 	}
-	if err := c.Reconcile.Validate(c.Tables); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, r.HoldBackoff.validate()...)
+	return append(errs, c.checkLanes()...)
+}
+
+// validateTables checks every `tables:` entry and refuses a table
+// configured twice.
+func (c *Config) validateTables() []error {
 	if len(c.Tables) == 0 {
-		errs = append(errs, errors.New("tables: at least one outbox table is required"))
+		return []error{errors.New("tables: at least one outbox table is required")}
 	}
+	var errs []error
 	seen := map[string]int{}
 	for i, t := range c.Tables {
 		field := fmt.Sprintf("tables[%d]", i)
@@ -514,7 +547,7 @@ func (c *Config) Validate() error {
 		}
 		seen[strings.ToLower(t.FullName())] = i
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // checkExchangeName refuses a dead-letter exchange name the broker would

@@ -170,8 +170,9 @@ tables:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Metrics.MaxLabelValues != 100 {
-		t.Errorf("default max_label_values = %d, want 100", cfg.Metrics.MaxLabelValues)
+	// 0 is the metrics' own default, 100 (internal/metrics' tests).
+	if cfg.Metrics.MaxLabelValues != 0 {
+		t.Errorf("unset max_label_values = %d, want 0 (the metrics' default)", cfg.Metrics.MaxLabelValues)
 	}
 	cfg, err = Parse([]byte(base+"metrics: {max_label_values: 20}\n"), none)
 	if err != nil || cfg.Metrics.MaxLabelValues != 20 {

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const limitsBase = `name: test-relay
@@ -12,11 +13,12 @@ tables:
   - {preset: debezium, schema: a}
 `
 
-// The broker's size limit, the dead-letter exchange and the in-flight byte
-// budget default to the broker's own limit, none and 64 MiB.
+// The broker's size limit and the in-flight byte budget stay 0 when unset:
+// the publisher's and the relay's defaults, RabbitMQ's own limit and 64 MiB
+// (internal/app's stage tests); the dead-letter exchange defaults to none.
 func TestBrokerLimitsAndBudgetDefaults(t *testing.T) {
 	c := mustParse(t, limitsBase+`broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}`+"\n")
-	if c.Broker.MaxMessageBytes != 128<<20 || c.Broker.DeadLetterExchange != "" || c.Relay.MaxInflightBytes != 64<<20 {
+	if c.Broker.MaxMessageBytes != 0 || c.Broker.DeadLetterExchange != "" || c.Relay.MaxInflightBytes != 0 {
 		t.Fatalf("defaults: max_message_bytes %d, dead_letter_exchange %q, max_inflight_bytes %d",
 			c.Broker.MaxMessageBytes, c.Broker.DeadLetterExchange, c.Relay.MaxInflightBytes)
 	}
@@ -43,5 +45,26 @@ func TestBrokerLimitsAndBudgetErrorsNameTheField(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// relay.hold_backoff parses on its own (unset, each bound follows retry:,
+// internal/app's stage tests), and a bad value names its key.
+func TestHoldBackoff(t *testing.T) {
+	broker := `broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}` + "\n"
+	c := mustParse(t, limitsBase+broker+"retry: {base: 30s}\nrelay: {hold_backoff: {base: 200ms, max: 5s}}\n")
+	if h := c.Relay.HoldBackoff; h.Base != 200*time.Millisecond || h.Max != 5*time.Second || c.Retry.Base != 30*time.Second {
+		t.Fatalf("hold_backoff %+v, retry %+v", h, c.Retry)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"relay: {hold_backoff: {base: -1s}}\n", "relay.hold_backoff.base: must not be negative"},
+		{"relay: {hold_backoff: {max: -1s}}\n", "relay.hold_backoff.max: must not be negative"},
+		{"relay: {hold_backoff: {base: 10s, max: 1s}}\n", "relay.hold_backoff.base: 10s is over relay.hold_backoff.max 1s"},
+		{"relay: {hold_backoff: {bse: 1s}}\n", "relay.hold_backoff.bse: unknown key"},
+	} {
+		_, err := parse(t, limitsBase+broker+tc.yaml, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }

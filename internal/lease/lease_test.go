@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +201,13 @@ func TestLeaseLostWhenRedisUnreachable(t *testing.T) {
 	old := a.Token()
 	if tok, err := acquireWithin(t, a, 2*time.Second); err != nil || tok <= old {
 		t.Fatalf("re-acquire: token %d (was %d), %v", tok, old, err)
+	}
+}
+
+// New refuses a TTL under 1s by its YAML key, before touching Redis.
+func TestNewRefusesAShortTTL(t *testing.T) {
+	_, err := lease.New(lease.Config{Name: "x", TTL: 500 * time.Millisecond}, nil, zaptest.NewLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "ha.lease_ttl: 500ms is under 1s") {
+		t.Fatalf("error %v, want one naming ha.lease_ttl", err)
 	}
 }

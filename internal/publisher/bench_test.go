@@ -30,7 +30,10 @@ func BenchmarkPublishRabbitMQ(b *testing.B) {
 	_ = ch.QueueBind(q.Name, "", ex, false, nil)
 	for _, target := range []struct{ name, exchange string }{{"bound", ex}, {"missing", ex + "_missing"}} {
 		b.Run(target.name, func(b *testing.B) {
-			p := New(Config{URL: amqpURL}, zap.NewNop())
+			p, err := New(Config{URL: amqpURL}, zap.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			in, out := make(chan Job, 1024), make(chan Result, 1024)

@@ -126,7 +126,11 @@ func newRealEnv(t *testing.T) *realEnv {
 		t.Fatalf("opening channel: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &realEnv{p: New(Config{URL: amqpURL}, zaptest.NewLogger(t)), admin: ch, queues: map[string]string{}}
+	p, err := New(Config{URL: amqpURL}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &realEnv{p: p, admin: ch, queues: map[string]string{}}
 }
 
 // denied creates a user whose write permission covers the test's
@@ -148,7 +152,9 @@ func (r *realEnv) denied(t *testing.T) string {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(user, "pubtest")
-	r.p = New(Config{URL: u.String()}, r.p.log)
+	if r.p, err = New(Config{URL: u.String()}, r.p.log); err != nil {
+		t.Fatal(err)
+	}
 	return name
 }
 
@@ -258,7 +264,10 @@ func start(t *testing.T, e env, cfg Config) *harness {
 	if cfg.ReconnectMin == 0 {
 		cfg.ReconnectMin = 10 * time.Millisecond
 	}
-	p := New(cfg, zaptest.NewLogger(t))
+	p, err := New(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.dial = e.dial
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, e: e, p: p, in: make(chan Job, 4096), out: make(chan Result, 4096), cancel: cancel, done: make(chan error, 1)}

@@ -99,19 +99,27 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate names the field at fault.
+// Validate reports every bad field, by its YAML key (the strict retry
+// bounds are relay.hold_backoff); it expects Defaults to have filled the
+// zero ones. Errors never carry the URL's password.
 func (c *Config) Validate() error {
+	var errs []error
 	if c.URL == "" {
-		return errors.New("broker.url: required")
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
-		return fmt.Errorf("broker.url: %s is not an amqp:// or amqps:// URL", Redact(c.URL))
+		errs = append(errs, errors.New("broker.url: required"))
+	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+		errs = append(errs, fmt.Errorf("broker.url: %s is not an amqp:// or amqps:// URL", Redact(c.URL)))
 	}
 	if c.Window < 1 {
-		return errors.New("broker.window: must be at least 1")
+		errs = append(errs, errors.New("broker.window: must be at least 1"))
 	}
-	return nil
+	if c.MaxMessageSize < 1 {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.MaxMessageSize))
+	}
+	if c.StrictRetryMin <= 0 || c.StrictRetryMax < c.StrictRetryMin {
+		errs = append(errs, fmt.Errorf("relay.hold_backoff: base %s and max %s must be positive, base at most max",
+			c.StrictRetryMin, c.StrictRetryMax))
+	}
+	return errors.Join(errs...)
 }
 
 // Redact hides the password of a URL, for logs and errors.
@@ -203,12 +211,16 @@ type Publisher struct {
 	republished atomic.Uint64
 }
 
-// New builds a publisher; Run connects.
-func New(cfg Config, log *zap.Logger) *Publisher {
+// New builds a publisher, with cfg's zero fields defaulted; an invalid cfg
+// is an error naming the field. Run connects.
+func New(cfg Config, log *zap.Logger) (*Publisher, error) {
 	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	p := &Publisher{cfg: cfg, log: log, exchanges: newExchangeCache(4096), warn: newWarnLimiter(log, 10*time.Second)}
 	p.dial = p.dialAMQP
-	return p
+	return p, nil
 }
 
 // Connected reports whether the broker connection is up.

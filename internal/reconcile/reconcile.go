@@ -47,10 +47,14 @@ type Reconciler struct {
 	log       *zap.Logger
 }
 
-// New builds a Reconciler for cfg's tables and reconcile.consumers.
-// inboxes holds one connection pool per consumer, in the config's order:
-// replicas of the consumers' databases.
+// New builds a Reconciler for cfg's tables and reconcile.consumers (with
+// the defaults config.Parse fills; anything else is refused, naming the
+// key). inboxes holds one connection pool per consumer, in the config's
+// order: replicas of the consumers' databases.
 func New(cfg *config.Config, replica, primary *sql.DB, inboxes []*sql.DB, log *zap.Logger) (*Reconciler, error) {
+	if err := cfg.Reconcile.Validate(cfg.Tables); err != nil {
+		return nil, err
+	}
 	if len(inboxes) != len(cfg.Reconcile.Consumers) {
 		return nil, fmt.Errorf("reconcile: %d inbox connections for %d consumers", len(inboxes), len(cfg.Reconcile.Consumers))
 	}

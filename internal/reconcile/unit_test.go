@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -162,5 +165,14 @@ func TestReportOutput(t *testing.T) {
         "count": 0,
         "ids": []`) {
 		t.Errorf("no ids is not []:\n%s", out.String())
+	}
+}
+
+// New refuses a reconcile section Parse would not have let through, by its
+// YAML key, before reading anything.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	cfg := &config.Config{Name: "x", Reconcile: config.Reconcile{Window: 24 * time.Hour, PendingAfter: time.Minute, ChunkSize: 10}}
+	if _, err := New(cfg, nil, nil, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "reconcile.chunk_size: 10") {
+		t.Fatalf("error %v, want one naming reconcile.chunk_size", err)
 	}
 }

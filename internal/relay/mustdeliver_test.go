@@ -39,7 +39,10 @@ func testRelay(t *testing.T, tb *outbox.Table, dlx string) (*Relay, *observer.Ob
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.WarnLevel)
-	pub := publisher.New(publisher.Config{URL: "amqp://127.0.0.1:1/"}, zap.NewNop())
+	pub, err := publisher.New(publisher.Config{URL: "amqp://127.0.0.1:1/"}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := New(Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{pub}, nil, nil, zap.New(core))
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	return r, logs

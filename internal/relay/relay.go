@@ -95,19 +95,29 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate names the field at fault.
+// Validate reports every bad field, by its YAML key; it expects Defaults
+// to have filled the zero ones.
 func (c *Config) Validate() error {
-	switch {
-	case c.BatchSize < 1:
-		return errors.New("relay.batch_size: must be at least 1")
-	case c.FlushInterval <= 0:
-		return errors.New("relay.flush_interval: must be positive")
-	case c.CheckpointInterval <= 0:
-		return errors.New("relay.checkpoint_interval: must be positive")
-	case c.MaxInflightBytes < 0:
-		return errors.New("relay.max_inflight_bytes: must be positive")
+	var errs []error
+	if c.BatchSize < 1 {
+		errs = append(errs, errors.New("relay.batch_size: must be at least 1"))
 	}
-	return nil
+	if c.FlushInterval <= 0 {
+		errs = append(errs, errors.New("relay.flush_interval: must be positive"))
+	}
+	if c.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
+	}
+	if c.StoreOutageWindow < 0 {
+		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
+	}
+	if c.Buffer < 1 {
+		errs = append(errs, errors.New("relay.buffer: must be at least 1"))
+	}
+	if c.MaxInflightBytes < 1 {
+		errs = append(errs, errors.New("relay.max_inflight_bytes: must be positive"))
+	}
+	return errors.Join(errs...)
 }
 
 // Stats are the pipeline's counters, safe to read while it runs.

@@ -17,12 +17,11 @@ import (
 )
 
 // Backoff is exponential with jitter: base * factor^retries, capped, then
-// randomised by +/- jitter (a fraction).
+// randomised by +/- jitter (a fraction). It is the `retry:` section of the
+// relay's YAML (internal/app converts it); NewWriter fills its zero fields.
 type Backoff struct {
-	Base   time.Duration `yaml:"base"`
-	Factor float64       `yaml:"factor"`
-	Max    time.Duration `yaml:"max"`
-	Jitter float64       `yaml:"jitter"`
+	Base, Max      time.Duration
+	Factor, Jitter float64
 }
 
 // Defaults fills unset fields: 5s, x2, capped at 10 min, 20% jitter.

@@ -9,26 +9,23 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
-// Config tunes the sweeper. It sits under `sweeper:` in the relay's YAML;
-// errors name the field by its YAML path.
+// Config tunes the sweeper: the `sweeper:` section of the relay's YAML
+// (internal/app converts it). New fills the zero fields with Defaults and
+// refuses what Validate refuses; errors name the field by its YAML key.
 type Config struct {
-	// Enabled runs the sweeper inside `binlog-relay run` (nil means yes).
-	// The sweeper itself does not read it; `binlog-relay sweep` runs it
-	// either way.
-	Enabled *bool `yaml:"enabled"`
 	// Interval is how often the sweeper asks the replica whether anything is
 	// due (one cheap indexed query per table). The primary is touched only
 	// when the answer is yes.
-	Interval time.Duration `yaml:"interval"`
+	Interval time.Duration
 	// GracePeriod: a row is the sweeper's only once it is older than this, so
 	// it never races a healthy binlog path for a fresh row.
-	GracePeriod time.Duration `yaml:"grace_period"`
+	GracePeriod time.Duration
 	// BatchSize is the most rows one claim takes.
-	BatchSize int `yaml:"batch_size"`
+	BatchSize int
 	// ZombieTimeout: a row SENDING for longer (its claimer died mid-publish)
 	// goes back to PENDING.
-	ZombieTimeout time.Duration `yaml:"zombie_timeout"`
-	Archive       Archive       `yaml:"archive"`
+	ZombieTimeout time.Duration
+	Archive       Archive
 }
 
 // Archive modes.
@@ -41,20 +38,20 @@ const (
 // Archive moves or deletes old SENT rows. FAILED rows are never touched.
 type Archive struct {
 	// Mode is off (the default), delete or move.
-	Mode string `yaml:"mode"`
+	Mode string
 	// Retention: SENT rows whose updated_at (created_at when the table has
 	// none) is older than this are archived.
-	Retention time.Duration `yaml:"retention"`
+	Retention time.Duration
 	// BatchSize rows per statement, and Pause between statements, so the
 	// primary never holds a long lock for the archive.
-	BatchSize int           `yaml:"batch_size"`
-	Pause     time.Duration `yaml:"pause"`
+	BatchSize int
+	Pause     time.Duration
 	// Interval is how often the replica is asked whether anything is old
 	// enough.
-	Interval time.Duration `yaml:"interval"`
+	Interval time.Duration
 	// Table names the archive table for move: "{table}" stands for the outbox
 	// table's name; it lives in the outbox table's schema.
-	Table string `yaml:"table"`
+	Table string
 }
 
 // Defaults fills unset fields.

@@ -125,3 +125,12 @@ func TestInBatchesStopsWhenCancelled(t *testing.T) {
 		t.Errorf("err %v after %d calls", err, calls)
 	}
 }
+
+// New refuses an invalid Config with the key named, before touching any
+// table or server.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	_, err := New(Config{BatchSize: 20000}, nil, nil, nil, nil, nil, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "sweeper.batch_size: 20000") {
+		t.Fatalf("error %v, want one naming sweeper.batch_size", err)
+	}
+}

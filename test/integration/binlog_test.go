@@ -381,8 +381,11 @@ func TestReaderServerIDConflict(t *testing.T) {
 	defer cancel()
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
-		r := binlog.New(binlog.Config{Host: sh, Port: uint16(sp), User: "root", Flavor: binlog.FlavorMariaDB, ServerID: serverID,
+		r, err := binlog.New(binlog.Config{Host: sh, Port: uint16(sp), User: "root", Flavor: binlog.FlavorMariaDB, ServerID: serverID,
 			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, nil, nil, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := make(chan binlog.Event, 16)
 		go func() {
 			for {

@@ -1,0 +1,36 @@
+package publisher
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// New fills the defaults and refuses an invalid Config, each bad field
+// named by its YAML key and the URL's password never shown.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	var c Config
+	c.Defaults()
+	if c.MaxMessageSize != 128<<20 || c.Window != 1024 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if _, err := New(Config{URL: "amqp://guest:guest@127.0.0.1:5672/"}, zap.NewNop()); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	_, err := New(Config{URL: "http://relay:s3cret@rabbit/", Window: -1, MaxMessageSize: -1,
+		StrictRetryMin: time.Minute, StrictRetryMax: time.Second}, zap.NewNop())
+	for _, want := range []string{"broker.url: http://relay:xxxxx@rabbit/ is not", "broker.window: must be at least 1",
+		"broker.max_message_bytes: -1", "relay.hold_backoff: base 1m0s and max 1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	if _, err := New(Config{}, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "broker.url: required") {
+		t.Errorf("no URL: %v", err)
+	}
+}
