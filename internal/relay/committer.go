@@ -5,14 +5,11 @@ import (
 	"errors"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/router"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 )
 
 // committer is the last stage: it takes the publish results in binlog
@@ -211,31 +208,6 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 	return c.counted(ctx)
 }
 
-// deadLettered accounts for a row that went to the dead-letter exchange: it
-// is settled (a table without a status column has nothing to mark).
-func (c *committer) deadLettered(row *outbox.Row, exchange, reason string) {
-	c.r.Stats.DeadLettered.Add(1)
-	c.r.cfg.Observer.DeadLettered(row.Table, exchange, reason)
-	k := throttleKey{table: row.Table.FullName(), exchange: exchange, kind: "dead_lettered"}
-	if ok, suppressed := c.r.warn.allow(k); ok {
-		c.r.log.Warn("message sent to the dead-letter exchange", zap.String("table", k.table),
-			zap.String("message_id", router.MessageID(row)), zap.Any("id", row.ID), zap.String("exchange", exchange),
-			zap.String("dead_letter_exchange", c.r.cfg.DeadLetterExchange), zap.String("reason", reason),
-			zap.Int("suppressed", suppressed))
-	}
-}
-
-// logSuppressed reports the lines the throttle held back once their
-// interval is over.
-func (c *committer) logSuppressed(k throttleKey, n int) {
-	msg := "publish failed"
-	if k.kind == "dead_lettered" {
-		msg = "message sent to the dead-letter exchange"
-	}
-	c.r.log.Warn(msg+" (repeated; lines held back)", zap.String("table", k.table), zap.String("exchange", k.exchange),
-		zap.String("kind", k.kind), zap.Int("suppressed", n), zap.Duration("interval", c.r.cfg.WarnEvery))
-}
-
 // flush hands the confirmed rows, and the position reached, to the recorder.
 // The channel between them is small: a slow primary holds the pipeline.
 func (c *committer) flush(ctx context.Context, save, final bool) error {
@@ -265,49 +237,6 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	}
 }
 
-// failGroup is a run of failed rows of one table with the same attempt
-// (reason, retry count and limit): one UPDATE records them all. A backlog of
-// rows to a deleted exchange then costs the primary one statement per batch,
-// not one per row.
-type failGroup struct {
-	t        *outbox.Table
-	attempt  status.Attempt // ID unused
-	exchange string
-	kind     string
-	ids      []any
-	first    string // message id of the first row, for the log
-}
-
-// fail sends a row to the retry path: PENDING with a later next_retry_time
-// and the reason, or FAILED when its retries are used up. The write goes
-// with the next batch, before the checkpoint that passes the row; the
-// stream goes on behind it.
-func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
-	c.r.Stats.Failed.Add(1)
-	c.r.cfg.Observer.Failed(row.Table, exchange, cause)
-	t := row.Table
-	a := status.Attempt{
-		Retries:      intValue(row.Values[t.Columns.RetryCount]),
-		MaxRetries:   t.MaxRetries,
-		Reason:       cause.Error(),
-		FromStatuses: t.Statuses.Publishable,
-		Permanent:    errors.Is(cause, router.ErrNullField),
-	}
-	if t.Columns.MaxRetryCount != "" {
-		a.MaxRetries = intValue(row.Values[t.Columns.MaxRetryCount])
-	}
-	if n := len(c.fails); n > 0 {
-		if g := c.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
-			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries && g.attempt.Permanent == a.Permanent {
-			g.ids = append(g.ids, row.ID)
-			return c.counted(ctx)
-		}
-	}
-	c.fails = append(c.fails, &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause),
-		ids: []any{row.ID}, first: router.MessageID(row)})
-	return c.counted(ctx)
-}
-
 // counted notes one more row waiting for the next batch and hands the batch
 // over when it is full.
 func (c *committer) counted(ctx context.Context) error {
@@ -316,30 +245,4 @@ func (c *committer) counted(ctx context.Context) error {
 		return c.flush(ctx, false, false)
 	}
 	return nil
-}
-
-// failureKind names the kind of a publish failure, for throttling identical
-// warnings (the error text differs per row: message id, lengths).
-func failureKind(err error) string {
-	for _, k := range []struct {
-		err  error
-		kind string
-	}{
-		{publisher.ErrReturned, "returned"}, {publisher.ErrNacked, "nacked"}, {publisher.ErrTooLarge, "too_large"},
-		{publisher.ErrNoExchange, "no_exchange"}, {publisher.ErrRefused, "refused"},
-		{publisher.ErrFieldTooLong, "field_too_long"}, {router.ErrNoRoute, "route"},
-	} {
-		if errors.Is(err, k.err) {
-			return k.kind
-		}
-	}
-	return "other"
-}
-
-func intValue(v any) int {
-	n, ok := outbox.ValueUint64(v)
-	if !ok {
-		return 0
-	}
-	return int(n)
 }

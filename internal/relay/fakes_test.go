@@ -8,6 +8,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,17 +185,13 @@ func (f *fakeLane) Holding() (publisher.Hold, bool) {
 	return *f.hold, true
 }
 
-func (f *fakeLane) jobs() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.got)
-}
-
-// published returns the message ids offered to the broker, in order.
+// published returns the message ids offered to the broker, in order (a
+// refused message once per attempt).
 func (f *fakeLane) published() []string {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.attempts...)
+	ids := slices.Clone(f.attempts)
+	f.mu.Unlock()
+	return ids
 }
 
 // journal is what the fake marker and store wrote, in order: a user's view
@@ -293,19 +290,28 @@ func statuslessTable(t *testing.T) *outbox.Table {
 	return tb
 }
 
-// markedTable is the producer-message preset, partitioned by routing key:
-// each settled row is marked SENT or sent to the retry path.
-func markedTable(t *testing.T) *outbox.Table {
+// presetTable is a preset's table in schema shop, partitioned by the
+// partitionKey column (the preset's own when empty).
+func presetTable(t *testing.T, name, partitionKey string) *outbox.Table {
 	t.Helper()
-	p, err := outbox.Preset("producer-message")
+	p, err := outbox.Preset(name)
+	if err == nil {
+		p.Schema = "shop"
+		if partitionKey != "" {
+			p.Route.PartitionKey = partitionKey
+		}
+		err = p.Validate("tables[0]")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Schema, p.Route.PartitionKey = "shop", "routing_key"
-	if err := p.Validate("tables[0]"); err != nil {
-		t.Fatal(err)
-	}
 	return &p
+}
+
+// markedTable is the producer-message preset, partitioned by routing key:
+// each settled row is marked SENT or sent to the retry path.
+func markedTable(t *testing.T) *outbox.Table {
+	return presetTable(t, "producer-message", "routing_key")
 }
 
 // markedRow is a pending row of markedTable: message id m-<id>, to the
@@ -316,18 +322,8 @@ func markedRow(tb *outbox.Table, id, retries int, key string) *outbox.Row {
 		"retry_count": retries, "max_retry_count": 5}}
 }
 
-func debeziumTable(t *testing.T) *outbox.Table {
-	t.Helper()
-	p, err := outbox.Preset("debezium")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Schema = "shop"
-	if err := p.Validate("tables[0]"); err != nil {
-		t.Fatal(err)
-	}
-	return &p
-}
+// debeziumTable has no status column: its rows must be delivered.
+func debeziumTable(t *testing.T) *outbox.Table { return presetTable(t, "debezium", "") }
 
 // testRelay is a relay with a router over tb and an idle publisher, enough
 // for the route and commit stages.

@@ -105,7 +105,7 @@ func TestCheckpointWaitsForEveryLane(t *testing.T) {
 		p.commit(uint32(200 + i))
 	}
 	waitFor(t, 5*time.Second, func() bool { return p.store.last() == 100 }, "checkpoint at %d, want 100 (tx 1 settled)", p.store.last())
-	waitFor(t, 5*time.Second, func() bool { return free.jobs() == 38 }, "the free lane got %d rows, want 38", free.jobs())
+	waitFor(t, 5*time.Second, func() bool { return len(free.published()) == 38 }, "the free lane got %d rows, want 38", len(free.published()))
 	holds(t, 30*time.Millisecond, func() error { // several checkpoint intervals: it must not move
 		if got := p.store.last(); got != 100 {
 			return fmt.Errorf("checkpoint moved to %d while a row of tx 2 was held on its lane", got)

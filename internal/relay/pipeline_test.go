@@ -86,6 +86,30 @@ func (p *pipeline) stop(t *testing.T) error {
 	}
 }
 
+// finish waits for the checkpoint to reach cp, stops the run and checks
+// the outcome.
+func (p *pipeline) finish(t *testing.T, cp uint32, sent []any, txs []tx) {
+	t.Helper()
+	waitFor(t, 5*time.Second, func() bool { return p.j.last() == cp }, "checkpoint at %d, want %d", p.j.last(), cp)
+	if err := p.stop(t); err != nil {
+		t.Fatalf("a graceful stop returned %v", err)
+	}
+	p.check(t, cp, sent, txs)
+}
+
+// check looks at the run as a user would: the last checkpoint, the rows
+// marked SENT, and the order of every write (checkCommitOrder).
+func (p *pipeline) check(t *testing.T, cp uint32, sent []any, txs []tx) {
+	t.Helper()
+	if got := p.j.last(); got != cp {
+		t.Fatalf("checkpoint at %d, want %d: %v", got, cp, p.j.all())
+	}
+	if got := p.j.ids("sent"); !slices.Equal(got, sent) {
+		t.Fatalf("rows marked SENT %v, want %v", got, sent)
+	}
+	checkCommitOrder(t, p.j, txs)
+}
+
 // checkCommitOrder checks the journal as a user would after a run: rows
 // marked SENT in binlog order, and so the rows sent to the retry path (a
 // batch writes its marks before its failures), checkpoints only at commits and never moving back,
@@ -165,14 +189,7 @@ func TestSettlesInCommitOrder(t *testing.T) {
 				return nil
 			})
 			close(lanes[tc.late].gate)
-			waitFor(t, 5*time.Second, func() bool { return p.j.last() == 400 }, "checkpoint at %d, want 400", p.j.last())
-			if err := p.stop(t); err != nil {
-				t.Fatal(err)
-			}
-			if got := p.j.ids("sent"); !slices.Equal(got, ids(1, 2, 3, 4, 5, 6)) {
-				t.Fatalf("rows marked SENT %v, want 1..6 in binlog order", got)
-			}
-			checkCommitOrder(t, p.j, txs)
+			p.finish(t, 400, ids(1, 2, 3, 4, 5, 6), txs)
 		})
 	}
 }
@@ -204,14 +221,7 @@ func TestCheckpointCappedAtLowestUnfinishedTransaction(t *testing.T) {
 		return nil
 	})
 	close(held.gate)
-	waitFor(t, 5*time.Second, func() bool { return p.j.last() == 500 }, "checkpoint at %d, want 500", p.j.last())
-	if err := p.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.j.ids("sent"); !slices.Equal(got, ids(1, 2, 3, 4, 5, 6)) {
-		t.Fatalf("rows marked SENT %v, want 1..6", got)
-	}
-	checkCommitOrder(t, p.j, txs)
+	p.finish(t, 500, ids(1, 2, 3, 4, 5, 6), txs)
 }
 
 // A row the broker refuses: in strict mode it holds the stream (nothing
@@ -243,20 +253,13 @@ func TestRefusedRowStrictHold(t *testing.T) {
 				waitStrictHold(t, p, lane)
 				accept.Store(true)
 			}
-			waitFor(t, 5*time.Second, func() bool { return p.j.last() == 300 }, "checkpoint at %d, want 300", p.j.last())
-			if err := p.stop(t); err != nil {
-				t.Fatal(err)
-			}
+			p.finish(t, 300, tc.sent, txs)
 			if _, held := p.r.Holding(); held {
 				t.Fatal("still holding after the broker took the row")
-			}
-			if got := p.j.ids("sent"); !slices.Equal(got, tc.sent) {
-				t.Fatalf("rows marked SENT %v, want %v", got, tc.sent)
 			}
 			if got := p.j.ids("retry"); !slices.Equal(got, tc.retried) {
 				t.Fatalf("rows sent to the retry path %v, want %v", got, tc.retried)
 			}
-			checkCommitOrder(t, p.j, txs)
 		})
 	}
 }
@@ -319,13 +322,7 @@ func TestStopAtTransactionBoundary(t *testing.T) {
 			if err := p.stop(t); err != nil {
 				t.Fatalf("a graceful stop returned %v", err)
 			}
-			if got := p.j.last(); got != tc.cp {
-				t.Fatalf("checkpoint at %d after the stop, want %d: %v", got, tc.cp, p.j.all())
-			}
-			if got := p.j.ids("sent"); !slices.Equal(got, tc.sent) {
-				t.Fatalf("rows marked SENT %v, want %v", got, tc.sent)
-			}
-			checkCommitOrder(t, p.j, txs)
+			p.check(t, tc.cp, tc.sent, txs)
 		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 )
 
 // recorder writes the committer's batches in order: the SENT updates (one
@@ -72,37 +71,6 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, ids []any) err
 	})
 }
 
-// recordFailures writes one group of failures (retried until the primary
-// takes it: the checkpoint must not pass unrecorded rows) and logs it,
-// throttled.
-func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
-	var (
-		outcome  status.Outcome
-		recorded int64
-	)
-	err := retry(ctx, w.r.log, "recording failed publishes", func() error {
-		var err error
-		outcome, recorded, err = w.r.marker.MarkRetryMany(ctx, g.t, g.attempt, g.ids)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if int(recorded) < len(g.ids) {
-		// The rest left their publishable status meanwhile (the sweeper
-		// sent them, or someone changed them): the newer status stands.
-		w.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
-			zap.String("table", g.t.FullName()), zap.Int("rows", len(g.ids)), zap.Int64("recorded", recorded))
-	}
-	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
-	if ok, suppressed := w.r.warn.allow(k); ok {
-		w.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", g.first),
-			zap.Any("id", g.ids[0]), zap.Int("rows", len(g.ids)), zap.String("exchange", g.exchange),
-			zap.String("reason", g.attempt.Reason), zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
-	}
-	return nil
-}
-
 // save stores the position. While the store is unreachable the pipeline
 // keeps publishing for StoreOutageWindow with the position held here (a
 // crash then replays from the last save, so the window bounds the replay),
@@ -141,19 +109,6 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 	w.r.cfg.Observer.Checkpointed(cp)
 	w.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
 	return nil
-}
-
-func outcomeName(o status.Outcome) string {
-	switch o {
-	case status.Retrying:
-		return "retry scheduled"
-	case status.Failed:
-		return "FAILED"
-	default:
-		// The row left its publishable status meanwhile (the sweeper sent
-		// it, or someone changed it): the newer status stands.
-		return "not recorded (the row is no longer in a publishable status)"
-	}
 }
 
 // retry runs op until it succeeds or ctx ends, with capped backoff. A
