@@ -76,7 +76,7 @@ type machine struct {
 	// proven holds the exchanges that took a publish from this user on
 	// the current connection (probeGate).
 	proven *exchangeCache
-	// requeued: settleHead put the head back to be published again.
+	// requeued: handOverHead put the head back to be published again.
 	requeued bool
 	// free holds settled entries for reuse (recycle).
 	free []*entry
@@ -140,7 +140,7 @@ func (m *machine) step() error {
 			}
 		}
 		m.requeued = false
-		if err := m.settleHead(); err != nil || !m.requeued {
+		if err := m.handOverHead(); err != nil || !m.requeued {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 // budget bounds the bytes of the rows between the router and the settle
 // stage (the jobs channel, the publisher's window and the results channel):
-// the router takes a row's weight before handing it on and the settler gives
+// the router takes a row's weight before handing it on and the committer gives
 // it back once the row is settled, so a backlog of large payloads waits in
 // the binlog, not in memory. A row heavier than the whole budget takes all
 // of it and passes alone: it waits for the rows ahead to settle, and nothing

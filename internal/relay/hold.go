@@ -95,28 +95,28 @@ func (r *Relay) unroutableMessage(row *outbox.Row, cause error) *router.Message 
 		}}
 }
 
-// holdUnrecorded is the settler's answer to a failed result for a row whose
+// holdUnrecorded is the committer's answer to a failed result for a row whose
 // failure cannot be recorded (no status column). The publisher delivers such
 // rows or dead-letters them and never reports them failed; should one come
-// back failed all the same, skipping it would lose it, so the settler marks
+// back failed all the same, skipping it would lose it, so the committer marks
 // what came before, saves the checkpoint below the row and waits for the
 // stop. After it, later results are drained without being applied: the
 // checkpoint never passes the row.
-func (s *settler) holdUnrecorded(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
-	if err := s.flush(ctx, true, false); err != nil {
+func (c *committer) holdUnrecorded(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
+	if err := c.flush(ctx, true, false); err != nil {
 		return err
 	}
 	h := &publisher.Hold{MessageID: router.MessageID(row), Exchange: exchange, Reason: cause.Error(), Since: time.Now(), Attempts: 1}
-	s.r.hold.Store(h)
-	s.r.log.Error("a row of a table without a status column failed and cannot be recorded: the stream holds behind it until the relay is restarted",
+	c.r.hold.Store(h)
+	c.r.log.Error("a row of a table without a status column failed and cannot be recorded: the stream holds behind it until the relay is restarted",
 		zap.String("table", row.Table.FullName()), zap.String("message_id", h.MessageID), zap.String("exchange", exchange),
 		zap.Any("id", row.ID), zap.String("reason", h.Reason))
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-s.stop.Done():
+	case <-c.stop.Done():
 	}
-	s.discard = true
+	c.discard = true
 	return nil
 }
 

@@ -49,7 +49,7 @@ func LaneOf(msg *router.Message, n int) (lane int, key uint64) {
 // each row to its lane and notes, in order, which lane it went to (markers,
 // the commits and the rows that were not published, are noted with the job
 // itself); the merger reads that order and takes each result from its
-// lane, so the settle stage sees every result in binlog order, exactly as
+// lane, so the committer sees every result in binlog order, exactly as
 // from a single lane. That is what keeps the checkpoint rule unchanged: a
 // commit is applied only once every row before it, on every lane, is
 // settled. The order channel's capacity bounds how far the lanes run ahead

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
@@ -49,85 +48,6 @@ func TestLaneOfSpreadsKeysAndPinsKeylessRowsToLaneZero(t *testing.T) {
 	}
 }
 
-// fakeLane confirms every job in order; while gate is open (not closed) it
-// holds each result until the gate closes.
-type fakeLane struct {
-	gate  chan struct{}
-	delay func() time.Duration
-	mu    sync.Mutex
-	got   []publisher.Job
-}
-
-func (f *fakeLane) Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error {
-	for job := range in {
-		f.mu.Lock()
-		f.got = append(f.got, job)
-		f.mu.Unlock()
-		if f.gate != nil {
-			select {
-			case <-f.gate:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if f.delay != nil {
-			time.Sleep(f.delay())
-		}
-		select {
-		case out <- publisher.Result{Job: job}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-func (f *fakeLane) Connected() bool                 { return true }
-func (f *fakeLane) Holding() (publisher.Hold, bool) { return publisher.Hold{}, false }
-
-func (f *fakeLane) jobs() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.got)
-}
-
-// fakeStore records every checkpoint saved.
-type fakeStore struct {
-	mu    sync.Mutex
-	saved []checkpoint.Checkpoint
-}
-
-func (s *fakeStore) Load(context.Context) (checkpoint.Checkpoint, error) {
-	return checkpoint.Checkpoint{}, checkpoint.ErrNotFound
-}
-
-func (s *fakeStore) Save(_ context.Context, c checkpoint.Checkpoint) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.saved = append(s.saved, c)
-	return nil
-}
-
-func (s *fakeStore) last() uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.saved) == 0 {
-		return 0
-	}
-	return s.saved[len(s.saved)-1].Pos
-}
-
-// statuslessTable has no status column: settling a row writes nothing.
-func statuslessTable(t *testing.T) *outbox.Table {
-	t.Helper()
-	tb := &outbox.Table{Schema: "shop", Name: "events", Columns: outbox.Columns{ID: "id", Payload: "payload"},
-		Route: outbox.Route{Exchange: "events", PartitionKey: "aggregate_id"}}
-	if err := tb.Validate("tables[0]"); err != nil {
-		t.Fatal(err)
-	}
-	return tb
-}
-
 // lanePipeline runs the publish and settle stages of a relay over fake
 // lanes, fed with jobs directly.
 type lanePipeline struct {
@@ -140,7 +60,7 @@ type lanePipeline struct {
 
 func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 	t.Helper()
-	store := &fakeStore{}
+	store := &fakeStore{j: &journal{}}
 	r := New(Config{CheckpointInterval: 5 * time.Millisecond, FlushInterval: 5 * time.Millisecond, Buffer: 64},
 		nil, nil, lanes, nil, store, zap.NewNop())
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
@@ -150,7 +70,7 @@ func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 	go func() {
 		g, gctx := errgroup.WithContext(ctx)
 		results := r.publish(g, gctx, p.jobs)
-		g.Go(func() error { return r.settle(gctx, ctx, start, results) })
+		g.Go(func() error { return r.commitResults(gctx, ctx, start, results) })
 		p.done <- g.Wait()
 	}()
 	t.Cleanup(cancel)
@@ -164,30 +84,7 @@ func (p *lanePipeline) row(tb *outbox.Table, id int, key string) {
 }
 
 func (p *lanePipeline) commit(pos uint32) {
-	p.jobs <- publisher.Job{Tag: binlog.Commit{File: "bin.000001", Pos: pos}}
-}
-
-// keysOnLanes returns two keys that hash to different lanes of n.
-func keysOnLanes(n int) (string, string) {
-	a := "key-0"
-	la, _ := LaneOf(&router.Message{PartitionKey: a, Keyed: true}, n)
-	for i := 1; ; i++ {
-		b := fmt.Sprintf("key-%d", i)
-		if lb, _ := LaneOf(&router.Message{PartitionKey: b, Keyed: true}, n); lb != la {
-			return a, b
-		}
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	p.jobs <- publisher.Job{Tag: commitTicket{binlog.Commit{File: "bin.000001", Pos: pos}}}
 }
 
 // The checkpoint rule across lanes: a lane that holds a row keeps the
@@ -196,12 +93,8 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, format string
 func TestCheckpointWaitsForEveryLane(t *testing.T) {
 	tb := statuslessTable(t)
 	held, free := &fakeLane{gate: make(chan struct{})}, &fakeLane{}
-	slow, fast := keysOnLanes(2)
-	lanes := []Lane{held, free}
-	if l, _ := LaneOf(&router.Message{PartitionKey: slow, Keyed: true}, 2); l != 0 {
-		lanes = []Lane{free, held}
-	}
-	p := startLanes(t, lanes...)
+	slow, fast := keyOnLane(0, 2), keyOnLane(1, 2)
+	p := startLanes(t, held, free)
 	p.row(tb, 1, fast)
 	p.commit(100) // tx 1: only the free lane's row
 	p.row(tb, 2, fast)
@@ -212,11 +105,13 @@ func TestCheckpointWaitsForEveryLane(t *testing.T) {
 		p.commit(uint32(200 + i))
 	}
 	waitFor(t, 5*time.Second, func() bool { return p.store.last() == 100 }, "checkpoint at %d, want 100 (tx 1 settled)", p.store.last())
-	waitFor(t, 5*time.Second, func() bool { return free.jobs() == 38 }, "the free lane got %d rows, want 38", free.jobs())
-	time.Sleep(30 * time.Millisecond) // several checkpoint intervals: it must not move
-	if got := p.store.last(); got != 100 {
-		t.Fatalf("checkpoint moved to %d while a row of tx 2 was held on its lane", got)
-	}
+	waitFor(t, 5*time.Second, func() bool { return len(free.published()) == 38 }, "the free lane got %d rows, want 38", len(free.published()))
+	holds(t, 30*time.Millisecond, func() error { // several checkpoint intervals: it must not move
+		if got := p.store.last(); got != 100 {
+			return fmt.Errorf("checkpoint moved to %d while a row of tx 2 was held on its lane", got)
+		}
+		return nil
+	})
 	if got := p.r.LaneInflight(); got[0]+got[1] != 37 {
 		t.Errorf("in flight per lane %v, want 37 rows in all (the held one and the 36 behind it)", got)
 	}

@@ -8,45 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 )
-
-func debeziumTable(t *testing.T) *outbox.Table {
-	t.Helper()
-	p, err := outbox.Preset("debezium")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Schema = "shop"
-	if err := p.Validate("tables[0]"); err != nil {
-		t.Fatal(err)
-	}
-	return &p
-}
-
-// testRelay is a relay with a router over tb and an idle publisher, enough
-// for the route and settle stages.
-func testRelay(t *testing.T, tb *outbox.Table, dlx string) (*Relay, *observer.ObservedLogs) {
-	t.Helper()
-	rt, err := router.New([]*outbox.Table{tb}, "relay-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zap.WarnLevel)
-	pub, err := publisher.New(publisher.Config{URL: "amqp://127.0.0.1:1/"}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := New(Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{pub}, nil, nil, zap.New(core))
-	r.budget = newBudget(r.cfg.MaxInflightBytes)
-	return r, logs
-}
 
 func debeziumRow(tb *outbox.Table, id, aggregateType string) *outbox.Row {
 	v := map[string]any{"id": id, "aggregateid": "a-1", "type": "order.created", "payload": []byte(`{"n":1}`)}
@@ -117,7 +83,7 @@ func TestStatuslessUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 
 	// Settling it counts a dead-lettered row, not a published or failed one,
 	// and gives its budget back.
-	s := &settler{r: r, stop: context.Background(), pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
+	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
 	if err := s.handle(context.Background(), publisher.Result{Job: jobs[0]}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +152,13 @@ func TestStatuslessUnroutableRowHoldsWithoutDeadLetterExchange(t *testing.T) {
 }
 
 // A failed result for a status-less row (which the publisher never reports
-// for a must-deliver message) is not skipped: the settler holds, and after
+// for a must-deliver message) is not skipped: the committer holds, and after
 // the stop applies no later commit.
 func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	tb := debeziumTable(t)
 	r, _ := testRelay(t, tb, "")
 	stop, cancel := context.WithCancel(context.Background())
-	s := &settler{r: r, stop: stop, pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
+	s := &committer{r: r, stop: stop, pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
 	row := debeziumRow(tb, "e-9", "orders")
 	w, _ := r.budget.acquire(context.Background(), 100)
 	res := publisher.Result{Job: publisher.Job{Msg: &router.Message{Exchange: "orders"}, Tag: &inflightRow{row: row, weight: w}, MustDeliver: true},
@@ -201,7 +167,7 @@ func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	go func() { done <- s.handle(context.Background(), res) }()
 	select {
 	case err := <-done:
-		t.Fatalf("the settler went past a failed status-less row (err %v)", err)
+		t.Fatalf("the committer went past a failed status-less row (err %v)", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	if h, ok := r.Holding(); !ok || h.MessageID != "e-9" || h.Exchange != "orders" || !errors.Is(res.Err, publisher.ErrNoExchange) {
@@ -213,7 +179,7 @@ func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	}
 	// Later commits are not applied (the tracker is nil here: applying one
 	// would panic).
-	if err := s.handle(context.Background(), publisher.Result{Job: publisher.Job{Tag: binlog.Commit{}}}); err != nil || s.advanced {
+	if err := s.handle(context.Background(), publisher.Result{Job: publisher.Job{Tag: commitTicket{}}}); err != nil || s.advanced {
 		t.Fatalf("a commit after the hold was applied: %v", err)
 	}
 }

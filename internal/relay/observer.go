@@ -8,8 +8,8 @@ import (
 )
 
 // Observer is told what the pipeline does, for metrics. Calls come from the
-// settle stage, one goroutine, in binlog order; implementations must be
-// cheap (they run per row).
+// last stage (the committer and the recorder), in binlog order;
+// implementations must be cheap (they run per row).
 type Observer interface {
 	// Published: confirmed and routed. confirm is publish-to-confirm time;
 	// sinceCommit is from the source's commit timestamp (second precision).

@@ -23,7 +23,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 )
 
 // Config tunes the pipeline.
@@ -137,11 +136,11 @@ type Stats struct {
 // Relay is one binlog path.
 type Relay struct {
 	cfg    Config
-	reader *binlog.Reader
+	reader Reader
 	router *router.Router
 	lanes  []Lane
-	status *status.Writer
-	store  checkpoint.Store
+	marker Marker
+	store  CheckpointStore
 	log    *zap.Logger
 	Stats  Stats
 
@@ -188,10 +187,10 @@ func (r *Relay) BrokerConnected() bool {
 
 // New wires a relay. Rows are published on lanes (at least one): with
 // several, each row goes to the lane its partition key hashes to.
-func New(cfg Config, reader *binlog.Reader, rt *router.Router, lanes []Lane,
-	sw *status.Writer, store checkpoint.Store, log *zap.Logger) *Relay {
+func New(cfg Config, reader Reader, rt *router.Router, lanes []Lane,
+	marker Marker, store CheckpointStore, log *zap.Logger) *Relay {
 	cfg.Defaults()
-	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, status: sw, store: store, log: log,
+	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, marker: marker, store: store, log: log,
 		warn: newThrottle(cfg.WarnEvery)}
 }
 
@@ -202,24 +201,6 @@ func (r *Relay) LastCheckpoint() (checkpoint.Checkpoint, bool) {
 		return checkpoint.Checkpoint{}, false
 	}
 	return *c, true
-}
-
-// rowFailure rides in the ordered stream for a row that could not be
-// routed: it is recorded at its place in the order.
-type rowFailure struct {
-	row    *outbox.Row
-	err    error
-	weight int64 // taken from the budget
-}
-
-// inflightRow tags a row's job in the ordered stream.
-type inflightRow struct {
-	row    *outbox.Row
-	weight int64 // taken from the budget
-	// unroutable is set when the relay itself addressed the row to the
-	// dead-letter exchange because it could not be routed (why, and the
-	// table's own route is unknown).
-	unroutable error
 }
 
 // eventsBuffer caps the channel from the binlog reader: rows in it are not
@@ -263,7 +244,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	})
 	results := r.publish(g, gctx, jobs) // lanes.go
 	g.Go(func() error {
-		return r.settle(gctx, ctx, start, results)
+		return r.commitResults(gctx, ctx, start, results)
 	})
 	err := g.Wait()
 	if cause := context.Cause(hardCtx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -302,7 +283,7 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 				return nil
 			}
 		case binlog.KindCommit:
-			job = publisher.Job{Tag: ev.Commit}
+			job = publisher.Job{Tag: commitTicket{ev.Commit}}
 		default:
 			continue
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 // A prepared XA branch's rows live only in the reader's memory until its
-// XA COMMIT: no position past the prepare may be handed to the marker, or
+// XA COMMIT: no position past the prepare may be handed to the recorder, or
 // a restart there would never read those rows again.
 func TestCheckpointStaysBeforeAnOpenXABranch(t *testing.T) {
 	r, _ := testRelay(t, debeziumTable(t), "")
@@ -19,11 +19,11 @@ func TestCheckpointStaysBeforeAnOpenXABranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := make(chan batch, 8)
-	s := &settler{r: r, stop: context.Background(), tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
+	s := &committer{r: r, stop: context.Background(), tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
 	ctx := context.Background()
 	commit := func(pos uint32, openXA bool) {
 		t.Helper()
-		c := binlog.Commit{File: "b.000001", Pos: pos, OpenXA: openXA}
+		c := commitTicket{binlog.Commit{File: "b.000001", Pos: pos, OpenXA: openXA}}
 		if err := s.handle(ctx, publisher.Result{Job: publisher.Job{Tag: c}}); err != nil {
 			t.Fatal(err)
 		}

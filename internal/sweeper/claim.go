@@ -65,7 +65,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context, p *plan) (batchResult, error) 
 	err = s.persist(ctx, func() error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			r.sent, r.retrying, r.failed, err = s.settle(ctx, tx, p, sent, failed)
+			r.sent, r.retrying, r.failed, err = s.finishClaim(ctx, tx, p, sent, failed)
 			return err
 		})
 	})
@@ -125,7 +125,7 @@ func (s *Sweeper) sweepLocked(ctx context.Context, p *plan) (batchResult, error)
 			if err != nil {
 				return err
 			}
-			r.sent, r.retrying, r.failed, err = s.settle(ctx, tx, p, sent, failed)
+			r.sent, r.retrying, r.failed, err = s.finishClaim(ctx, tx, p, sent, failed)
 			return err
 		})
 	})
@@ -243,9 +243,9 @@ func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed
 	return sent, failed, nil
 }
 
-// settle marks the confirmed rows SENT and sends the failed ones to the
+// finishClaim marks the confirmed rows SENT and sends the failed ones to the
 // retry path, all version-checked against the claim.
-func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []*claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
+func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, sent []*claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
 	t := p.t
 	byVersion := map[int64][]any{}
 	for _, c := range sent {

@@ -6,10 +6,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// settleHead hands over the results at the head of the queue, in job order.
+// handOverHead hands over the results at the head of the queue, in job order.
 // A failed message that must not fail (MustDeliver, or any message in
 // strict mode) stays at the head: it is dead-lettered or held.
-func (m *machine) settleHead() error {
+func (m *machine) handOverHead() error {
 	for len(m.q) > 0 {
 		e := m.q[0]
 		if e.job.Msg != nil && e.state != done {

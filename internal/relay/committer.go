@@ -1,0 +1,248 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+)
+
+// committer is the last stage: it takes the publish results in binlog
+// order, applies each transaction's commit once every row before it is
+// settled, batches SENT marks and failures, and hands the batches, with the
+// position reached, to the recorder, which writes them and saves the
+// checkpoint. Batches are written in order, so once one is written every
+// commit before its position has all its rows confirmed and marked: that
+// position is safe to save. The writes run beside the committer (not inside
+// it) so the primary's round trip never stalls the confirms behind it.
+type committer struct {
+	r    *Relay
+	stop context.Context // the graceful stop
+	// discard is set once the stream held behind a row it could not record
+	// and the stop came: later results only give their budget back.
+	discard  bool
+	tracker  *binlog.Tracker
+	pending  map[*outbox.Table][]any
+	fails    []*failGroup // failures to record, in the order they came
+	count    int          // marks and failures waiting for the next batch
+	advanced bool         // commits applied since the last batch
+	// xaOpen: the last commit left a prepared XA branch open in the
+	// reader's memory; no position past its prepare is handed on. safe is
+	// the position before that prepare, if not handed on yet.
+	xaOpen  bool
+	safe    *binlog.Position
+	handed  bool // a position was handed to the recorder (the start one may never have been saved)
+	batches chan<- batch
+}
+
+// batch is one hand-over from the committer to the recorder.
+type batch struct {
+	marks map[*outbox.Table][]any
+	// fails are the failed rows to record, grouped by identical attempt.
+	fails []*failGroup
+	// pos is the position after the last commit applied before the batch,
+	// nil when no commit came since the previous batch.
+	pos *binlog.Position
+	// save asks for a checkpoint save after the marks; final is the drain's
+	// last batch.
+	save, final bool
+}
+
+// ticket rides in a job's Tag through the publisher and comes back with its
+// result: each kind knows how its result is applied, so the committer needs
+// no switch over what a job carries.
+type ticket interface {
+	apply(ctx context.Context, c *committer, res publisher.Result) error
+}
+
+// commitTicket is the end of a transaction in the ordered stream.
+type commitTicket struct{ commit binlog.Commit }
+
+// rowFailure is a row that could not be routed: it is recorded at its place
+// in the order.
+type rowFailure struct {
+	row    *outbox.Row
+	err    error
+	weight int64 // taken from the budget
+}
+
+// inflightRow is a row's job in the ordered stream.
+type inflightRow struct {
+	row    *outbox.Row
+	weight int64 // taken from the budget
+	// unroutable is set when the relay itself addressed the row to the
+	// dead-letter exchange because it could not be routed (why, and the
+	// table's own route is unknown).
+	unroutable error
+}
+
+// errNoTicket: a result whose job the relay did not make; only a bug in
+// the wiring brings one.
+var errNoTicket = errors.New("a publish result without a relay ticket")
+
+// commitResults runs the committer and the recorder until results is
+// drained (the final batch is written and saved) or ctx ends.
+func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, results <-chan publisher.Result) error {
+	tracker, err := binlog.NewTracker(start)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	batches := make(chan batch, 2)
+	rec := &recorder{r: r}
+	g.Go(func() error { return rec.run(gctx, batches) })
+	c := &committer{r: r, stop: stop, tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
+	g.Go(func() error {
+		defer close(batches)
+		return c.run(gctx, results)
+	})
+	return g.Wait()
+}
+
+func (c *committer) run(ctx context.Context, results <-chan publisher.Result) error {
+	flushTick := time.NewTicker(c.r.cfg.FlushInterval)
+	defer flushTick.Stop()
+	saveTick := time.NewTicker(c.r.cfg.CheckpointInterval)
+	defer saveTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case res, ok := <-results:
+			if !ok {
+				// Drained: mark the rest and save where we stand.
+				return c.flush(ctx, true, true)
+			}
+			if err := c.handle(ctx, res); err != nil {
+				return err
+			}
+		case <-flushTick.C:
+			c.r.warn.flush(c.logSuppressed)
+			if err := c.flush(ctx, false, false); err != nil {
+				return err
+			}
+		case <-saveTick.C:
+			if err := c.flush(ctx, true, false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *committer) handle(ctx context.Context, res publisher.Result) error {
+	t, ok := res.Job.Tag.(ticket)
+	if !ok {
+		return errNoTicket
+	}
+	return t.apply(ctx, c, res)
+}
+
+func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result) error {
+	if c.discard {
+		return nil
+	}
+	tx := t.commit
+	if tx.OpenXA && !c.xaOpen && (c.advanced || !c.handed) {
+		pos := c.tracker.Position()
+		c.safe = &pos
+	}
+	if err := c.tracker.Apply(tx); err != nil {
+		return err
+	}
+	c.xaOpen = tx.OpenXA
+	c.advanced = !c.xaOpen
+	if !c.xaOpen {
+		c.safe = nil
+	}
+	return nil
+}
+
+func (t rowFailure) apply(ctx context.Context, c *committer, _ publisher.Result) error {
+	defer c.r.budget.release(t.weight)
+	if c.discard {
+		return nil
+	}
+	return c.fail(ctx, t.row, "", t.err)
+}
+
+func (t *inflightRow) apply(ctx context.Context, c *committer, res publisher.Result) error {
+	defer c.r.budget.release(t.weight)
+	if c.discard {
+		return nil
+	}
+	return c.row(ctx, t, res)
+}
+
+// row settles one published row: SENT (batched), dead-lettered, or failed.
+func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Result) error {
+	row, exchange := tag.row, res.Job.Msg.Exchange
+	statusless := row.Table.Columns.Status == ""
+	switch {
+	case res.Err != nil && statusless:
+		return c.holdUnrecorded(ctx, row, exchange, res.Err)
+	case res.Err != nil:
+		return c.fail(ctx, row, exchange, res.Err)
+	case tag.unroutable != nil:
+		// The relay addressed it to the dead-letter exchange itself.
+		c.deadLettered(row, "", tag.unroutable.Error())
+		return nil
+	case res.DeadLettered:
+		c.deadLettered(row, exchange, res.Reason)
+		return nil
+	}
+	c.r.Stats.Published.Add(1)
+	var sinceCommit time.Duration
+	if row.EventTime > 0 {
+		sinceCommit = time.Since(time.Unix(int64(row.EventTime), 0))
+	}
+	c.r.cfg.Observer.Published(row.Table, exchange, res.Latency, sinceCommit)
+	if statusless {
+		return nil
+	}
+	c.pending[row.Table] = append(c.pending[row.Table], row.ID)
+	return c.counted(ctx)
+}
+
+// flush hands the confirmed rows, and the position reached, to the recorder.
+// The channel between them is small: a slow primary holds the pipeline.
+func (c *committer) flush(ctx context.Context, save, final bool) error {
+	// A save request always goes through: the recorder may hold a position
+	// that an earlier batch brought and no save has stored yet.
+	if c.count == 0 && !c.advanced && c.safe == nil && !save {
+		return nil
+	}
+	b := batch{save: save, final: final}
+	if c.count > 0 {
+		b.marks, c.pending, c.count = c.pending, map[*outbox.Table][]any{}, 0
+		b.fails, c.fails = c.fails, nil
+	}
+	switch {
+	case c.advanced:
+		pos := c.tracker.Position()
+		b.pos, c.advanced = &pos, false
+	case c.safe != nil:
+		b.pos, c.safe = c.safe, nil
+	}
+	c.handed = c.handed || b.pos != nil
+	select {
+	case c.batches <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// counted notes one more row waiting for the next batch and hands the batch
+// over when it is full.
+func (c *committer) counted(ctx context.Context) error {
+	c.count++
+	if c.count >= c.r.cfg.BatchSize {
+		return c.flush(ctx, false, false)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package relay
+
+// The rows that did not reach their own exchange: failures sent to the
+// retry path (grouped, so a backlog costs one statement per batch) and rows
+// dead-lettered, with their warnings throttled.
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/status"
+)
+
+// failGroup is a run of failed rows of one table with the same attempt
+// (reason, retry count and limit): one UPDATE records them all. A backlog of
+// rows to a deleted exchange then costs the primary one statement per batch,
+// not one per row.
+type failGroup struct {
+	t        *outbox.Table
+	attempt  status.Attempt // ID unused
+	exchange string
+	kind     string
+	ids      []any
+	first    string // message id of the first row, for the log
+}
+
+// fail sends a row to the retry path: PENDING with a later next_retry_time
+// and the reason, or FAILED when its retries are used up. The write goes
+// with the next batch, before the checkpoint that passes the row; the
+// stream goes on behind it.
+func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
+	c.r.Stats.Failed.Add(1)
+	c.r.cfg.Observer.Failed(row.Table, exchange, cause)
+	t := row.Table
+	a := status.Attempt{
+		Retries:      intValue(row.Values[t.Columns.RetryCount]),
+		MaxRetries:   t.MaxRetries,
+		Reason:       cause.Error(),
+		FromStatuses: t.Statuses.Publishable,
+		Permanent:    errors.Is(cause, router.ErrNullField),
+	}
+	if t.Columns.MaxRetryCount != "" {
+		a.MaxRetries = intValue(row.Values[t.Columns.MaxRetryCount])
+	}
+	if n := len(c.fails); n > 0 {
+		if g := c.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
+			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries && g.attempt.Permanent == a.Permanent {
+			g.ids = append(g.ids, row.ID)
+			return c.counted(ctx)
+		}
+	}
+	c.fails = append(c.fails, &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause),
+		ids: []any{row.ID}, first: router.MessageID(row)})
+	return c.counted(ctx)
+}
+
+// recordFailures writes one group of failures (retried until the primary
+// takes it: the checkpoint must not pass unrecorded rows) and logs it,
+// throttled.
+func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
+	var (
+		outcome  status.Outcome
+		recorded int64
+	)
+	err := retry(ctx, w.r.log, "recording failed publishes", func() error {
+		var err error
+		outcome, recorded, err = w.r.marker.MarkRetryMany(ctx, g.t, g.attempt, g.ids)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if int(recorded) < len(g.ids) {
+		// The rest left their publishable status meanwhile (the sweeper
+		// sent them, or someone changed them): the newer status stands.
+		w.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
+			zap.String("table", g.t.FullName()), zap.Int("rows", len(g.ids)), zap.Int64("recorded", recorded))
+	}
+	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
+	if ok, suppressed := w.r.warn.allow(k); ok {
+		w.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", g.first),
+			zap.Any("id", g.ids[0]), zap.Int("rows", len(g.ids)), zap.String("exchange", g.exchange),
+			zap.String("reason", g.attempt.Reason), zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
+	}
+	return nil
+}
+
+func outcomeName(o status.Outcome) string {
+	switch o {
+	case status.Retrying:
+		return "retry scheduled"
+	case status.Failed:
+		return "FAILED"
+	default:
+		// The row left its publishable status meanwhile (the sweeper sent
+		// it, or someone changed it): the newer status stands.
+		return "not recorded (the row is no longer in a publishable status)"
+	}
+}
+
+// failureKind names the kind of a publish failure, for throttling identical
+// warnings (the error text differs per row: message id, lengths).
+func failureKind(err error) string {
+	for _, k := range []struct {
+		err  error
+		kind string
+	}{
+		{publisher.ErrReturned, "returned"}, {publisher.ErrNacked, "nacked"}, {publisher.ErrTooLarge, "too_large"},
+		{publisher.ErrNoExchange, "no_exchange"}, {publisher.ErrRefused, "refused"},
+		{publisher.ErrFieldTooLong, "field_too_long"}, {router.ErrNoRoute, "route"},
+	} {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return "other"
+}
+
+func intValue(v any) int {
+	n, ok := outbox.ValueUint64(v)
+	if !ok {
+		return 0
+	}
+	return int(n)
+}
+
+// deadLettered accounts for a row that went to the dead-letter exchange: it
+// is settled (a table without a status column has nothing to mark).
+func (c *committer) deadLettered(row *outbox.Row, exchange, reason string) {
+	c.r.Stats.DeadLettered.Add(1)
+	c.r.cfg.Observer.DeadLettered(row.Table, exchange, reason)
+	k := throttleKey{table: row.Table.FullName(), exchange: exchange, kind: "dead_lettered"}
+	if ok, suppressed := c.r.warn.allow(k); ok {
+		c.r.log.Warn("message sent to the dead-letter exchange", zap.String("table", k.table),
+			zap.String("message_id", router.MessageID(row)), zap.Any("id", row.ID), zap.String("exchange", exchange),
+			zap.String("dead_letter_exchange", c.r.cfg.DeadLetterExchange), zap.String("reason", reason),
+			zap.Int("suppressed", suppressed))
+	}
+}
+
+// logSuppressed reports the lines the throttle held back once their
+// interval is over.
+func (c *committer) logSuppressed(k throttleKey, n int) {
+	msg := "publish failed"
+	if k.kind == "dead_lettered" {
+		msg = "message sent to the dead-letter exchange"
+	}
+	c.r.log.Warn(msg+" (repeated; lines held back)", zap.String("table", k.table), zap.String("exchange", k.exchange),
+		zap.String("kind", k.kind), zap.Int("suppressed", n), zap.Duration("interval", c.r.cfg.WarnEvery))
+}

@@ -1,0 +1,138 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// recorder writes the committer's batches in order: the SENT updates (one
+// statement per table, retried until the primary takes it: the checkpoint
+// must not pass unmarked rows), the failures, then the checkpoint when one
+// is due.
+type recorder struct {
+	r *Relay
+	// latest is the position after the last written batch; dirty means it
+	// was not saved yet.
+	latest binlog.Position
+	dirty  bool
+	// storeDown is when saving the checkpoint started failing (zero while
+	// it works): publishing goes on for StoreOutageWindow after it.
+	storeDown time.Time
+}
+
+func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
+	for b := range batches {
+		for t, ids := range b.marks {
+			if err := w.markSent(ctx, t, ids); err != nil {
+				return err
+			}
+		}
+		for _, g := range b.fails {
+			if err := w.recordFailures(ctx, g); err != nil {
+				return err
+			}
+		}
+		if b.pos != nil {
+			w.latest, w.dirty = *b.pos, true
+		}
+		if b.save || b.final {
+			if err := w.save(ctx, b.final); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// markSent moves one table's confirmed rows to SENT, retried until the
+// primary takes it.
+func (w *recorder) markSent(ctx context.Context, t *outbox.Table, ids []any) error {
+	return retry(ctx, w.r.log, "marking rows sent", func() error {
+		n, err := w.r.marker.MarkSent(ctx, t, ids)
+		if err != nil {
+			return err
+		}
+		w.r.Stats.Marked.Add(n)
+		w.r.cfg.Observer.Marked(t, n)
+		if dup := int64(len(ids)) - n; dup > 0 {
+			// Only publishable rows move: the others were SENT already,
+			// so this publish was a duplicate.
+			w.r.Stats.AlreadySent.Add(dup)
+			w.r.cfg.Observer.AlreadySent(t, dup)
+		}
+		return nil
+	})
+}
+
+// save stores the position. While the store is unreachable the pipeline
+// keeps publishing for StoreOutageWindow with the position held here (a
+// crash then replays from the last save, so the window bounds the replay),
+// then holds until the store answers. The final save of a drain holds at
+// once. A fenced write (the lease is lost) stops the pipeline.
+func (w *recorder) save(ctx context.Context, final bool) error {
+	if !w.dirty {
+		return nil
+	}
+	cp := checkpoint.FromPosition(w.latest, w.r.cfg.Server, time.Now())
+	err := w.r.store.Save(ctx, cp)
+	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {
+		if w.storeDown.IsZero() {
+			w.storeDown = time.Now()
+			w.r.log.Warn("saving the checkpoint failed; publishing on with the position held in memory",
+				zap.Duration("outage_window", w.r.cfg.StoreOutageWindow), zap.String("gtid", cp.GTIDSet), zap.Error(err))
+		}
+		if !final && time.Since(w.storeDown) < w.r.cfg.StoreOutageWindow {
+			return nil
+		}
+		w.r.log.Error("the checkpoint could not be saved for longer than the outage window: publishing holds until it can",
+			zap.Duration("outage_window", w.r.cfg.StoreOutageWindow), zap.Duration("down_for", time.Since(w.storeDown).Round(time.Second)))
+		err = retry(ctx, w.r.log, "saving the checkpoint", func() error { return w.r.store.Save(ctx, cp) })
+	}
+	if err != nil {
+		return err
+	}
+	if !w.storeDown.IsZero() {
+		w.r.log.Info("checkpoint saved again after an outage", zap.Duration("down_for", time.Since(w.storeDown).Round(time.Second)),
+			zap.String("gtid", cp.GTIDSet))
+		w.storeDown = time.Time{}
+	}
+	w.dirty = false
+	w.r.lastSaved.Store(&cp)
+	w.r.Stats.Checkpoints.Add(1)
+	w.r.cfg.Observer.Checkpointed(cp)
+	w.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
+	return nil
+}
+
+// retry runs op until it succeeds or ctx ends, with capped backoff. A
+// primary or Redis outage holds the pipeline (and so the checkpoint) rather
+// than losing track of rows.
+func retry(ctx context.Context, log *zap.Logger, what string, op func() error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, checkpoint.ErrFenced) {
+			return err // the lease is lost: retrying cannot help
+		}
+		log.Warn(what+" failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}

@@ -1,0 +1,35 @@
+package relay
+
+import (
+	"context"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/status"
+)
+
+// The stages around the pipeline are reached through these interfaces, each
+// holding only the methods the relay calls, so the pipeline runs over fakes
+// in its unit tests (fakes_test.go) and over the real reader, publishers
+// (Lane), status writer and checkpoint store in the binary.
+
+// Reader streams binlog events from a position, stopping at a transaction
+// boundary when ctx ends (binlog.Reader).
+type Reader interface {
+	Run(ctx context.Context, start binlog.Position, out chan<- binlog.Event) error
+	Connected() bool
+}
+
+// Marker records the outcome of published rows in their outbox table: SENT,
+// or back to the retry path (status.Writer).
+type Marker interface {
+	MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int64, error)
+	MarkRetryMany(ctx context.Context, t *outbox.Table, a status.Attempt, ids []any) (status.Outcome, int64, error)
+}
+
+// CheckpointStore saves the position the relay resumes from
+// (checkpoint.Store; loading it is the caller's, before Run).
+type CheckpointStore interface {
+	Save(ctx context.Context, c checkpoint.Checkpoint) error
+}
