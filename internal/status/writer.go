@@ -8,11 +8,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
@@ -43,14 +42,8 @@ func (b *Backoff) Defaults() {
 
 // Delay is the wait before retry number retries+1.
 func (b Backoff) Delay(retries int) time.Duration {
-	d := float64(b.Base) * math.Pow(b.Factor, float64(retries))
-	if d > float64(b.Max) || math.IsInf(d, 0) {
-		d = float64(b.Max)
-	}
-	if b.Jitter > 0 {
-		d *= 1 + b.Jitter*(2*rand.Float64()-1)
-	}
-	return time.Duration(d)
+	h := backoff.Backoff{Initial: b.Base, Max: b.Max, Multiplier: b.Factor, Jitter: b.Jitter}
+	return h.Delay(retries)
 }
 
 // Writer runs status statements against the primary.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // prepare reads, from the replica, what the archive needs: the outbox
@@ -197,14 +199,8 @@ func inBatches(ctx context.Context, size int, pause time.Duration, batch func() 
 		if n < int64(size) {
 			return total, batches, nil
 		}
-		if pause > 0 {
-			select {
-			case <-ctx.Done():
-				return total, batches, ctx.Err()
-			case <-time.After(pause):
-			}
-		} else if ctx.Err() != nil {
-			return total, batches, ctx.Err()
+		if err := backoff.Sleep(ctx, pause); err != nil {
+			return total, batches, err
 		}
 	}
 }

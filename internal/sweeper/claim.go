@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
@@ -313,19 +313,17 @@ func inTx(ctx context.Context, primary *sql.DB, fn func(tx *sql.Tx) error) error
 // the primary takes it or ctx ends: giving up would leave published rows to
 // be published again.
 func (s *Sweeper) persist(ctx context.Context, op func() error) error {
-	backoff := 50 * time.Millisecond
+	wait := backoff.Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := op()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		s.log.Warn("recording sweep results failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		pause := wait.Next()
+		s.log.Warn("recording sweep results failed, retrying", zap.Error(err), zap.Duration("backoff", pause))
+		if err := backoff.Sleep(ctx, pause); err != nil {
+			return err
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -341,19 +339,24 @@ func lockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == erLockDeadlock || me.Number == erLockWaitTimeout)
 }
 
+// lockRetries bounds the attempts of a statement that keeps losing lock
+// races; lockPause spaces them, jittered so that two sweepers that
+// deadlocked on the same rows do not collide again in step.
+const lockRetries = 5
+
+var lockPause = backoff.Backoff{Initial: 30 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 1.5, Jitter: 0.6}
+
 // retryLocks retries op after a deadlock or lock wait timeout, a few times
 // with a short random pause; any other error is returned at once. After
 // that the round gives up and the next one tries again: never fatal.
 func retryLocks(ctx context.Context, op func() error) error {
 	var err error
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < lockRetries; attempt++ {
 		if err = op(); err == nil || !lockConflict(err) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
+		if werr := backoff.Sleep(ctx, lockPause.Delay(attempt)); werr != nil {
+			return werr
 		}
 	}
 	return err
