@@ -21,14 +21,14 @@ func (s *Sweeper) prepare(ctx context.Context) error {
 		return nil
 	}
 	for _, p := range s.plans {
-		archive := ArchiveTableName(s.cfg.Archive.Table, p.t.Name)
+		archive := ArchiveTableName(s.cfg.Archive.Table, p.T.Name)
 		var cols, archiveCols []string
 		err := s.persist(ctx, func() error {
 			var err error
-			if cols, err = columns(ctx, s.replica, p.t.Schema, p.t.Name); err != nil {
+			if cols, err = columns(ctx, s.replica, p.T.Schema, p.T.Name); err != nil {
 				return err
 			}
-			archiveCols, err = columns(ctx, s.replica, p.t.Schema, archive)
+			archiveCols, err = columns(ctx, s.replica, p.T.Schema, archive)
 			return err
 		})
 		if err != nil {
@@ -36,7 +36,7 @@ func (s *Sweeper) prepare(ctx context.Context) error {
 		}
 		if len(archiveCols) == 0 {
 			return fmt.Errorf("sweeper.archive.table: %s.%s does not exist; create it before archiving %s (for the seed table: schema/producer_message_archive.sql)",
-				p.t.Schema, archive, p.t.FullName())
+				p.T.Schema, archive, p.T.FullName())
 		}
 		var missing []string
 		for _, c := range cols {
@@ -45,9 +45,9 @@ func (s *Sweeper) prepare(ctx context.Context) error {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("sweeper.archive.table: %s.%s lacks columns %v of %s", p.t.Schema, archive, missing, p.t.FullName())
+			return fmt.Errorf("sweeper.archive.table: %s.%s lacks columns %v of %s", p.T.Schema, archive, missing, p.T.FullName())
 		}
-		p.archiveCols = cols
+		p.ArchiveCols = cols
 	}
 	return nil
 }
@@ -73,14 +73,14 @@ func columns(ctx context.Context, db *sql.DB, schema, table string) ([]string, e
 
 // resetZombies puts rows stuck SENDING back to PENDING, a batch at a time.
 func (s *Sweeper) resetZombies(ctx context.Context, p *plan) (int64, error) {
-	q, args, ok := p.zombieResetSQL(s.cfg.ZombieTimeout, s.cfg.BatchSize)
+	q, args, ok := p.ZombieResetSQL(s.cfg.ZombieTimeout, s.cfg.BatchSize)
 	if !ok {
 		return 0, nil
 	}
-	if p.t.Columns.Error != "" && s.status != nil {
+	if p.T.Columns.Error != "" && s.status != nil {
 		// The note goes into the error column: cut to what it takes, so
 		// strict SQL mode does not refuse the reset.
-		args[0] = s.status.FitError(ctx, p.t, args[0].(string))
+		args[0] = s.status.FitError(ctx, p.T, args[0].(string))
 	}
 	total, _, err := inBatches(ctx, s.cfg.BatchSize, 0, func() (int64, error) {
 		var n int64
@@ -103,7 +103,7 @@ func (s *Sweeper) resetZombies(ctx context.Context, p *plan) (int64, error) {
 // says there are any.
 func (s *Sweeper) archive(ctx context.Context, p *plan, log *zap.Logger) {
 	a := s.cfg.Archive
-	q, args := p.archiveLookSQL(a.Retention)
+	q, args := p.ArchiveLookSQL(a.Retention)
 	var found bool
 	if err := s.replica.QueryRowContext(ctx, q, args...).Scan(&found); err != nil {
 		if ctx.Err() == nil {
@@ -141,7 +141,7 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if a.Mode == ArchiveDelete {
-			q, args := p.archiveDeleteSQL(a.Retention, a.BatchSize)
+			q, args := p.ArchiveDeleteSQL(a.Retention, a.BatchSize)
 			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
 				return fmt.Errorf("deleting SENT rows: %w", err)
@@ -149,7 +149,7 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 			n, err = res.RowsAffected()
 			return err
 		}
-		q, args := p.archiveSelectSQL(a.Retention, a.BatchSize)
+		q, args := p.ArchiveSelectSQL(a.Retention, a.BatchSize)
 		rs, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("locking SENT rows to archive: %w", err)
@@ -167,14 +167,14 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 		if err := rs.Err(); err != nil || len(ids) == 0 {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, p.archiveCopySQL(len(ids)), ids...)
+		res, err := tx.ExecContext(ctx, p.ArchiveCopySQL(len(ids)), ids...)
 		if err != nil {
-			return fmt.Errorf("copying %d rows to %s: %w", len(ids), p.archiveTable, err)
+			return fmt.Errorf("copying %d rows to %s: %w", len(ids), p.ArchiveTable, err)
 		}
 		if copied, _ := res.RowsAffected(); copied != int64(len(ids)) {
-			return fmt.Errorf("copied %d of %d rows to %s", copied, len(ids), p.archiveTable)
+			return fmt.Errorf("copied %d of %d rows to %s", copied, len(ids), p.ArchiveTable)
 		}
-		if res, err = tx.ExecContext(ctx, p.deleteIDsSQL(len(ids)), ids...); err != nil {
+		if res, err = tx.ExecContext(ctx, p.DeleteIDsSQL(len(ids)), ids...); err != nil {
 			return fmt.Errorf("deleting %d archived rows: %w", len(ids), err)
 		}
 		n, err = res.RowsAffected()

@@ -80,7 +80,7 @@ func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*claimed, error) {
 		if rows, err = s.lockDue(ctx, tx, p); err != nil || len(rows) == 0 {
 			return err
 		}
-		q, args := p.claimUpdateSQL(len(rows), s.cfg.ZombieTimeout)
+		q, args := p.ClaimUpdateSQL(len(rows), s.cfg.ZombieTimeout)
 		for _, c := range rows {
 			args = append(args, c.row.ID)
 		}
@@ -93,7 +93,7 @@ func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*claimed, error) {
 			// publish rows we do not own.
 			return fmt.Errorf("claiming %d locked rows updated %d", len(rows), n)
 		}
-		if p.t.Columns.Version != "" {
+		if p.T.Columns.Version != "" {
 			for _, c := range rows {
 				c.version++
 			}
@@ -134,13 +134,13 @@ func (s *Sweeper) sweepLocked(ctx context.Context, p *plan) (batchResult, error)
 
 func (s *Sweeper) claimedRows(p *plan, n int) {
 	if s.observer != nil {
-		s.observer.SweeperClaims(p.t.FullName(), n)
+		s.observer.SweeperClaims(p.T.FullName(), n)
 	}
 }
 
 // lockDue reads and locks up to BatchSize due rows, skipping locked ones.
 func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed, error) {
-	q, args := p.claimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
+	q, args := p.ClaimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("locking due rows: %w", err)
@@ -155,8 +155,8 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 		datetime[i] = ct.DatabaseTypeName() == "DATETIME"
 	}
 	var out []*claimed
-	vals := make([]any, len(p.cols))
-	ptrs := make([]any, len(p.cols))
+	vals := make([]any, len(p.Cols))
+	ptrs := make([]any, len(p.Cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
@@ -175,8 +175,8 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 // claimedRow builds the row as the binlog path would have decoded it, so the
 // router sends the same message either way.
 func (p *plan) claimedRow(vals []any, datetime []bool) *claimed {
-	t := p.t
-	row := t.RowFromSQL(p.cols, vals, datetime)
+	t := p.T
+	row := t.RowFromSQL(p.Cols, vals, datetime)
 	c := &claimed{row: row, maxRetries: t.MaxRetries}
 	if col := t.Columns.RetryCount; col != "" {
 		c.retries = int(intOf(row.Values[col]))
@@ -246,13 +246,13 @@ func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed
 // settle marks the confirmed rows SENT and sends the failed ones to the
 // retry path, all version-checked against the claim.
 func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []*claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
-	t := p.t
+	t := p.T
 	byVersion := map[int64][]any{}
 	for _, c := range sent {
 		byVersion[c.version] = append(byVersion[c.version], c.row.ID)
 	}
 	for v, ids := range byVersion {
-		n, err := s.status.MarkClaimedSent(ctx, ex, t, ids, p.claimed, &v)
+		n, err := s.status.MarkClaimedSent(ctx, ex, t, ids, p.Claimed, &v)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -268,7 +268,7 @@ func (s *Sweeper) settle(ctx context.Context, ex status.Execer, p *plan, sent []
 	for _, f := range failed {
 		out, err := s.status.MarkRetryOn(ctx, ex, t, status.Attempt{
 			ID: f.c.row.ID, Retries: f.c.retries, MaxRetries: f.c.maxRetries, Reason: f.err.Error(),
-			FromStatuses: p.claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
+			FromStatuses: p.Claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
 			Permanent: errors.Is(f.err, router.ErrNullField),
 		})
 		if err != nil {
