@@ -4,100 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
-
-// prepare reads, from the replica, what the archive needs: the outbox
-// table's columns and the archive table's, which must hold them all. A
-// missing archive table is a configuration error, reported at start.
-func (s *Sweeper) prepare(ctx context.Context) error {
-	if s.cfg.Archive.Mode != ArchiveMove {
-		return nil
-	}
-	for _, p := range s.plans {
-		archive := ArchiveTableName(s.cfg.Archive.Table, p.T.Name)
-		var cols, archiveCols []string
-		err := s.persist(ctx, func() error {
-			var err error
-			if cols, err = columns(ctx, s.replica, p.T.Schema, p.T.Name); err != nil {
-				return err
-			}
-			archiveCols, err = columns(ctx, s.replica, p.T.Schema, archive)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if len(archiveCols) == 0 {
-			return fmt.Errorf("sweeper.archive.table: %s.%s does not exist; create it before archiving %s (for the seed table: schema/producer_message_archive.sql)",
-				p.T.Schema, archive, p.T.FullName())
-		}
-		var missing []string
-		for _, c := range cols {
-			if !slices.ContainsFunc(archiveCols, func(a string) bool { return strings.EqualFold(a, c) }) {
-				missing = append(missing, c)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("sweeper.archive.table: %s.%s lacks columns %v of %s", p.T.Schema, archive, missing, p.T.FullName())
-		}
-		p.ArchiveCols = cols
-	}
-	return nil
-}
-
-// columns lists a table's columns in order (none when it does not exist).
-func columns(ctx context.Context, db *sql.DB, schema, table string) ([]string, error) {
-	rs, err := db.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, schema, table)
-	if err != nil {
-		return nil, fmt.Errorf("reading the columns of %s.%s: %w", schema, table, err)
-	}
-	defer rs.Close()
-	var out []string
-	for rs.Next() {
-		var c string
-		if err := rs.Scan(&c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rs.Err()
-}
-
-// resetZombies puts rows stuck SENDING back to PENDING, a batch at a time.
-func (s *Sweeper) resetZombies(ctx context.Context, p *plan) (int64, error) {
-	q, args, ok := p.ZombieResetSQL(s.cfg.ZombieTimeout, s.cfg.BatchSize)
-	if !ok {
-		return 0, nil
-	}
-	if p.T.Columns.Error != "" && s.status != nil {
-		// The note goes into the error column: cut to what it takes, so
-		// strict SQL mode does not refuse the reset.
-		args[0] = s.status.FitError(ctx, p.T, args[0].(string))
-	}
-	total, _, err := inBatches(ctx, s.cfg.BatchSize, 0, func() (int64, error) {
-		var n int64
-		err := retryLocks(ctx, func() error {
-			return s.inTx(ctx, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, q, args...)
-				if err != nil {
-					return err
-				}
-				n, err = res.RowsAffected()
-				return err
-			})
-		})
-		return n, err
-	})
-	return total, err
-}
 
 // archive moves or deletes SENT rows past the retention, when the replica
 // says there are any.
@@ -184,23 +94,4 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 		return 0, err
 	}
 	return n, nil
-}
-
-// inBatches runs batch until one comes back short of size (the work is
-// done), pausing between batches, and returns the rows and batches done.
-func inBatches(ctx context.Context, size int, pause time.Duration, batch func() (int64, error)) (total int64, batches int, err error) {
-	for {
-		n, err := batch()
-		if err != nil {
-			return total, batches, err
-		}
-		total += n
-		batches++
-		if n < int64(size) {
-			return total, batches, nil
-		}
-		if err := backoff.Sleep(ctx, pause); err != nil {
-			return total, batches, err
-		}
-	}
 }

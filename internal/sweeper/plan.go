@@ -41,6 +41,13 @@ type plan struct {
 	lastArchive time.Time
 }
 
+// Sweepable says why the sweeper cannot send a table's rows (no status
+// column, no created_at, no pending value), or nil when it can.
+func Sweepable(t *outbox.Table) error {
+	_, err := newPlan(t)
+	return err
+}
+
 // errNotSweepable says why a table is left to the binlog path alone.
 var errNotSweepable = errors.New("not swept")
 

@@ -8,13 +8,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
-// Sweepable says why the sweeper cannot send a table's rows (no status
-// column, no created_at, no pending value), or nil when it can.
-func Sweepable(t *outbox.Table) error {
-	_, err := newPlan(t)
-	return err
-}
-
 // SentRow names a SENT row to put back to PENDING: its primary key and,
 // for a table with a version column, the version it was read with.
 type SentRow struct {
