@@ -7,13 +7,16 @@ import (
 	"time"
 )
 
+// delayCase is one Delay call and the pause it must give.
+type delayCase struct {
+	name string
+	b    Backoff
+	n    int
+	want time.Duration
+}
+
 func TestDelayGrowsAndCaps(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		b    Backoff
-		n    int
-		want time.Duration
-	}{
+	for _, c := range []delayCase{
 		{"first", Backoff{Initial: time.Second, Max: 30 * time.Second}, 0, time.Second},
 		{"negative is first", Backoff{Initial: time.Second, Max: 30 * time.Second}, -3, time.Second},
 		{"doubles", Backoff{Initial: time.Second, Max: 30 * time.Second}, 3, 8 * time.Second},

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
@@ -17,18 +18,10 @@ type Backoff struct {
 
 // Defaults fills unset fields: 5s, x2, capped at 10 min, 20% jitter.
 func (b *Backoff) Defaults() {
-	if b.Base == 0 {
-		b.Base = 5 * time.Second
-	}
-	if b.Factor == 0 {
-		b.Factor = 2
-	}
-	if b.Max == 0 {
-		b.Max = 10 * time.Minute
-	}
-	if b.Jitter == 0 {
-		b.Jitter = 0.2
-	}
+	b.Base = cmp.Or(b.Base, 5*time.Second)
+	b.Factor = cmp.Or(b.Factor, 2)
+	b.Max = cmp.Or(b.Max, 10*time.Minute)
+	b.Jitter = cmp.Or(b.Jitter, 0.2)
 }
 
 // Delay is the wait before retry number retries+1.
