@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // env is one bench run's servers and the things it created.
@@ -426,15 +428,6 @@ func machineTicks() (busy, all uint64, ok bool) {
 	return busy, all, true
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }
 
 var errTimeout = errors.New("timed out")

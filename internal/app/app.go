@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/config"
@@ -413,7 +414,7 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 	ref := &streamRef{r: r, start: start}
 	a.replica.streaming.Store(ref)
 	defer func() { a.replica.streaming.CompareAndSwap(ref, nil) }()
-	backoff := time.Second
+	wait := backoff.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	for {
 		began := time.Now()
 		err := r.Run(ctx, start)
@@ -429,19 +430,17 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			return err
 		case serverIDConflict(err):
 			if time.Since(began) > time.Minute {
-				backoff = time.Second
+				wait.Reset()
 			}
+			pause := wait.Next()
 			hint := a.conflictHint()
-			a.gap.set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(backoff, instanceTTL)+backoff)
+			a.gap.set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(pause, instanceTTL)+pause)
 			a.Log.Error("binlog stream dropped by the source: another replica connected with this relay's server_id. Retrying from the last checkpoint; nothing is skipped",
-				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", backoff),
+				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", pause),
 				zap.String("gtid", resume.GTIDSet), zap.String("binlog_file", resume.File), zap.Uint32("binlog_pos", resume.Pos), zap.Error(err))
-			select {
-			case <-ctx.Done():
+			if backoff.Sleep(ctx, pause) != nil {
 				return nil
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 30*time.Second)
 			start = resume
 		case errors.Is(err, binlog.ErrPositionPurged):
 			now, gerr := a.purgedGap(ctx, resume, err)

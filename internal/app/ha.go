@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/config"
@@ -50,7 +51,7 @@ func (a *App) runLeader(ctx context.Context) error {
 // hit it. Configuration errors were refused by the start-up checks.
 func (a *App) lead(ctx context.Context, l *lease.Lease) error {
 	var last *checkpoint.Checkpoint // what this process saved last, across terms
-	backoff := time.Second
+	wait := backoff.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	for {
 		if _, err := l.Acquire(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -73,15 +74,13 @@ func (a *App) lead(ctx context.Context, l *lease.Lease) error {
 			return err // an operator's decision; another term would refuse the same
 		}
 		if time.Since(began) > time.Minute {
-			backoff = time.Second
+			wait.Reset()
 		}
-		a.Log.Error("leading failed: lease given up; trying again", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
+		pause := wait.Next()
+		a.Log.Error("leading failed: lease given up; trying again", zap.Error(err), zap.Duration("backoff", pause))
+		if backoff.Sleep(ctx, pause) != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 30*time.Second)
 	}
 }
 
@@ -138,7 +137,7 @@ func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkp
 // process saved last, which replays rather than skips. Redis errors are
 // retried while the lease lasts.
 func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Lease, last *checkpoint.Checkpoint) (binlog.Position, bool, error) {
-	backoff := 100 * time.Millisecond
+	wait := backoff.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for {
 		cp, err := store.Load(ctx)
 		switch {
@@ -159,13 +158,11 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 		if herr := l.Held(); herr != nil {
 			return binlog.Position{}, false, herr
 		}
-		a.Log.Warn("loading the checkpoint failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return binlog.Position{}, false, ctx.Err()
-		case <-time.After(backoff):
+		pause := wait.Next()
+		a.Log.Warn("loading the checkpoint failed; retrying", zap.Error(err), zap.Duration("backoff", pause))
+		if err := backoff.Sleep(ctx, pause); err != nil {
+			return binlog.Position{}, false, err
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
 
@@ -266,7 +263,7 @@ func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string
 	if pos.Flavor == binlog.FlavorMySQL {
 		q = "SELECT @@gtid_executed"
 	}
-	wait := 250 * time.Millisecond
+	wait := backoff.Backoff{Initial: 250 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		for i := 0; i < n; i++ {
 			idx := (first + i) % n
@@ -300,12 +297,9 @@ func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string
 			s.cur.Store(int32(idx))
 			return h.Host, uint16(h.Port), nil
 		}
-		select {
-		case <-ctx.Done():
-			return "", 0, ctx.Err()
-		case <-time.After(wait):
+		if err := wait.Wait(ctx); err != nil {
+			return "", 0, err
 		}
-		wait = min(wait*2, 2*time.Second)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, and the
@@ -33,8 +32,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 		if t.Columns.Status == "" {
 			continue
 		}
-		q := fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s GROUP BY %[1]s ORDER BY %[1]s", outbox.QuoteIdent(t.Columns.Status), t.QuotedName())
-		rows, err := a.Source.QueryContext(ctx, q)
+		rows, err := a.Source.QueryContext(ctx, t.CountByStatusSQL(nil))
 		if err != nil {
 			fmt.Fprintf(w, "table        %s: %v\n", t.FullName(), err)
 			continue

@@ -72,8 +72,9 @@ func (a *App) Sweep(ctx context.Context) error {
 }
 
 // lifecycleStatus prints a table's oldest pending age, FAILED count and
-// retry ratio (share of the rows updated in the last hour that were retried
-// 3 times or more), read from the source like the rest of `status`.
+// retry ratio (share of the rows updated in the last outbox.RetryRatioWindow
+// that were retried outbox.RetriedFrom times or more), read from the source
+// like the rest of `status`.
 func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table) {
 	l, err := sweeper.ReadLifecycle(ctx, a.Source, t)
 	if err != nil {
@@ -89,7 +90,7 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 		fmt.Fprintf(w, "  failed          %d\n", l.Failed)
 	}
 	if l.RetryRatio >= 0 {
-		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried 3+ times)\n",
-			100*l.RetryRatio, l.Retried3, l.Recent)
+		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried %d+ times)\n",
+			100*l.RetryRatio, l.Retried, l.Recent, outbox.RetriedFrom)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
 
@@ -240,7 +241,7 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 		time.AfterFunc(r.cfg.StopTimeout, cancelStream)
 	})
 	defer stopWatch()
-	backoff := r.cfg.ReconnectMin
+	wait := backoff.Backoff{Initial: r.cfg.ReconnectMin, Max: r.cfg.ReconnectMax}
 	failures, conflicts := 0, 0
 	if err := r.failover(streamCtx, tracker, ""); err != nil {
 		return err
@@ -276,7 +277,8 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			return fatal.err
 		}
 		if progressed && conflicts == 0 {
-			backoff, failures = r.cfg.ReconnectMin, 0
+			wait.Reset()
+			failures = 0
 		}
 		if failures++; r.cfg.Failover != nil && failures >= r.cfg.FailoverAfter {
 			r.log.Warn("binlog stream keeps failing; failing over", zap.Error(err), zap.Int("attempts", failures),
@@ -284,17 +286,16 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			if err := r.failover(streamCtx, tracker, r.addr()); err != nil {
 				return err
 			}
-			backoff, failures = r.cfg.ReconnectMin, 0
+			wait.Reset()
+			failures = 0
 			continue
 		}
-		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", backoff),
+		pause := wait.Next()
+		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", pause),
 			zap.String("gtid", tracker.Position().GTIDSet))
-		select {
-		case <-streamCtx.Done():
+		if backoff.Sleep(streamCtx, pause) != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, r.cfg.ReconnectMax)
 	}
 }
 

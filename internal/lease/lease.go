@@ -31,6 +31,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // ErrLost means this process no longer holds the lease: it expired by its
@@ -264,10 +266,8 @@ func (l *Lease) Acquire(ctx context.Context) (int64, error) {
 				lastHolder = cur
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(l.cfg.PollEvery):
+		if err := backoff.Sleep(ctx, l.cfg.PollEvery); err != nil {
+			return 0, err
 		}
 	}
 }

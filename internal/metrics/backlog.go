@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,10 +18,6 @@ const (
 	StatusSending = "SENDING"
 	StatusFailed  = "FAILED"
 )
-
-// RetryThreshold is the retry_count from which a row counts as "retried"
-// in outbox_retry_ratio.
-const RetryThreshold = 3
 
 // Backlog reads the outbox backlog from the replica on an interval: rows by
 // status, the oldest PENDING row's age and the retry ratio. It never
@@ -93,6 +88,7 @@ type tableQueries struct {
 	counts   string
 	oldest   string
 	retries  string
+	retryArg []any
 	// lastRetries is when retries last ran (see RatioInterval).
 	lastRetries time.Time
 }
@@ -118,18 +114,16 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if len(watched) == 0 {
 		return q, false
 	}
-	status, name := outbox.QuoteIdent(c.Status), t.QuotedName()
-	q.counts = fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s WHERE %[1]s IN (%[3]s) GROUP BY %[1]s", status, name, s.SQLList(watched))
+	q.counts = t.CountByStatusSQL(watched)
 	if s.Pending != "" && c.CreatedAt != "" {
-		q.oldest = fmt.Sprintf("SELECT MIN(%s), NOW(6) FROM %s WHERE %s = %s", outbox.QuoteIdent(c.CreatedAt), name, status, s.SQLValue(s.Pending))
+		q.oldest = t.OldestCreatedSQL([]string{s.Pending})
 	}
 	if c.RetryCount != "" && c.UpdatedAt != "" {
 		all := watched
 		if s.Sent != "" {
 			all = append(append([]string(nil), watched...), s.Sent)
 		}
-		q.retries = fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s IN (%s) AND %s >= NOW(6) - INTERVAL 1 HOUR",
-			outbox.QuoteIdent(c.RetryCount), RetryThreshold, name, status, s.SQLList(all), outbox.QuoteIdent(c.UpdatedAt))
+		q.retries, q.retryArg = t.RetryRatioSQL(all)
 	}
 	return q, true
 }
@@ -167,7 +161,7 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&oldest, &now); err != nil {
 			return fmt.Errorf("reading the oldest PENDING row: %w", err)
 		}
-		b.Metrics.oldestPending.WithLabelValues(q.table).Set(Age(oldest, now).Seconds())
+		b.Metrics.oldestPending.WithLabelValues(q.table).Set(outbox.CreatedAge(oldest, now).Seconds())
 	}
 
 	ratioEvery := b.RatioInterval
@@ -176,7 +170,7 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 	}
 	if q.retries != "" && time.Since(q.lastRetries) >= ratioEvery {
 		var all, retried int64
-		if err := b.DB.QueryRowContext(ctx, q.retries).Scan(&all, &retried); err != nil {
+		if err := b.DB.QueryRowContext(ctx, q.retries, q.retryArg...).Scan(&all, &retried); err != nil {
 			return fmt.Errorf("reading the retry ratio: %w", err)
 		}
 		ratio := 0.0
@@ -188,48 +182,4 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 	}
 	b.Metrics.outboxLastQuery.WithLabelValues(q.table).Set(float64(time.Now().UnixNano()) / 1e9)
 	return nil
-}
-
-// Age is how old a created-at value is against the server's NOW(): a
-// DATETIME/TIMESTAMP is compared with the server's clock (so the relay's
-// clock and time zone do not matter); an epoch number (Eventuate's
-// creation_time is milliseconds; seconds are recognised by size) with the
-// local clock. NULL (no PENDING row) is 0.
-func Age(created, now any) time.Duration {
-	c, isEpoch, ok := asTime(created)
-	if !ok {
-		return 0
-	}
-	n, _, ok := asTime(now)
-	if isEpoch || !ok {
-		n = time.Now()
-	}
-	if d := n.Sub(c); d > 0 {
-		return d
-	}
-	return 0
-}
-
-func asTime(v any) (t time.Time, isEpoch, ok bool) {
-	switch x := v.(type) {
-	case time.Time:
-		return x, false, true
-	case int64:
-		return epoch(x), true, true
-	case []byte:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return epoch(i), true, true
-		}
-		if t, err := time.Parse("2006-01-02 15:04:05.999999", string(x)); err == nil {
-			return t, false, true
-		}
-	}
-	return time.Time{}, false, false
-}
-
-func epoch(v int64) time.Time {
-	if v > 1e12 { // milliseconds
-		return time.UnixMilli(v)
-	}
-	return time.Unix(v, 0)
 }

@@ -194,41 +194,31 @@ func (m *Metrics) WatchConn(target string, c Conn) {
 
 // WatchReady exports the readiness verdict as binlog_relay_ready.
 func (m *Metrics) WatchReady(f func() bool) {
-	m.live.mu.Lock()
-	defer m.live.mu.Unlock()
-	m.live.readyF = f
+	setWatched(&m.live.mu, &m.live.readyF, f)
 }
 
 // WatchLeader exports whether this relay leads (streams the binlog) as
 // binlog_relay_leader.
 func (m *Metrics) WatchLeader(f func() bool) {
-	m.live.mu.Lock()
-	defer m.live.mu.Unlock()
-	m.live.leaderF = f
+	setWatched(&m.live.mu, &m.live.leaderF, f)
 }
 
 // WatchHold exports how long publishing has been held (0 when it is not)
 // as binlog_relay_publish_held_seconds.
 func (m *Metrics) WatchHold(f func() time.Duration) {
-	m.live.mu.Lock()
-	defer m.live.mu.Unlock()
-	m.live.heldF = f
+	setWatched(&m.live.mu, &m.live.heldF, f)
 }
 
 // WatchRepublished exports the publisher's count of messages published
 // again after an unknown fate as binlog_relay_republished_total.
 func (m *Metrics) WatchRepublished(f func() uint64) {
-	m.live.mu.Lock()
-	defer m.live.mu.Unlock()
-	m.live.repubF = f
+	setWatched(&m.live.mu, &m.live.repubF, f)
 }
 
 // WatchLanes exports the rows in flight on each lane as
 // binlog_relay_lane_inflight_rows{lane}; f returns nothing with one lane.
 func (m *Metrics) WatchLanes(f func() []int64) {
-	m.live.mu.Lock()
-	defer m.live.mu.Unlock()
-	m.live.lanesF = f
+	setWatched(&m.live.mu, &m.live.lanesF, f)
 }
 
 // FileSequence is the numeric suffix of a binlog file name: both servers
@@ -258,4 +248,12 @@ func SplitGTID(g string) (source string, seq uint64, ok bool) {
 		return "", 0, false
 	}
 	return g[:i], n, true
+}
+
+// setWatched stores a watched function under the lock the scrape reads it
+// with.
+func setWatched[T any](mu sync.Locker, dst *T, f T) {
+	mu.Lock()
+	defer mu.Unlock()
+	*dst = f
 }

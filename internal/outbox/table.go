@@ -1,7 +1,9 @@
 // Package outbox describes an outbox table as the relay sees it: which columns
 // hold the id, message id, route, payload and bookkeeping, which status values
 // mean what, and how a row is routed. Every other stage (binlog reader,
-// router, status writer, sweeper, start-up checks) works from a Table.
+// router, status writer, sweeper, start-up checks) works from a Table, and
+// every statement about outbox rows is built here (sql.go, sql_marks.go,
+// sql_sweep.go).
 package outbox
 
 import (

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // connect opens the publishing channel, dialling first when there is no
@@ -51,11 +53,8 @@ func (m *machine) redialDelay() time.Duration {
 	if m.streak == 0 {
 		return 0
 	}
-	d := m.cfg.ReconnectMin
-	for i := 1; i < m.streak && d < m.cfg.ReconnectMax; i++ {
-		d *= 2
-	}
-	d = min(d, m.cfg.ReconnectMax)
+	b := backoff.Backoff{Initial: m.cfg.ReconnectMin, Max: m.cfg.ReconnectMax}
+	d := b.Delay(m.streak - 1)
 	if m.streak >= 3 && d < time.Second {
 		d = time.Second
 	}

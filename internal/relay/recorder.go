@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
@@ -115,7 +116,7 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 // primary or Redis outage holds the pipeline (and so the checkpoint) rather
 // than losing track of rows.
 func retry(ctx context.Context, log *zap.Logger, what string, op func() error) error {
-	backoff := 100 * time.Millisecond
+	wait := backoff.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := op()
 		if err == nil {
@@ -127,12 +128,10 @@ func retry(ctx context.Context, log *zap.Logger, what string, op func() error) e
 		if errors.Is(err, checkpoint.ErrFenced) {
 			return err // the lease is lost: retrying cannot help
 		}
-		log.Warn(what+" failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		pause := wait.Next()
+		log.Warn(what+" failed, retrying", zap.Error(err), zap.Duration("backoff", pause))
+		if err := backoff.Sleep(ctx, pause); err != nil {
+			return err
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }

@@ -8,49 +8,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"strings"
-	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
-
-// Backoff is exponential with jitter: base * factor^retries, capped, then
-// randomised by +/- jitter (a fraction). It is the `retry:` section of the
-// relay's YAML (internal/app converts it); NewWriter fills its zero fields.
-type Backoff struct {
-	Base, Max      time.Duration
-	Factor, Jitter float64
-}
-
-// Defaults fills unset fields: 5s, x2, capped at 10 min, 20% jitter.
-func (b *Backoff) Defaults() {
-	if b.Base == 0 {
-		b.Base = 5 * time.Second
-	}
-	if b.Factor == 0 {
-		b.Factor = 2
-	}
-	if b.Max == 0 {
-		b.Max = 10 * time.Minute
-	}
-	if b.Jitter == 0 {
-		b.Jitter = 0.2
-	}
-}
-
-// Delay is the wait before retry number retries+1.
-func (b Backoff) Delay(retries int) time.Duration {
-	d := float64(b.Base) * math.Pow(b.Factor, float64(retries))
-	if d > float64(b.Max) || math.IsInf(d, 0) {
-		d = float64(b.Max)
-	}
-	if b.Jitter > 0 {
-		d *= 1 + b.Jitter*(2*rand.Float64()-1)
-	}
-	return time.Duration(d)
-}
 
 // Writer runs status statements against the primary.
 type Writer struct {
@@ -73,7 +33,7 @@ func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int6
 	if t.Columns.Status == "" || len(ids) == 0 {
 		return 0, nil
 	}
-	res, err := w.DB.ExecContext(ctx, sentStatement(t, len(ids), t.Statuses.Publishable), ids...)
+	res, err := w.DB.ExecContext(ctx, t.MarkSentSQL(len(ids), t.Statuses.Publishable, false), ids...)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}
@@ -128,10 +88,10 @@ func (w *Writer) MarkClaimedSent(ctx context.Context, ex Execer, t *outbox.Table
 	if c.Status == "" || len(ids) == 0 {
 		return 0, nil
 	}
-	q := sentStatement(t, len(ids), from)
+	versioned := version != nil && c.Version != ""
+	q := t.MarkSentSQL(len(ids), from, versioned)
 	args := ids
-	if version != nil && c.Version != "" {
-		q += fmt.Sprintf(" AND %s = ?", outbox.QuoteIdent(c.Version))
+	if versioned {
 		args = append(append([]any(nil), ids...), *version)
 	}
 	res, err := ex.ExecContext(ctx, q, args...)
@@ -140,30 +100,6 @@ func (w *Writer) MarkClaimedSent(ctx context.Context, ex Execer, t *outbox.Table
 	}
 	n, _ := res.RowsAffected()
 	return n, nil
-}
-
-// sentStatement is UPDATE ... SET status = SENT WHERE id IN (?, ...) AND
-// status IN (from), with version+1 and updated_at = NOW(3) when the table
-// has them.
-func sentStatement(t *outbox.Table, n int, from []string) string {
-	c := t.Columns
-	var b strings.Builder
-	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(t.Statuses.Sent))
-	if c.Version != "" {
-		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
-	}
-	if c.UpdatedAt != "" {
-		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
-	}
-	fmt.Fprintf(&b, " WHERE %s IN (", outbox.QuoteIdent(c.ID))
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('?')
-	}
-	fmt.Fprintf(&b, ") AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(from))
-	return b.String()
 }
 
 // MarkRetry records a failed publish: retry_count+1, next_retry_time =
@@ -219,44 +155,18 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 		// Validation refuses such statuses; never write an empty status.
 		return Skipped, 0, errors.New("no status to write (statuses.pending and statuses.failed are empty)")
 	}
-	var (
-		b    strings.Builder
-		args []any
-	)
-	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t.QuotedName(), outbox.QuoteIdent(c.Status), t.Statuses.SQLValue(status))
-	if c.RetryCount != "" {
-		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.RetryCount))
-	}
-	if c.NextRetryTime != "" && out == Retrying {
-		// Server time, like the application's own DEFAULT CURRENT_TIMESTAMP,
-		// so comparisons with NOW() agree whatever the session time zone.
-		fmt.Fprintf(&b, ", %s = NOW(3) + INTERVAL ? MICROSECOND", outbox.QuoteIdent(c.NextRetryTime))
-		args = append(args, w.Backoff.Delay(a.Retries).Microseconds())
+	r := outbox.Retry{Status: status, Retrying: out == Retrying, IDs: ids, From: a.FromStatuses}
+	if r.Retrying {
+		r.Delay = w.Backoff.Delay(a.Retries)
 	}
 	if c.Error != "" {
-		fmt.Fprintf(&b, ", %s = ?", outbox.QuoteIdent(c.Error))
-		args = append(args, w.FitError(ctx, t, a.Reason))
+		r.Reason = w.FitError(ctx, t, a.Reason)
 	}
-	if c.Version != "" {
-		fmt.Fprintf(&b, ", %[1]s = %[1]s + 1", outbox.QuoteIdent(c.Version))
+	if a.HasVersion {
+		r.Version = &a.Version
 	}
-	if c.UpdatedAt != "" {
-		fmt.Fprintf(&b, ", %s = NOW(3)", outbox.QuoteIdent(c.UpdatedAt))
-	}
-	if len(ids) == 1 {
-		fmt.Fprintf(&b, " WHERE %s = ?", outbox.QuoteIdent(c.ID))
-	} else {
-		fmt.Fprintf(&b, " WHERE %s IN (?%s)", outbox.QuoteIdent(c.ID), strings.Repeat(", ?", len(ids)-1))
-	}
-	args = append(args, ids...)
-	if len(a.FromStatuses) > 0 {
-		fmt.Fprintf(&b, " AND %s IN (%s)", outbox.QuoteIdent(c.Status), t.Statuses.SQLList(a.FromStatuses))
-	}
-	if a.HasVersion && c.Version != "" {
-		fmt.Fprintf(&b, " AND %s = ?", outbox.QuoteIdent(c.Version))
-		args = append(args, a.Version)
-	}
-	res, err := ex.ExecContext(ctx, b.String(), args...)
+	q, args := t.MarkRetrySQL(r)
+	res, err := ex.ExecContext(ctx, q, args...)
 	if err != nil {
 		return Skipped, 0, err
 	}

@@ -4,104 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// prepare reads, from the replica, what the archive needs: the outbox
-// table's columns and the archive table's, which must hold them all. A
-// missing archive table is a configuration error, reported at start.
-func (s *Sweeper) prepare(ctx context.Context) error {
-	if s.cfg.Archive.Mode != ArchiveMove {
-		return nil
-	}
-	for _, p := range s.plans {
-		archive := ArchiveTableName(s.cfg.Archive.Table, p.t.Name)
-		var cols, archiveCols []string
-		err := s.persist(ctx, func() error {
-			var err error
-			if cols, err = columns(ctx, s.replica, p.t.Schema, p.t.Name); err != nil {
-				return err
-			}
-			archiveCols, err = columns(ctx, s.replica, p.t.Schema, archive)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if len(archiveCols) == 0 {
-			return fmt.Errorf("sweeper.archive.table: %s.%s does not exist; create it before archiving %s (for the seed table: schema/producer_message_archive.sql)",
-				p.t.Schema, archive, p.t.FullName())
-		}
-		var missing []string
-		for _, c := range cols {
-			if !slices.ContainsFunc(archiveCols, func(a string) bool { return strings.EqualFold(a, c) }) {
-				missing = append(missing, c)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("sweeper.archive.table: %s.%s lacks columns %v of %s", p.t.Schema, archive, missing, p.t.FullName())
-		}
-		p.archiveCols = cols
-	}
-	return nil
-}
-
-// columns lists a table's columns in order (none when it does not exist).
-func columns(ctx context.Context, db *sql.DB, schema, table string) ([]string, error) {
-	rs, err := db.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, schema, table)
-	if err != nil {
-		return nil, fmt.Errorf("reading the columns of %s.%s: %w", schema, table, err)
-	}
-	defer rs.Close()
-	var out []string
-	for rs.Next() {
-		var c string
-		if err := rs.Scan(&c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rs.Err()
-}
-
-// resetZombies puts rows stuck SENDING back to PENDING, a batch at a time.
-func (s *Sweeper) resetZombies(ctx context.Context, p *plan) (int64, error) {
-	q, args, ok := p.zombieResetSQL(s.cfg.ZombieTimeout, s.cfg.BatchSize)
-	if !ok {
-		return 0, nil
-	}
-	if p.t.Columns.Error != "" && s.status != nil {
-		// The note goes into the error column: cut to what it takes, so
-		// strict SQL mode does not refuse the reset.
-		args[0] = s.status.FitError(ctx, p.t, args[0].(string))
-	}
-	total, _, err := inBatches(ctx, s.cfg.BatchSize, 0, func() (int64, error) {
-		var n int64
-		err := retryLocks(ctx, func() error {
-			return s.inTx(ctx, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, q, args...)
-				if err != nil {
-					return err
-				}
-				n, err = res.RowsAffected()
-				return err
-			})
-		})
-		return n, err
-	})
-	return total, err
-}
-
 // archive moves or deletes SENT rows past the retention, when the replica
 // says there are any.
 func (s *Sweeper) archive(ctx context.Context, p *plan, log *zap.Logger) {
 	a := s.cfg.Archive
-	q, args := p.archiveLookSQL(a.Retention)
+	q, args := p.ArchiveLookSQL(a.Retention)
 	var found bool
 	if err := s.replica.QueryRowContext(ctx, q, args...).Scan(&found); err != nil {
 		if ctx.Err() == nil {
@@ -139,7 +51,7 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if a.Mode == ArchiveDelete {
-			q, args := p.archiveDeleteSQL(a.Retention, a.BatchSize)
+			q, args := p.ArchiveDeleteSQL(a.Retention, a.BatchSize)
 			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
 				return fmt.Errorf("deleting SENT rows: %w", err)
@@ -147,7 +59,7 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 			n, err = res.RowsAffected()
 			return err
 		}
-		q, args := p.archiveSelectSQL(a.Retention, a.BatchSize)
+		q, args := p.ArchiveSelectSQL(a.Retention, a.BatchSize)
 		rs, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("locking SENT rows to archive: %w", err)
@@ -165,14 +77,14 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 		if err := rs.Err(); err != nil || len(ids) == 0 {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, p.archiveCopySQL(len(ids)), ids...)
+		res, err := tx.ExecContext(ctx, p.ArchiveCopySQL(len(ids)), ids...)
 		if err != nil {
-			return fmt.Errorf("copying %d rows to %s: %w", len(ids), p.archiveTable, err)
+			return fmt.Errorf("copying %d rows to %s: %w", len(ids), p.ArchiveTable, err)
 		}
 		if copied, _ := res.RowsAffected(); copied != int64(len(ids)) {
-			return fmt.Errorf("copied %d of %d rows to %s", copied, len(ids), p.archiveTable)
+			return fmt.Errorf("copied %d of %d rows to %s", copied, len(ids), p.ArchiveTable)
 		}
-		if res, err = tx.ExecContext(ctx, p.deleteIDsSQL(len(ids)), ids...); err != nil {
+		if res, err = tx.ExecContext(ctx, p.DeleteIDsSQL(len(ids)), ids...); err != nil {
 			return fmt.Errorf("deleting %d archived rows: %w", len(ids), err)
 		}
 		n, err = res.RowsAffected()
@@ -182,29 +94,4 @@ func (s *Sweeper) archiveBatch(ctx context.Context, p *plan) (int64, error) {
 		return 0, err
 	}
 	return n, nil
-}
-
-// inBatches runs batch until one comes back short of size (the work is
-// done), pausing between batches, and returns the rows and batches done.
-func inBatches(ctx context.Context, size int, pause time.Duration, batch func() (int64, error)) (total int64, batches int, err error) {
-	for {
-		n, err := batch()
-		if err != nil {
-			return total, batches, err
-		}
-		total += n
-		batches++
-		if n < int64(size) {
-			return total, batches, nil
-		}
-		if pause > 0 {
-			select {
-			case <-ctx.Done():
-				return total, batches, ctx.Err()
-			case <-time.After(pause):
-			}
-		} else if ctx.Err() != nil {
-			return total, batches, ctx.Err()
-		}
-	}
 }

@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
@@ -32,13 +29,6 @@ type failure struct {
 	exchange string
 	err      error
 }
-
-// readCommitted: a FOR UPDATE scan over the status index under REPEATABLE
-// READ takes gap locks, and the application's outbox INSERTs into those gaps
-// then deadlock with it (seen with the seed's own claim SQL). READ COMMITTED
-// locks only the rows it returns. (It needs binlog_format ROW or MIXED on
-// the primary, which a relay reading row events has.)
-var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // sweepBatch claims up to BatchSize rows, publishes them and records the
 // outcome.
@@ -80,7 +70,7 @@ func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*claimed, error) {
 		if rows, err = s.lockDue(ctx, tx, p); err != nil || len(rows) == 0 {
 			return err
 		}
-		q, args := p.claimUpdateSQL(len(rows), s.cfg.ZombieTimeout)
+		q, args := p.ClaimUpdateSQL(len(rows), s.cfg.ZombieTimeout)
 		for _, c := range rows {
 			args = append(args, c.row.ID)
 		}
@@ -93,7 +83,7 @@ func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*claimed, error) {
 			// publish rows we do not own.
 			return fmt.Errorf("claiming %d locked rows updated %d", len(rows), n)
 		}
-		if p.t.Columns.Version != "" {
+		if p.T.Columns.Version != "" {
 			for _, c := range rows {
 				c.version++
 			}
@@ -134,13 +124,13 @@ func (s *Sweeper) sweepLocked(ctx context.Context, p *plan) (batchResult, error)
 
 func (s *Sweeper) claimedRows(p *plan, n int) {
 	if s.observer != nil {
-		s.observer.SweeperClaims(p.t.FullName(), n)
+		s.observer.SweeperClaims(p.T.FullName(), n)
 	}
 }
 
 // lockDue reads and locks up to BatchSize due rows, skipping locked ones.
 func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed, error) {
-	q, args := p.claimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
+	q, args := p.ClaimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("locking due rows: %w", err)
@@ -155,8 +145,8 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 		datetime[i] = ct.DatabaseTypeName() == "DATETIME"
 	}
 	var out []*claimed
-	vals := make([]any, len(p.cols))
-	ptrs := make([]any, len(p.cols))
+	vals := make([]any, len(p.Cols))
+	ptrs := make([]any, len(p.Cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
@@ -175,8 +165,8 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 // claimedRow builds the row as the binlog path would have decoded it, so the
 // router sends the same message either way.
 func (p *plan) claimedRow(vals []any, datetime []bool) *claimed {
-	t := p.t
-	row := t.RowFromSQL(p.cols, vals, datetime)
+	t := p.T
+	row := t.RowFromSQL(p.Cols, vals, datetime)
 	c := &claimed{row: row, maxRetries: t.MaxRetries}
 	if col := t.Columns.RetryCount; col != "" {
 		c.retries = int(intOf(row.Values[col]))
@@ -246,13 +236,13 @@ func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed
 // finishClaim marks the confirmed rows SENT and sends the failed ones to the
 // retry path, all version-checked against the claim.
 func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, sent []*claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
-	t := p.t
+	t := p.T
 	byVersion := map[int64][]any{}
 	for _, c := range sent {
 		byVersion[c.version] = append(byVersion[c.version], c.row.ID)
 	}
 	for v, ids := range byVersion {
-		n, err := s.status.MarkClaimedSent(ctx, ex, t, ids, p.claimed, &v)
+		n, err := s.status.MarkClaimedSent(ctx, ex, t, ids, p.Claimed, &v)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -268,7 +258,7 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, se
 	for _, f := range failed {
 		out, err := s.status.MarkRetryOn(ctx, ex, t, status.Attempt{
 			ID: f.c.row.ID, Retries: f.c.retries, MaxRetries: f.c.maxRetries, Reason: f.err.Error(),
-			FromStatuses: p.claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
+			FromStatuses: p.Claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
 			Permanent: errors.Is(f.err, router.ErrNullField),
 		})
 		if err != nil {
@@ -288,73 +278,4 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, se
 			zap.String("reason", f.err.Error()), zap.String("outcome", outcome))
 	}
 	return nSent, nRetrying, nFailed, nil
-}
-
-// inTx runs fn in a READ COMMITTED transaction on the primary.
-func (s *Sweeper) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return inTx(ctx, s.primary, fn)
-}
-
-// inTx runs fn in a READ COMMITTED transaction on the primary, committed
-// when fn returns nil.
-func inTx(ctx context.Context, primary *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := primary.BeginTx(ctx, readCommitted)
-	if err != nil {
-		return fmt.Errorf("starting a transaction on the primary: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-// persist retries a write that records what was already published, until
-// the primary takes it or ctx ends: giving up would leave published rows to
-// be published again.
-func (s *Sweeper) persist(ctx context.Context, op func() error) error {
-	backoff := 50 * time.Millisecond
-	for {
-		err := op()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		s.log.Warn("recording sweep results failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-// MySQL error numbers that mean "try again": the statement lost a lock race.
-const (
-	erLockWaitTimeout = 1205
-	erLockDeadlock    = 1213
-)
-
-// lockConflict reports a deadlock or lock wait timeout.
-func lockConflict(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == erLockDeadlock || me.Number == erLockWaitTimeout)
-}
-
-// retryLocks retries op after a deadlock or lock wait timeout, a few times
-// with a short random pause; any other error is returned at once. After
-// that the round gives up and the next one tries again: never fatal.
-func retryLocks(ctx context.Context, op func() error) error {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if err = op(); err == nil || !lockConflict(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10+rand.IntN(40*(attempt+1))) * time.Millisecond):
-		}
-	}
-	return err
 }

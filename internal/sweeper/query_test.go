@@ -159,19 +159,19 @@ func TestPlanSQL(t *testing.T) {
 			if p.mode != c.mode {
 				t.Errorf("mode %s, want %s", p.mode, c.mode)
 			}
-			q, args := p.lookSQL(grace, zombie)
+			q, args := p.LookSQL(grace, zombie)
 			check(t, "look", q, args, c.look)
-			q, args = p.claimSQL(grace, 500)
+			q, args = p.ClaimSQL(grace, 500)
 			check(t, "claim", q, args, c.claim)
-			q, args = p.claimUpdateSQL(2, zombie)
+			q, args = p.ClaimUpdateSQL(2, zombie)
 			check(t, "claim update", q, args, c.claimUpdate)
-			q, args, _ = p.zombieResetSQL(zombie, 500)
+			q, args, _ = p.ZombieResetSQL(zombie, 500)
 			check(t, "zombie reset", q, args, c.zombie)
-			q, args = p.archiveDeleteSQL(retain, 1000)
+			q, args = p.ArchiveDeleteSQL(retain, 1000)
 			check(t, "archive delete", q, args, c.archiveDelete)
-			q, args = p.archiveSelectSQL(retain, 1000)
+			q, args = p.ArchiveSelectSQL(retain, 1000)
 			check(t, "archive select", q, args, c.archiveSelect)
-			q, args, err = p.requeueSQL(RequeueFilter{Since: time.Hour, IDs: []string{"7", "9"}}, 1000)
+			q, args, err = p.RequeueSQL(time.Hour, []string{"7", "9"}, 1000)
 			if c.requeu.sql == "" {
 				if err == nil {
 					t.Errorf("requeue: want an error for a table without a failed status, got %s", q)
@@ -191,20 +191,20 @@ func TestArchiveCopySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.archiveTable = "`app`.`producer_message_archive`"
-	p.archiveCols = []string{"id", "message_id", "content"}
+	p.ArchiveTable = "`app`.`producer_message_archive`"
+	p.ArchiveCols = []string{"id", "message_id", "content"}
 	want := "INSERT INTO `app`.`producer_message_archive` (`id`, `message_id`, `content`) SELECT `id`, `message_id`, `content` FROM `app`.`producer_message` WHERE `id` IN (?,?,?)"
-	if got := p.archiveCopySQL(3); got != want {
+	if got := p.ArchiveCopySQL(3); got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
-	if got, want := p.deleteIDsSQL(2), "DELETE FROM `app`.`producer_message` WHERE `id` IN (?,?)"; got != want {
+	if got, want := p.DeleteIDsSQL(2), "DELETE FROM `app`.`producer_message` WHERE `id` IN (?,?)"; got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
 }
 
 func TestRequeueWithoutFilters(t *testing.T) {
 	p, _ := newPlan(table(t, "producer-message", nil))
-	q, args, err := p.requeueSQL(RequeueFilter{}, 1000)
+	q, args, err := p.RequeueSQL(0, nil, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestClaimedRowMatchesTheBinlogDecoding(t *testing.T) {
 		tb.Route.TimeZone = "Asia/Shanghai"
 	})
 	p, _ := newPlan(tb)
-	p.cols = []string{"id", "message_id", "retry_count", "max_retry_count", "version", "create_time"}
+	p.Cols = []string{"id", "message_id", "retry_count", "max_retry_count", "version", "create_time"}
 	wall := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC) // the driver labels a DATETIME UTC
 	c := p.claimedRow([]any{int64(42), []byte("m-1"), []byte("2"), int64(5), int64(7), wall},
 		[]bool{false, false, false, false, false, true})
@@ -241,7 +241,7 @@ func TestClaimedRowMatchesTheBinlogDecoding(t *testing.T) {
 	}
 	// A string primary key (Eventuate) is kept as a string.
 	ev, _ := newPlan(table(t, "eventuate", nil))
-	ev.cols = []string{"id"}
+	ev.Cols = []string{"id"}
 	if c := ev.claimedRow([]any{[]byte("0000-abc")}, []bool{false}); c.row.ID != "0000-abc" {
 		t.Errorf("eventuate id %#v", c.row.ID)
 	}

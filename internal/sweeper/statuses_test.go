@@ -67,16 +67,16 @@ func lifecycleStatements(t *testing.T, tb *outbox.Table) []stmt {
 			out = append(out, stmt{q, args})
 		}
 	}
-	add(p.lookSQL(time.Minute, time.Minute))
-	add(p.claimSQL(time.Minute, 10))
-	if q, args := p.claimUpdateSQL(2, time.Minute); q != "" {
+	add(p.LookSQL(time.Minute, time.Minute))
+	add(p.ClaimSQL(time.Minute, 10))
+	if q, args := p.ClaimUpdateSQL(2, time.Minute); q != "" {
 		add(q, append(args, 1, 2)) // the claimed ids follow
 	}
-	if q, args, ok := p.zombieResetSQL(time.Minute, 10); ok {
+	if q, args, ok := p.ZombieResetSQL(time.Minute, 10); ok {
 		add(q, args)
 	}
-	add(p.archiveDeleteSQL(time.Hour, 10))
-	if q, args, err := p.requeueSQL(RequeueFilter{IDs: []string{"1"}}, 10); err == nil {
+	add(p.ArchiveDeleteSQL(time.Hour, 10))
+	if q, args, err := p.RequeueSQL(0, []string{"1"}, 10); err == nil {
 		add(q, args)
 	}
 	return out

@@ -84,7 +84,7 @@ func New(cfg Config, tables []*outbox.Table, replica, primary *sql.DB, pub Publi
 			return nil, err
 		}
 		if cfg.Archive.Mode == ArchiveMove {
-			p.archiveTable = outbox.QuoteIdent(t.Schema) + "." + outbox.QuoteIdent(ArchiveTableName(cfg.Archive.Table, t.Name))
+			p.ArchiveTable = outbox.QuoteIdent(t.Schema) + "." + outbox.QuoteIdent(ArchiveTableName(cfg.Archive.Table, t.Name))
 		}
 		s.plans = append(s.plans, p)
 	}
@@ -110,7 +110,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		return err
 	}
 	for _, p := range s.plans {
-		s.log.Info("sweeping", zap.String("table", p.t.FullName()), zap.Stringer("claim", p.mode),
+		s.log.Info("sweeping", zap.String("table", p.T.FullName()), zap.Stringer("claim", p.mode),
 			zap.Duration("grace_period", s.cfg.GracePeriod), zap.Duration("interval", s.cfg.Interval),
 			zap.String("archive", s.cfg.Archive.Mode))
 	}
@@ -156,7 +156,7 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 
 // round is one look at a table: replica first, the primary only for work.
 func (s *Sweeper) round(ctx, work context.Context, p *plan) {
-	log := s.log.With(zap.String("table", p.t.FullName()))
+	log := s.log.With(zap.String("table", p.T.FullName()))
 	due, zombies, err := s.look(ctx, p)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -184,7 +184,7 @@ func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 
 // look asks the replica whether the table has due rows and zombies.
 func (s *Sweeper) look(ctx context.Context, p *plan) (due, zombies bool, err error) {
-	q, args := p.lookSQL(s.cfg.GracePeriod, s.cfg.ZombieTimeout)
+	q, args := p.LookSQL(s.cfg.GracePeriod, s.cfg.ZombieTimeout)
 	err = s.replica.QueryRowContext(ctx, q, args...).Scan(&due, &zombies)
 	return due, zombies, err
 }

@@ -12,6 +12,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // Consumer consumes a queue through the inbox: a pool of workers, each delivery handled
@@ -153,7 +155,7 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 
 // consume runs broker sessions, reconnecting with backoff, until ctx is done.
 func (c *Consumer) consume(ctx context.Context) error {
-	delay, started := c.cfg.ReconnectDelay, false
+	wait, started := backoff.Backoff{Initial: c.cfg.ReconnectDelay, Max: c.cfg.ReconnectMaxDelay}, false
 	for {
 		consumed, err := c.session(ctx)
 		if ctx.Err() != nil {
@@ -163,16 +165,15 @@ func (c *Consumer) consume(ctx context.Context) error {
 			return fmt.Errorf("starting consumer on queue %q: %w", c.cfg.Queue, err)
 		}
 		if consumed {
-			started, delay = true, c.cfg.ReconnectDelay
+			started = true
+			wait.Reset()
 		}
+		delay := wait.Next()
 		c.log.Warn("broker session ended; reconnecting", zap.String("queue", c.cfg.Queue),
 			zap.Duration("delay", delay), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, c.cfg.ReconnectMaxDelay)
 	}
 }
 

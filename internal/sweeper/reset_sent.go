@@ -4,17 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 )
-
-// Sweepable says why the sweeper cannot send a table's rows (no status
-// column, no created_at, no pending value), or nil when it can.
-func Sweepable(t *outbox.Table) error {
-	_, err := newPlan(t)
-	return err
-}
 
 // SentRow names a SENT row to put back to PENDING: its primary key and,
 // for a table with a version column, the version it was read with.
@@ -35,7 +27,7 @@ func ResetSent(ctx context.Context, primary *sql.DB, t *outbox.Table, rows []Sen
 	if err != nil {
 		return nil, fmt.Errorf("resetting SENT rows: %w", err)
 	}
-	q := p.resetSentSQL()
+	q := p.ResetSentSQL()
 	var reset []any
 	for start := 0; start < len(rows); start += requeueBatch {
 		batch := rows[start:min(start+requeueBatch, len(rows))]
@@ -69,26 +61,4 @@ func ResetSent(ctx context.Context, primary *sql.DB, t *outbox.Table, rows []Sen
 		reset = append(reset, done...)
 	}
 	return reset, nil
-}
-
-// resetSentSQL puts one SENT row back to PENDING. Arguments: the note (when
-// the table has an error column), the id, the version (when it has one).
-func (p *plan) resetSentSQL() string {
-	t, c := p.t, p.t.Columns
-	sets := []string{p.status() + " = " + t.Statuses.SQLValue(p.pending[0])}
-	if c.RetryCount != "" {
-		sets = append(sets, q(c.RetryCount)+" = 0")
-	}
-	if c.NextRetryTime != "" {
-		sets = append(sets, q(c.NextRetryTime)+" = NOW(3)")
-	}
-	if c.Error != "" {
-		sets = append(sets, q(c.Error)+" = ?")
-	}
-	sets = append(sets, p.bookkeeping()...)
-	where := q(c.ID) + " = ? AND " + p.statusIn([]string{t.Statuses.Sent})
-	if c.Version != "" {
-		where += " AND " + q(c.Version) + " = ?"
-	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), strings.Join(sets, ", "), where)
 }

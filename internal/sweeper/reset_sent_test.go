@@ -24,7 +24,7 @@ func TestResetSentSQL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.resetSentSQL(); got != c.want {
+		if got := p.ResetSentSQL(); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.preset, got, c.want)
 		}
 	}

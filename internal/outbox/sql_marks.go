@@ -1,0 +1,73 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MarkSentSQL is UPDATE ... SET status = SENT WHERE id IN (n ids) AND
+// status IN (from), with version+1 and updated_at = NOW(3) when the table
+// has them. With versioned (and a version column), one more argument after
+// the ids: the version the rows must still be at.
+func (t *Table) MarkSentSQL(n int, from []string, versioned bool) string {
+	c := t.Columns
+	sets := append([]string{q(c.Status) + " = " + t.Statuses.SQLValue(t.Statuses.Sent)}, t.bookkeeping()...)
+	s := fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) AND %s IN (%s)", t.QuotedName(), strings.Join(sets, ", "),
+		q(c.ID), Placeholders(n), q(c.Status), t.Statuses.SQLList(from))
+	if versioned && c.Version != "" {
+		s += fmt.Sprintf(" AND %s = ?", q(c.Version))
+	}
+	return s
+}
+
+// Retry is a failed publish to record on rows: the status they move to,
+// and, while they are retried, the delay before the next attempt.
+type Retry struct {
+	Status   string        // the status value written
+	Retrying bool          // next_retry_time = now + Delay (a FAILED row keeps its own)
+	Delay    time.Duration //
+	Reason   string        // the error column's text, already cut to fit
+	IDs      []any
+	// From are the statuses the rows must still be in (none: any).
+	From []string
+	// Version, when set and the table has a version column, is the version
+	// the row must still be at.
+	Version *int64
+}
+
+// MarkRetrySQL records a failed publish: status, retry_count+1,
+// next_retry_time (retrying only), the reason, version+1 and updated_at, for
+// the ids still in r.From (and at r.Version).
+func (t *Table) MarkRetrySQL(r Retry) (string, []any) {
+	c := t.Columns
+	sets := []string{q(c.Status) + " = " + t.Statuses.SQLValue(r.Status)}
+	var args []any
+	if c.RetryCount != "" {
+		sets = append(sets, fmt.Sprintf("%[1]s = %[1]s + 1", q(c.RetryCount)))
+	}
+	if c.NextRetryTime != "" && r.Retrying {
+		// Server time, like the application's own DEFAULT CURRENT_TIMESTAMP,
+		// so comparisons with NOW() agree whatever the session time zone.
+		sets = append(sets, q(c.NextRetryTime)+" = NOW(3) + INTERVAL ? MICROSECOND")
+		args = append(args, r.Delay.Microseconds())
+	}
+	if c.Error != "" {
+		sets = append(sets, q(c.Error)+" = ?")
+		args = append(args, r.Reason)
+	}
+	sets = append(sets, t.bookkeeping()...)
+	where := q(c.ID) + " = ?"
+	if len(r.IDs) > 1 {
+		where = fmt.Sprintf("%s IN (?%s)", q(c.ID), strings.Repeat(", ?", len(r.IDs)-1))
+	}
+	args = append(args, r.IDs...)
+	if len(r.From) > 0 {
+		where += fmt.Sprintf(" AND %s IN (%s)", q(c.Status), t.Statuses.SQLList(r.From))
+	}
+	if r.Version != nil && c.Version != "" {
+		where += fmt.Sprintf(" AND %s = ?", q(c.Version))
+		args = append(args, *r.Version)
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), strings.Join(sets, ", "), where), args
+}

@@ -1,0 +1,225 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sweep builds the statements a sweeper runs over one table's rows: the
+// replica's look, the claim, zombie reset, archive, requeue and the reset of
+// SENT rows. The sweeper decides which statuses a due and a claimed row are
+// in and how a claim holds its rows; Sweep turns that into SQL.
+type Sweep struct {
+	T       *Table
+	Pending []string // statuses a due row is in; Pending[0] is written back
+	Claimed []string // statuses a claimed row is in
+	// ClaimSending: the claim moves rows to SENDING (version+1), so a row
+	// can be left there by a sweeper that died (a zombie).
+	ClaimSending bool
+	Cols         []string // columns read to publish a row
+
+	// For archive.mode move.
+	ArchiveTable string   // quoted `schema`.`name`
+	ArchiveCols  []string // the outbox table's columns, in order
+}
+
+// due selects rows a sweeper may take: pending, older than the grace
+// period, and with next_retry_time (when the table has one) unset or past.
+func (s *Sweep) due(grace time.Duration) (string, []any) {
+	created, arg, _ := s.T.CreatedBefore(grace)
+	where := s.T.StatusIn(s.Pending) + " AND " + created
+	if nrt := s.T.Columns.NextRetryTime; nrt != "" {
+		where += fmt.Sprintf(" AND (%[1]s IS NULL OR %[1]s <= NOW(3))", q(nrt))
+	}
+	return where, []any{arg}
+}
+
+// zombie selects rows left SENDING longer than timeout. ok is false when the
+// table cannot have zombies (no SENDING claim) or gives no way to tell
+// their age.
+func (s *Sweep) zombie(timeout time.Duration) (where string, args []any, ok bool) {
+	if !s.ClaimSending {
+		return "", nil, false
+	}
+	c := s.T.Columns
+	sending := s.T.StatusIn(s.Claimed)
+	switch {
+	case c.UpdatedAt != "":
+		return fmt.Sprintf("%s AND %s < NOW(3) - INTERVAL ? MICROSECOND", sending, q(c.UpdatedAt)), []any{timeout.Microseconds()}, true
+	case c.NextRetryTime != "":
+		// The claim set next_retry_time as a lease (LeaseOnClaim); a row the
+		// application inserted SENDING has none and is judged by its age.
+		created, arg, _ := s.T.CreatedBefore(timeout)
+		return fmt.Sprintf("%s AND (%[2]s <= NOW(3) OR (%[2]s IS NULL AND %[3]s))", sending, q(c.NextRetryTime), created), []any{arg}, true
+	}
+	return "", nil, false
+}
+
+// LeaseOnClaim: the claim sets next_retry_time = now + zombie timeout, so
+// the row is not due again until then (no SENDING value, or SENDING with
+// no updated_at to date it).
+func (s *Sweep) LeaseOnClaim() bool {
+	c := s.T.Columns
+	return c.NextRetryTime != "" && (!s.ClaimSending || c.UpdatedAt == "")
+}
+
+// LookSQL asks the replica, in one round trip, whether any row is due and
+// whether any is a zombie.
+func (s *Sweep) LookSQL(grace, zombieTimeout time.Duration) (string, []any) {
+	due, args := s.due(grace)
+	zombie := "0"
+	if zw, zargs, ok := s.zombie(zombieTimeout); ok {
+		zombie = fmt.Sprintf("EXISTS(SELECT 1 FROM %s WHERE %s)", s.T.QuotedName(), zw)
+		args = append(args, zargs...)
+	}
+	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s), %s", s.T.QuotedName(), due, zombie), args
+}
+
+// ClaimSQL reads up to n due rows and locks them, skipping rows another
+// sweeper holds.
+func (s *Sweep) ClaimSQL(grace time.Duration, n int) (string, []any) {
+	due, args := s.due(grace)
+	cols := make([]string, len(s.Cols))
+	for i, c := range s.Cols {
+		cols[i] = q(c)
+	}
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED",
+		strings.Join(cols, ", "), s.T.QuotedName(), due), append(args, n)
+}
+
+// ClaimUpdateSQL marks n locked rows claimed (empty when the lock alone is
+// the claim). The ids follow the returned arguments.
+func (s *Sweep) ClaimUpdateSQL(n int, zombieTimeout time.Duration) (string, []any) {
+	c := s.T.Columns
+	var sets []string
+	var args []any
+	if s.ClaimSending {
+		sets = append(sets, q(c.Status)+" = "+s.T.Statuses.SQLValue(s.T.Statuses.Sending))
+	}
+	if s.LeaseOnClaim() {
+		sets = append(sets, q(c.NextRetryTime)+" = NOW(3) + INTERVAL ? MICROSECOND")
+		args = append(args, zombieTimeout.Microseconds())
+	}
+	if len(sets) == 0 {
+		return "", nil
+	}
+	sets = append(sets, s.T.bookkeeping()...)
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s)", s.T.QuotedName(), strings.Join(sets, ", "),
+		q(c.ID), Placeholders(n)), args
+}
+
+// backToPending is the SET list that puts a row back to Pending[0], due at
+// once: retry_count reset (resetRetries), next_retry_time = now, the error
+// column as a placeholder (withError) and the bookkeeping.
+func (s *Sweep) backToPending(resetRetries, withError bool) string {
+	c := s.T.Columns
+	sets := []string{q(c.Status) + " = " + s.T.Statuses.SQLValue(s.Pending[0])}
+	if resetRetries && c.RetryCount != "" {
+		sets = append(sets, q(c.RetryCount)+" = 0")
+	}
+	if c.NextRetryTime != "" {
+		sets = append(sets, q(c.NextRetryTime)+" = NOW(3)")
+	}
+	if withError && c.Error != "" {
+		sets = append(sets, q(c.Error)+" = ?")
+	}
+	return strings.Join(append(sets, s.T.bookkeeping()...), ", ")
+}
+
+// ZombieResetSQL puts up to n zombies back to PENDING, due at once. When
+// the table has an error column, args[0] is the note written into it.
+func (s *Sweep) ZombieResetSQL(timeout time.Duration, n int) (string, []any, bool) {
+	where, args, ok := s.zombie(timeout)
+	if !ok {
+		return "", nil, false
+	}
+	var setArgs []any
+	if s.T.Columns.Error != "" {
+		setArgs = append(setArgs, fmt.Sprintf("reset to pending: SENDING for more than %s (its sweeper stopped mid-publish)", timeout))
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", s.T.QuotedName(), s.backToPending(false, true), where),
+		append(append(setArgs, args...), n), true
+}
+
+// archivable selects SENT rows older than the retention, by updated_at
+// (when the row became SENT) or, without one, created_at.
+func (s *Sweep) archivable(retention time.Duration) (string, []any) {
+	sent := s.T.StatusIn([]string{s.T.Statuses.Sent})
+	if u := s.T.Columns.UpdatedAt; u != "" {
+		return fmt.Sprintf("%s AND %s < NOW(3) - INTERVAL ? MICROSECOND", sent, q(u)), []any{retention.Microseconds()}
+	}
+	created, arg, _ := s.T.CreatedBefore(retention)
+	return sent + " AND " + created, []any{arg}
+}
+
+// ArchiveLookSQL asks the replica whether any SENT row is past the retention.
+func (s *Sweep) ArchiveLookSQL(retention time.Duration) (string, []any) {
+	where, args := s.archivable(retention)
+	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s)", s.T.QuotedName(), where), args
+}
+
+// ArchiveDeleteSQL deletes up to n SENT rows past the retention.
+func (s *Sweep) ArchiveDeleteSQL(retention time.Duration, n int) (string, []any) {
+	where, args := s.archivable(retention)
+	return fmt.Sprintf("DELETE FROM %s WHERE %s LIMIT ?", s.T.QuotedName(), where), append(args, n)
+}
+
+// ArchiveSelectSQL locks the ids of up to n SENT rows past the retention.
+func (s *Sweep) ArchiveSelectSQL(retention time.Duration, n int) (string, []any) {
+	where, args := s.archivable(retention)
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED", q(s.T.Columns.ID), s.T.QuotedName(), where),
+		append(args, n)
+}
+
+// ArchiveCopySQL copies n rows, by id, into the archive table.
+func (s *Sweep) ArchiveCopySQL(n int) string {
+	cols := make([]string, len(s.ArchiveCols))
+	for i, c := range s.ArchiveCols {
+		cols[i] = q(c)
+	}
+	list := strings.Join(cols, ", ")
+	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s IN (%s)", s.ArchiveTable, list, list,
+		s.T.QuotedName(), q(s.T.Columns.ID), Placeholders(n))
+}
+
+// DeleteIDsSQL deletes n rows by id (the archived ones).
+func (s *Sweep) DeleteIDsSQL(n int) string {
+	return fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", s.T.QuotedName(), q(s.T.Columns.ID), Placeholders(n))
+}
+
+// RequeueSQL puts up to n FAILED rows back to PENDING, due at once, with
+// their retry count reset: those that failed within since (by updated_at,
+// else created_at; zero: any age) and, when ids are given, only those.
+func (s *Sweep) RequeueSQL(since time.Duration, ids []string, n int) (string, []any, error) {
+	t := s.T
+	if t.Statuses.Failed == "" {
+		return "", nil, fmt.Errorf("%s has no failed status (statuses.failed): nothing to requeue", t.FullName())
+	}
+	where := t.StatusIn([]string{t.Statuses.Failed})
+	var args []any
+	if since > 0 {
+		recent, arg := t.updatedWithin(since)
+		where += " AND " + recent
+		args = append(args, arg)
+	}
+	if len(ids) > 0 {
+		where += fmt.Sprintf(" AND %s IN (%s)", q(t.Columns.ID), Placeholders(len(ids)))
+		for _, id := range ids {
+			args = append(args, id)
+		}
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", t.QuotedName(), s.backToPending(true, false), where),
+		append(args, n), nil
+}
+
+// ResetSentSQL puts one SENT row back to PENDING. Arguments: the note (when
+// the table has an error column), the id, the version (when it has one).
+func (s *Sweep) ResetSentSQL() string {
+	t, c := s.T, s.T.Columns
+	where := q(c.ID) + " = ? AND " + t.StatusIn([]string{t.Statuses.Sent})
+	if c.Version != "" {
+		where += " AND " + q(c.Version) + " = ?"
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), s.backToPending(true, true), where)
+}

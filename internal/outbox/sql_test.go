@@ -1,0 +1,74 @@
+package outbox
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCreatedAge(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		name         string
+		created, now any
+		want         time.Duration
+		approx       bool
+	}{
+		{"datetime", now.Add(-90 * time.Second), now, 90 * time.Second, false},
+		{"none pending", nil, now, 0, false},
+		{"clock skew", now.Add(time.Second), now, 0, false},
+		{"text datetime", []byte("2026-01-02 03:03:05.500"), []byte("2026-01-02 03:04:05.500"), time.Minute, false},
+		{"epoch millis", time.Now().Add(-time.Hour).UnixMilli(), now, time.Hour, true},
+		{"epoch seconds", time.Now().Add(-time.Hour).Unix(), now, time.Hour, true},
+	} {
+		got := CreatedAge(c.created, c.now)
+		if c.approx && (got < c.want-2*time.Second || got > c.want+2*time.Second) || !c.approx && got != c.want {
+			t.Errorf("%s: CreatedAge = %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func presetTable(t *testing.T, name string) *Table {
+	t.Helper()
+	tb, err := Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Schema = "app"
+	return &tb
+}
+
+// The read and mark statements for the seed table and for local_message
+// (numeric statuses, no version or error column).
+func TestStatements(t *testing.T) {
+	seed, local := presetTable(t, "producer-message"), presetTable(t, "local-message")
+	v := int64(4)
+	ratio, ratioArgs := seed.RetryRatioSQL(nil)
+	localRatio, _ := local.RetryRatioSQL([]string{"0", "2"})
+	retry, retryArgs := seed.MarkRetrySQL(Retry{Status: "PENDING", Retrying: true, Delay: time.Second, Reason: "nack",
+		IDs: []any{7}, From: []string{"SENDING"}, Version: &v})
+	failed, failedArgs := local.MarkRetrySQL(Retry{Status: "2", IDs: []any{1, 2}})
+	for _, c := range []struct{ got, want string }{
+		{seed.CountByStatusSQL(nil), "SELECT `status`, COUNT(*) FROM `app`.`producer_message` GROUP BY `status` ORDER BY `status`"},
+		{local.CountByStatusSQL([]string{"0", "2"}), "SELECT `status`, COUNT(*) FROM `app`.`local_message` WHERE `status` IN (0, 2) GROUP BY `status` ORDER BY `status`"},
+		{seed.OldestCreatedSQL([]string{"PENDING"}), "SELECT MIN(`create_time`), NOW(6) FROM `app`.`producer_message` WHERE `status` = 'PENDING'"},
+		{ratio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`producer_message` WHERE `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
+		{localRatio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`local_message` WHERE `status` IN (0, 2) AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND"},
+		{seed.MarkSentSQL(2, []string{"PENDING", "SENDING"}, true), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `status` IN ('PENDING', 'SENDING') AND `version` = ?"},
+		{local.MarkSentSQL(1, []string{"0"}, true), "UPDATE `app`.`local_message` SET `status` = 1, `updated_at` = NOW(3) WHERE `id` IN (?) AND `status` IN (0)"},
+		{retry, "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `status` IN ('SENDING') AND `version` = ?"},
+		{failed, "UPDATE `app`.`local_message` SET `status` = 2, `retry_count` = `retry_count` + 1, `updated_at` = NOW(3) WHERE `id` IN (?, ?)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("\n got %s\nwant %s", c.got, c.want)
+		}
+	}
+	if len(ratioArgs) != 1 || ratioArgs[0] != RetryRatioWindow.Microseconds() {
+		t.Errorf("retry ratio args %v", ratioArgs)
+	}
+	if want := []any{time.Second.Microseconds(), "nack", 7, int64(4)}; len(retryArgs) != 4 || retryArgs[0] != want[0] || retryArgs[1] != want[1] || retryArgs[2] != want[2] || retryArgs[3] != want[3] {
+		t.Errorf("retry args %v, want %v", retryArgs, want)
+	}
+	if len(failedArgs) != 2 {
+		t.Errorf("FAILED args %v, want the two ids", failedArgs)
+	}
+}

@@ -1,0 +1,76 @@
+package sweeper
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+)
+
+// Lifecycle is what `binlog-relay status` shows of a table's outbox health.
+type Lifecycle struct {
+	// OldestPending is the age of the oldest pending row (zero when none).
+	OldestPending time.Duration
+	HasPending    bool
+	// Failed counts FAILED rows (-1 when the table has no failed status).
+	Failed int64
+	// Recent counts rows updated (created, without updated_at) within
+	// outbox.RetryRatioWindow; Retried those of them retried
+	// outbox.RetriedFrom times or more. RetryRatio is Retried/Recent (-1
+	// without a retry_count column).
+	Recent, Retried int64
+	RetryRatio      float64
+}
+
+// ReadLifecycle reads a table's lifecycle figures, from the replica.
+func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifecycle, error) {
+	l := Lifecycle{Failed: -1, RetryRatio: -1}
+	p, err := newPlan(t)
+	if err != nil {
+		return l, err
+	}
+	var oldest, now any
+	if err := replica.QueryRowContext(ctx, t.OldestCreatedSQL(p.Pending)).Scan(&oldest, &now); err != nil {
+		return l, fmt.Errorf("reading the oldest pending row of %s: %w", t.FullName(), err)
+	}
+	if oldest != nil {
+		l.HasPending, l.OldestPending = true, outbox.CreatedAge(oldest, now).Round(time.Second)
+	}
+	if f := t.Statuses.Failed; f != "" {
+		if l.Failed, err = countFailed(ctx, replica, t); err != nil {
+			return l, fmt.Errorf("counting FAILED rows of %s: %w", t.FullName(), err)
+		}
+	}
+	if t.Columns.RetryCount != "" {
+		q, args := t.RetryRatioSQL(nil)
+		if err := replica.QueryRowContext(ctx, q, args...).Scan(&l.Recent, &l.Retried); err != nil {
+			return l, fmt.Errorf("reading the retry ratio of %s: %w", t.FullName(), err)
+		}
+		l.RetryRatio = 0
+		if l.Recent > 0 {
+			l.RetryRatio = float64(l.Retried) / float64(l.Recent)
+		}
+	}
+	return l, nil
+}
+
+// countFailed counts the table's FAILED rows.
+func countFailed(ctx context.Context, replica *sql.DB, t *outbox.Table) (int64, error) {
+	rows, err := replica.QueryContext(ctx, t.CountByStatusSQL([]string{t.Statuses.Failed}))
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var total int64
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, rows.Err()
+}
