@@ -1,5 +1,8 @@
 package app
 
+// The reconcile command, the reconciliation `run` schedules, its start-up
+// check and its line in `status`.
+
 import (
 	"context"
 	"database/sql"
@@ -12,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 )
 
 // ReconcileOptions are `binlog-relay reconcile`'s flags.

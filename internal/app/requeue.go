@@ -1,5 +1,7 @@
 package app
 
+// The requeue command: FAILED rows back to PENDING.
+
 import (
 	"context"
 	"errors"
