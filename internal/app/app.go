@@ -40,9 +40,10 @@ type App struct {
 	Redis   *redis.Client
 	Store   checkpoint.Store
 
-	flavor string // server.go
-	server string
-	relay  atomic.Pointer[relay.Relay]
+	flavor   string // server.go
+	server   string // the source's identity, read from serverAt
+	serverAt string
+	relay    atomic.Pointer[relay.Relay]
 
 	stopMu    sync.Mutex
 	stopHooks []func()

@@ -31,9 +31,9 @@ func variable(ctx context.Context, db *sql.DB, name string) (string, bool) {
 // checkSource returns false when the source cannot be reached at all.
 func (c *checker) checkSource(ctx context.Context) bool {
 	a := c.a
-	where := "source " + a.Cfg.Source.Addr()
+	where := "source " + a.sourceAddr()
 	if err := a.Source.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.Cfg.Source.User, err)
+		c.add(Error, where, "cannot connect as %s: %v", a.source().User, err)
 		return false
 	}
 	flavor, err := a.Flavor(ctx)
@@ -188,7 +188,8 @@ func tableColumns(ctx context.Context, db *sql.DB, t *outbox.Table) (map[string]
 // whether a saved checkpoint is still on the server.
 func (c *checker) checkStream(ctx context.Context) {
 	a := c.a
-	where := "source " + a.Cfg.Source.Addr()
+	src := a.source()
+	where := "source " + src.Addr()
 	start, resumed, err := a.StartPosition(ctx)
 	if err != nil {
 		c.add(Error, where, "finding the start position: %v", err)
@@ -199,15 +200,15 @@ func (c *checker) checkStream(ctx context.Context) {
 			c.checkGap("checkpoint", a.lostWhat(since)) // gap.go
 		}
 	}
-	stls, err := a.Cfg.Source.TLSConfig("source")
+	stls, err := src.TLSConfig("source")
 	if err != nil {
 		c.add(Error, where, "%v", err)
 		return
 	}
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: 100000 + uint32(time.Now().UnixNano()%1000000), Flavor: start.Flavor,
-		Host: a.Cfg.Source.Host, Port: uint16(a.Cfg.Source.Port), User: a.Cfg.Source.User,
-		Password: a.Cfg.Source.Password, TLSConfig: stls, DisableRetrySync: true,
+		Host: src.Host, Port: uint16(src.Port), User: src.User,
+		Password: src.Password, TLSConfig: stls, DisableRetrySync: true,
 		Logger: discardLogger(),
 	})
 	defer syncer.Close()

@@ -5,9 +5,11 @@ package app
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -59,4 +61,17 @@ func (a *App) Close() {
 	_ = a.Source.Close()
 	_ = a.Primary.Close()
 	_ = a.Redis.Close()
+}
+
+// connector dials one MySQL server; field names it in errors.
+func connector(dsn, field string) (driver.Connector, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	c, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return c, nil
 }

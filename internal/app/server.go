@@ -27,7 +27,7 @@ func (a *App) Flavor(ctx context.Context) (string, error) {
 	}
 	var version string
 	if err := a.Source.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return "", fmt.Errorf("source %s: %w", a.Cfg.Source.Redacted(), err)
+		return "", fmt.Errorf("source %s: %w", a.source().Redacted(), err)
 	}
 	a.flavor = binlog.FlavorMySQL
 	if strings.Contains(strings.ToLower(version), "mariadb") {
@@ -37,9 +37,12 @@ func (a *App) Flavor(ctx context.Context) (string, error) {
 }
 
 // ServerIdentity names the source in checkpoints: server_uuid on MySQL,
-// server_id on MariaDB (which has no uuid).
+// server_id on MariaDB (which has no uuid). It is read again once the relay
+// reads another of source.hosts, so an HA term after a failover names the
+// replica it streams from.
 func (a *App) ServerIdentity(ctx context.Context) (string, error) {
-	if a.server != "" {
+	at := a.sourceAddr()
+	if a.server != "" && a.serverAt == at {
 		return a.server, nil
 	}
 	flavor, err := a.Flavor(ctx)
@@ -50,10 +53,12 @@ func (a *App) ServerIdentity(ctx context.Context) (string, error) {
 	if flavor == binlog.FlavorMySQL {
 		q = "SELECT @@server_uuid"
 	}
-	if err := a.Source.QueryRowContext(ctx, q).Scan(&a.server); err != nil {
+	var server string
+	if err := a.Source.QueryRowContext(ctx, q).Scan(&server); err != nil {
 		return "", fmt.Errorf("reading the source's identity: %w", err)
 	}
-	return a.server, nil
+	a.server, a.serverAt = server, at
+	return server, nil
 }
 
 // CurrentPosition is where the source's binlog ends now.

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
@@ -38,17 +37,14 @@ func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
 		m := cfg
 		m.Hosts = nil
 		m.Host, m.Port = config.SplitHost(h, cfg.Port)
-		dsn, err := m.DSN(fmt.Sprintf("source.hosts[%d]", i))
+		field := fmt.Sprintf("source.hosts[%d]", i)
+		dsn, err := m.DSN(field)
 		if err != nil {
 			return nil, err
 		}
-		mc, err := mysql.ParseDSN(dsn)
+		c, err := connector(dsn, field)
 		if err != nil {
-			return nil, fmt.Errorf("source.hosts[%d]: %w", i, err)
-		}
-		c, err := mysql.NewConnector(mc)
-		if err != nil {
-			return nil, fmt.Errorf("source.hosts[%d]: %w", i, err)
+			return nil, err
 		}
 		s.hosts = append(s.hosts, m)
 		s.conns = append(s.conns, c)
@@ -58,7 +54,12 @@ func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
 
 // Connect dials the current source (driver.Connector).
 func (s *sources) Connect(ctx context.Context) (driver.Conn, error) {
-	return s.conns[s.cur.Load()].Connect(ctx)
+	idx := s.cur.Load()
+	c, err := s.conns[idx].Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceConn{Conn: c, s: s, idx: idx}, nil
 }
 
 // Driver is the MySQL driver (driver.Connector).
@@ -75,8 +76,6 @@ func (a *App) pickSource(ctx context.Context) {
 	for i := range a.src.hosts {
 		if _, err := a.src.query(ctx, i, "SELECT 1"); err == nil {
 			a.src.cur.Store(int32(i))
-			// The start-up checks read cfg.Source (nothing runs yet).
-			a.Cfg.Source.Host, a.Cfg.Source.Port = a.src.hosts[i].Host, a.src.hosts[i].Port
 			return
 		} else {
 			a.Log.Warn("source does not answer; trying the next in source.hosts", zap.String("source", a.src.hosts[i].Addr()), zap.Error(err))
@@ -197,11 +196,103 @@ func (s *sources) query(ctx context.Context, idx int, q string) (string, error) 
 	}
 }
 
-// sourceAddr is the source the relay reads now (the current one of
-// source.hosts).
-func (a *App) sourceAddr() string {
+// source is the source the relay reads now: the current one of
+// source.hosts, which choose moves on a failover, or the only one. Whatever
+// names or dials the source reads it here, never cfg.Source's host, which
+// is only the first of the list (the reader starts there but asks choose
+// before it dials).
+func (a *App) source() config.MySQL {
 	if a.src != nil {
-		return a.src.current().Addr()
+		return a.src.current()
 	}
-	return a.Cfg.Source.Addr()
+	return a.Cfg.Source
+}
+
+// sourceAddr is the source the relay reads now, host:port.
+func (a *App) sourceAddr() string { return a.source().Addr() }
+
+// sourceConn is a pooled connection to one of source.hosts. Once the relay
+// reads another one it reports itself invalid, so database/sql closes it
+// instead of reusing it: an idle connection to the old replica would
+// otherwise answer the checks, /readyz and the metrics after a failover
+// while they name the new one.
+type sourceConn struct {
+	driver.Conn
+	s   *sources
+	idx int32
+}
+
+var (
+	_ driver.Validator          = (*sourceConn)(nil)
+	_ driver.SessionResetter    = (*sourceConn)(nil)
+	_ driver.QueryerContext     = (*sourceConn)(nil)
+	_ driver.ExecerContext      = (*sourceConn)(nil)
+	_ driver.ConnPrepareContext = (*sourceConn)(nil)
+	_ driver.ConnBeginTx        = (*sourceConn)(nil)
+	_ driver.Pinger             = (*sourceConn)(nil)
+	_ driver.NamedValueChecker  = (*sourceConn)(nil)
+)
+
+// IsValid is asked when the connection goes back to the pool.
+func (c *sourceConn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok && !v.IsValid() {
+		return false
+	}
+	return c.s.cur.Load() == c.idx
+}
+
+// ResetSession is called before an idle connection is reused.
+func (c *sourceConn) ResetSession(ctx context.Context) error {
+	if c.s.cur.Load() != c.idx {
+		return driver.ErrBadConn // database/sql closes it and dials the current source
+	}
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+// The methods below pass the driver's optional interfaces through: embedding
+// driver.Conn keeps only its three methods.
+
+func (c *sourceConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if qc, ok := c.Conn.(driver.QueryerContext); ok {
+		return qc.QueryContext(ctx, q, args)
+	}
+	return nil, driver.ErrSkip
+}
+
+func (c *sourceConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	if ec, ok := c.Conn.(driver.ExecerContext); ok {
+		return ec.ExecContext(ctx, q, args)
+	}
+	return nil, driver.ErrSkip
+}
+
+func (c *sourceConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	if pc, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, q)
+	}
+	return c.Prepare(q)
+}
+
+func (c *sourceConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if bc, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return bc.BeginTx(ctx, opts)
+	}
+	return nil, errors.New("the MySQL driver cannot begin a transaction with options")
+}
+
+func (c *sourceConn) Ping(ctx context.Context) error {
+	if p, ok := c.Conn.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *sourceConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if nc, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return nc.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
 }

@@ -12,7 +12,6 @@ import (
 	"io"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
@@ -66,7 +65,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 // rows.
 func (a *App) Sweep(ctx context.Context) error {
 	if err := a.Source.PingContext(ctx); err != nil {
-		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.Cfg.Source.Redacted(), err)
+		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.source().Redacted(), err)
 	}
 	if err := a.Primary.PingContext(ctx); err != nil {
 		return fmt.Errorf("primary %s: %w", a.Cfg.Primary.Redacted(), err)
@@ -131,18 +130,6 @@ func (a *App) precheckDB() (*sql.DB, error) {
 	db := sql.OpenDB(c)
 	db.SetMaxIdleConns(0)
 	return db, nil
-}
-
-func connector(dsn, field string) (driver.Connector, error) {
-	mc, err := mysqldrv.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	c, err := mysqldrv.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	return c, nil
 }
 
 type precheckConnector struct {
