@@ -1,13 +1,11 @@
 package app
 
-// Metrics: the App's registry, the stages it watches, the observer the
-// pipeline reports to, the pollers behind the metrics that need a query,
-// and the build (binlog_relay_build_info).
+// Metrics: the App's registry, the stages it watches, the pollers behind
+// the metrics that need a query, and the build (binlog_relay_build_info).
 
 import (
 	"context"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
-	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
-
-// checkpointLogEvery spaces the info line about checkpoints: saves happen
-// every checkpoint.interval (1 s by default), far too often for info.
-const checkpointLogEvery = 30 * time.Second
 
 // redisPingEvery is how often the Redis connection is probed for /readyz
 // and connection_up{target="redis"}.
@@ -79,42 +70,6 @@ func (a *App) watch(r *binlog.Reader, p publishers) {
 	m := a.Metrics()
 	m.WatchStream(r)
 	m.WatchConn(metrics.TargetBroker, p)
-}
-
-// observer is the relay.Observer build passes to the pipeline.
-func (a *App) observer() relay.Observer {
-	return &opsObserver{Metrics: a.Metrics(), log: a.Log.Named("relay"), last: time.Now()}
-}
-
-// opsObserver feeds the metrics and writes one info line about checkpoints
-// every checkpointLogEvery. Its calls come from the settle stage only.
-type opsObserver struct {
-	*metrics.Metrics
-	log               *zap.Logger
-	last              time.Time
-	published, failed int64
-}
-
-var _ relay.Observer = (*opsObserver)(nil)
-
-func (o *opsObserver) Published(t *outbox.Table, exchange string, confirm, sinceCommit time.Duration) {
-	o.Metrics.Published(t, exchange, confirm, sinceCommit)
-	o.published++
-}
-
-func (o *opsObserver) Failed(t *outbox.Table, exchange string, reason error) {
-	o.Metrics.Failed(t, exchange, reason)
-	o.failed++
-}
-
-func (o *opsObserver) Checkpointed(cp checkpoint.Checkpoint) {
-	o.Metrics.Checkpointed(cp)
-	if since := time.Since(o.last); since >= checkpointLogEvery {
-		o.log.Info("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File),
-			zap.Uint32("binlog_pos", cp.Pos), zap.Int64("published", o.published), zap.Int64("failed", o.failed),
-			zap.Duration("period", since.Round(time.Second)))
-		o.last, o.published, o.failed = time.Now(), 0, 0
-	}
 }
 
 // pollers are the loops behind the metrics that need a query. The outbox
@@ -223,22 +178,4 @@ func (b BuildInfo) resolved() BuildInfo {
 		}
 	}
 	return b
-}
-
-// replicaMetrics adapts the watch to metrics.Replica.
-type replicaMetrics struct{ a *App }
-
-func (m replicaMetrics) Threads() (io, sql, ok bool) {
-	st := m.a.replica.state.Load()
-	if st == nil || !st.IsReplica {
-		return false, false, false
-	}
-	return strings.EqualFold(st.IO, "Yes"), strings.EqualFold(st.SQL, "Yes"), true
-}
-
-func (m replicaMetrics) Delay(now time.Time) (time.Duration, bool) {
-	if m.a.replica.streaming.Load() == nil {
-		return 0, false
-	}
-	return m.a.replica.Delay(now)
 }

@@ -481,3 +481,21 @@ func (c *checker) checkReplica(ctx context.Context) {
 		c.add(Warning, where, "the source replica is %ds behind its primary %s (over http.ready_max_lag %s)", *st.SecondsBehind, st.Master, a.Cfg.HTTP.MaxLag())
 	}
 }
+
+// replicaMetrics adapts the watch to metrics.Replica.
+type replicaMetrics struct{ a *App }
+
+func (m replicaMetrics) Threads() (io, sql, ok bool) {
+	st := m.a.replica.state.Load()
+	if st == nil || !st.IsReplica {
+		return false, false, false
+	}
+	return strings.EqualFold(st.IO, "Yes"), strings.EqualFold(st.SQL, "Yes"), true
+}
+
+func (m replicaMetrics) Delay(now time.Time) (time.Duration, bool) {
+	if m.a.replica.streaming.Load() == nil {
+		return 0, false
+	}
+	return m.a.replica.Delay(now)
+}

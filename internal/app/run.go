@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -17,17 +16,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
-
-// RunOptions are the flags of `binlog-relay run`.
-type RunOptions struct {
-	// AcceptGap: see App.AcceptGap.
-	AcceptGap bool
-}
-
-// Flags registers the options on fs.
-func (o *RunOptions) Flags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.AcceptGap, "accept-gap", false, "when the saved position was purged or Redis lost the checkpoint, start at the current position even for tables without a status column, whose rows in the gap are then lost (docs/operating.md, Gaps)")
-}
 
 // Run checks the servers, then streams until ctx ends. A saved position the
 // source no longer has is a gap (gap.go): taken when the sweeper covers it
