@@ -3,11 +3,12 @@
 // cmd/binlog-relay dispatches to, and what it reports over HTTP.
 // cmd/binlog-relay is a thin shell over it; tests drive it in-process.
 //
-// The files follow the data flow: connections.go opens the servers,
-// source.go picks the replica to read (and fails over), server.go reads
-// positions off it, app.go wires the stages, run.go streams (ha.go under a
-// lease); the other commands are check.go, lint.go, status.go, sweep.go,
-// requeue.go and reconcile.go; http.go, ready.go and metrics.go report.
+// The files follow the data flow: connections.go opens the servers and
+// reads their positions, source.go picks the replica to read (and fails
+// over), app.go wires the stages, run.go streams (ha.go under a lease); the
+// other commands are check.go, lint.go, status.go, sweep.go, requeue.go and
+// reconcile.go, their flags in options.go; http.go, ready.go, metrics.go
+// and observer.go report.
 package app
 
 import (
@@ -40,7 +41,7 @@ type App struct {
 	Redis   *redis.Client
 	Store   checkpoint.Store
 
-	flavor   string // server.go
+	flavor   string // connections.go
 	server   string // the source's identity, read from serverAt
 	serverAt string
 	relay    atomic.Pointer[relay.Relay]
