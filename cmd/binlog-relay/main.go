@@ -1,18 +1,19 @@
 // Command binlog-relay tails a MySQL/MariaDB replica's binlog and publishes
 // outbox rows to RabbitMQ. See README.md.
+//
+// It only reads the command line and dispatches: main.go parses it and opens
+// the App, flags.go holds each command's flags, commands.go, lint.go and
+// reconcile.go turn a command's outcome into its exit code, usage.go answers
+// help. The commands themselves are internal/app's.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
@@ -47,6 +48,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if code, done := helpOrUnknown(args, stdout, stderr); done {
 		return code
@@ -55,105 +57,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == "version" {
 		v, c := versionInfo()
 		fmt.Fprintf(stdout, "binlog-relay %s (commit %s)\n", v, c)
-		return 0
+		return exitOK
 	}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "relay.yaml", "path to the YAML config")
-	var requeue app.RequeueOptions
-	var runOpts app.RunOptions
-	var recon app.ReconcileOptions
-	if cmd == "run" {
-		runOpts.Flags(fs)
-	}
-	if cmd == "requeue" {
-		requeue.Flags(fs)
-	}
-	if cmd == "reconcile" {
-		recon.Flags(fs)
-	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
+	o, ok := parseFlags(cmd, rest, stderr)
+	if !ok {
+		return exitUsage
 	}
 	if cmd == "lint" {
-		return lint(*cfgPath, stdout, stderr)
+		return lint(o.config, stdout, stderr)
 	}
-	if cmd == "requeue" {
-		if err := requeue.Validate(); err != nil {
-			fmt.Fprintln(stderr, "binlog-relay:", err)
-			return 2
-		}
+	return runOnApp(appCommands[cmd], o, stdout, stderr)
+}
+
+// runOnApp loads the config, opens the App and runs cmd on it until it
+// returns or SIGTERM/SIGINT cancels it.
+func runOnApp(cmd command, o *options, stdout, stderr io.Writer) int {
+	if cmd == nil { // helpOrUnknown let through a command without one
+		fmt.Fprint(stderr, usage)
+		return exitUsage
 	}
-	if cmd == "reconcile" {
-		if err := recon.Validate(); err != nil {
-			fmt.Fprintln(stderr, "binlog-relay:", err)
-			return 2
-		}
-	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := config.Load(o.config)
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
-		return 2
+		return exitUsage
 	}
 	log, err := app.NewLogger(cfg.Log)
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
-		return 2
+		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
 	a, err := app.Open(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
-		return 2
+		return exitUsage
 	}
 	defer a.Close()
-	a.AcceptGap = runOpts.AcceptGap
+	a.AcceptGap = o.run.AcceptGap
 	v, c := versionInfo() // what `binlog-relay version` prints
 	a.Build = app.BuildInfo{Version: v, Commit: c}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	switch cmd {
-	case "run":
-		log.Info("binlog-relay starting", zap.String("version", v), zap.String("commit", c), zap.String("name", cfg.Name))
-		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("binlog-relay stopped", zap.Error(err))
-			return 1
-		}
-		return 0
-	case "check":
-		problems := a.Check(ctx)
-		for _, p := range problems {
-			fmt.Fprintln(stdout, p)
-		}
-		if app.HasErrors(problems) {
-			return 1
-		}
-		fmt.Fprintln(stdout, "OK: source, primary, broker, redis and tables are ready")
-		return 0
-	case "status":
-		if err := a.Status(ctx, stdout); err != nil {
-			fmt.Fprintln(stderr, "binlog-relay:", err)
-			return 1
-		}
-		return 0
-	case "sweep":
-		log.Info("binlog-relay sweeper starting", zap.String("version", version), zap.String("name", cfg.Name))
-		if err := a.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("binlog-relay sweeper stopped", zap.Error(err))
-			return 1
-		}
-		return 0
-	case "requeue":
-		if err := a.Requeue(ctx, requeue, stdout); err != nil {
-			fmt.Fprintln(stderr, "binlog-relay:", err)
-			return 1
-		}
-		return 0
-	case "reconcile":
-		return reconcileCmd(ctx, a, recon, stdout, stderr)
-	default:
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
+	return cmd(ctx, a, o, stdout, stderr)
 }

@@ -22,8 +22,8 @@ exit codes: 0 no difference, 1 differences found, 2 usage or config error, 3 the
 
 // reconcileCmd runs `binlog-relay reconcile` and turns its outcome into
 // the exit code.
-func reconcileCmd(ctx context.Context, a *app.App, o app.ReconcileOptions, stdout, stderr io.Writer) int {
-	rep, err := a.Reconcile(ctx, o, stdout)
+func reconcileCmd(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
+	rep, err := a.Reconcile(ctx, o.reconcile, stdout)
 	switch {
 	case err != nil && rep == nil:
 		fmt.Fprintln(stderr, "binlog-relay:", err)

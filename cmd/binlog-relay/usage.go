@@ -1,13 +1,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-
-	"github.com/binlog-relay/binlog-relay/internal/app"
 )
 
 // Exit codes (README "Exit codes").
@@ -82,19 +79,7 @@ func commandUsage(w io.Writer, cmd string) {
 	if cmd == "version" || cmd == "help" {
 		return
 	}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.String("config", "relay.yaml", "path to the YAML config")
-	switch cmd {
-	case "requeue":
-		var o app.RequeueOptions
-		o.Flags(fs)
-	case "run":
-		var o app.RunOptions
-		o.Flags(fs)
-	case "reconcile":
-		var o app.ReconcileOptions
-		o.Flags(fs)
-	}
+	fs := newFlagSet(cmd, &options{})
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()

@@ -1,25 +1,19 @@
 package app
 
-// High availability (docs/ha.md): the leader lease around the binlog path,
-// and failover between the replicas listed in source.hosts.
+// High availability (docs/ha.md): the leader lease around the binlog path.
+// Failover between the replicas listed in source.hosts is source.go's.
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
-	"fmt"
-	"io"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 )
 
@@ -163,179 +157,5 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 		if err := backoff.Sleep(ctx, pause); err != nil {
 			return binlog.Position{}, false, err
 		}
-	}
-}
-
-// sources is the list in source.hosts and which one the relay reads now.
-// a.Source dials the current one (it is the database/sql connector), so
-// the checks, positions, schemas and metrics follow a failover.
-type sources struct {
-	hosts []config.MySQL // cfg.Source with each entry's host and port
-	conns []driver.Connector
-	cur   atomic.Int32
-	log   *zap.Logger
-
-	behind map[int]string // replicas reported as lagging, with what they had
-}
-
-func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
-	s := &sources{log: log, behind: map[int]string{}}
-	for i, h := range cfg.Hosts {
-		m := cfg
-		m.Hosts = nil
-		m.Host, m.Port = config.SplitHost(h, cfg.Port)
-		dsn, err := m.DSN(fmt.Sprintf("source.hosts[%d]", i))
-		if err != nil {
-			return nil, err
-		}
-		mc, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("source.hosts[%d]: %w", i, err)
-		}
-		c, err := mysql.NewConnector(mc)
-		if err != nil {
-			return nil, fmt.Errorf("source.hosts[%d]: %w", i, err)
-		}
-		s.hosts = append(s.hosts, m)
-		s.conns = append(s.conns, c)
-	}
-	return s, nil
-}
-
-// Connect dials the current source (driver.Connector).
-func (s *sources) Connect(ctx context.Context) (driver.Conn, error) {
-	return s.conns[s.cur.Load()].Connect(ctx)
-}
-
-// Driver is the MySQL driver (driver.Connector).
-func (s *sources) Driver() driver.Driver { return s.conns[0].Driver() }
-
-func (s *sources) current() config.MySQL { return s.hosts[s.cur.Load()] }
-
-// pickSource makes the first listed source that answers the current one,
-// before the start-up checks (a replica that is down at start is skipped).
-func (a *App) pickSource(ctx context.Context) {
-	if a.src == nil {
-		return
-	}
-	for i := range a.src.hosts {
-		if _, err := a.src.query(ctx, i, "SELECT 1"); err == nil {
-			a.src.cur.Store(int32(i))
-			// The start-up checks read cfg.Source (nothing runs yet).
-			a.Cfg.Source.Host, a.Cfg.Source.Port = a.src.hosts[i].Host, a.src.hosts[i].Port
-			return
-		} else {
-			a.Log.Warn("source does not answer; trying the next in source.hosts", zap.String("source", a.src.hosts[i].Addr()), zap.Error(err))
-		}
-	}
-}
-
-// failoverHook is the reader's Failover, or nil with one source.
-func (a *App) failoverHook() func(context.Context, binlog.Position, string) (string, uint16, error) {
-	if a.src == nil {
-		return nil
-	}
-	return a.src.choose
-}
-
-// choose picks the source to stream from: at start the first listed, on a
-// failure the next ones in turn (the failed one last), taking the first that
-// answers and whose binlog holds the relay's GTID position. A replica that
-// lags behind it is waited for, not read from: starting from a GTID it does
-// not have yet would fail, or on servers without gtid_strict_mode skip rows.
-// Without a GTID position there is no failover: binlog file and position
-// differ between servers.
-func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string) (string, uint16, error) {
-	n := len(s.hosts)
-	first := 0
-	if failed != "" {
-		first = int(s.cur.Load()) + 1
-	}
-	if !pos.HasGTID() {
-		cur := s.current()
-		if failed != "" {
-			s.log.Error("source failover refused: the relay's position has no GTID, and binlog file/position differ between servers, so resuming on another replica could skip or repeat rows. Reconnecting to the same source; turn GTID on (MySQL: gtid_mode=ON, enforce_gtid_consistency=ON) to fail over",
-				zap.String("source", failed), zap.String("binlog_file", pos.File), zap.Uint32("binlog_pos", pos.Pos))
-		}
-		return cur.Host, uint16(cur.Port), nil
-	}
-	q := "SELECT @@gtid_binlog_pos" // what a MariaDB replica can serve (log_slave_updates)
-	if pos.Flavor == binlog.FlavorMySQL {
-		q = "SELECT @@gtid_executed"
-	}
-	wait := backoff.Backoff{Initial: 250 * time.Millisecond, Max: 2 * time.Second}
-	for {
-		for i := 0; i < n; i++ {
-			idx := (first + i) % n
-			h := s.hosts[idx]
-			have, err := s.query(ctx, idx, q)
-			if err != nil {
-				if ctx.Err() != nil {
-					return "", 0, ctx.Err()
-				}
-				s.log.Warn("source candidate does not answer", zap.String("source", h.Addr()), zap.Error(err))
-				continue
-			}
-			ok, err := binlog.ContainsGTID(pos.Flavor, have, pos.GTIDSet)
-			if err != nil {
-				s.log.Warn("source candidate: cannot compare GTID sets", zap.String("source", h.Addr()), zap.Error(err))
-				continue
-			}
-			if !ok {
-				if s.behind[idx] != have {
-					s.log.Warn("replica is behind the relay's position: waiting for it to catch up rather than reading from it",
-						zap.String("source", h.Addr()), zap.String("replica_gtid", have), zap.String("gtid", pos.GTIDSet))
-					s.behind[idx] = have
-				}
-				continue
-			}
-			delete(s.behind, idx)
-			if failed != "" {
-				s.log.Warn("binlog source failed over", zap.String("from", failed), zap.String("to", h.Addr()),
-					zap.String("gtid", pos.GTIDSet))
-			}
-			s.cur.Store(int32(idx))
-			return h.Host, uint16(h.Port), nil
-		}
-		if err := wait.Wait(ctx); err != nil {
-			return "", 0, err
-		}
-	}
-}
-
-// query runs a one-value query on source idx over a connection of its own.
-func (s *sources) query(ctx context.Context, idx int, q string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c, err := s.conns[idx].Connect(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	qc, ok := c.(driver.QueryerContext)
-	if !ok {
-		return "", errors.New("the MySQL driver cannot run queries on a raw connection")
-	}
-	rows, err := qc.QueryContext(ctx, q, nil)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	dest := make([]driver.Value, len(rows.Columns()))
-	if err := rows.Next(dest); err != nil {
-		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("%s returned no row", q)
-		}
-		return "", err
-	}
-	switch v := dest[0].(type) {
-	case []byte:
-		return string(v), nil
-	case string:
-		return v, nil
-	case nil:
-		return "", nil
-	default:
-		return fmt.Sprint(v), nil
 	}
 }

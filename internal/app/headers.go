@@ -1,5 +1,8 @@
 package app
 
+// The router the binlog path and the sweeper share, and the warning about
+// a header it leaves out.
+
 import (
 	"go.uber.org/zap"
 

@@ -2,54 +2,12 @@ package app
 
 // Leadership as the endpoints and metrics report it: which relay of a name
 // streams the binlog now (/leader, binlog_relay_leader), what a standby
-// answers on /readyz, the pollers only the leader runs, and the build
-// (binlog_relay_build_info).
+// reports, and the pollers only the leader runs.
 
 import (
 	"context"
-	"net/http"
-	"runtime/debug"
-	"strings"
 	"sync"
 )
-
-// BuildInfo names the running build in binlog_relay_build_info.
-type BuildInfo struct {
-	Version string // "dev" when empty
-	// Commit is the VCS revision; empty: the one Go stamped into the binary
-	// (vcs.revision, "-dirty" added for a modified tree), else "unknown".
-	Commit string
-}
-
-func (b BuildInfo) resolved() BuildInfo {
-	if b.Version == "" {
-		b.Version = "dev"
-	}
-	if b.Commit != "" {
-		return b
-	}
-	b.Commit = "unknown"
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	var rev, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev != "" {
-		b.Commit = rev
-		if modified == "true" {
-			b.Commit += "-dirty"
-		}
-	}
-	return b
-}
 
 // leadership says whether this relay streams the binlog now: with
 // ha.enabled while it holds the lease (a term), without it once the binlog
@@ -150,48 +108,4 @@ func (a *App) whileLeading(ctx context.Context, poll func(context.Context), rese
 			return
 		}
 	}
-}
-
-// serveLeader answers /leader: 200 on the relay that streams, 503 on the
-// others, with who leads in the body.
-func (a *App) serveLeader(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if a.leader.is() {
-		_, _ = w.Write([]byte("leader\n"))
-		return
-	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	switch who := a.leaderName(); {
-	case !a.Cfg.HA.Enabled:
-		_, _ = w.Write([]byte("not leading: the binlog path is not running yet\n"))
-	case who != "":
-		_, _ = w.Write([]byte("standby: the leader is " + who + "\n"))
-	default:
-		_, _ = w.Write([]byte("standby: no relay named " + a.Cfg.Name + " holds the lease right now\n"))
-	}
-}
-
-// standbyReady is /readyz on a standby: it serves its metrics and waits, so
-// it is ready as long as it can reach Redis, where the lease is taken over.
-func (a *App) standbyReady() (bool, []string) {
-	if !a.ops.redisUp.Load() {
-		return false, []string{"standby: redis " + a.Cfg.Redis.Addr + " does not answer, so this relay cannot take the leader lease over"}
-	}
-	return true, nil
-}
-
-// readyText is /readyz's status and body.
-func (a *App) readyText() (int, string) {
-	standby := a.standby()
-	ok, why := a.Ready()
-	switch {
-	case ok && standby:
-		if who := a.leaderName(); who != "" {
-			return http.StatusOK, "ready: standby, waiting for the lease (the leader is " + who + ")\n"
-		}
-		return http.StatusOK, "ready: standby, waiting for the lease\n"
-	case ok:
-		return http.StatusOK, "ready\n"
-	}
-	return http.StatusServiceUnavailable, "not ready: " + strings.Join(why, "; ") + "\n"
 }

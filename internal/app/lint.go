@@ -1,5 +1,7 @@
 package app
 
+// The lint command: the config checks that need no server.
+
 import (
 	"fmt"
 

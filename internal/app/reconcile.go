@@ -1,10 +1,12 @@
 package app
 
+// The reconcile command, the reconciliation `run` schedules, its start-up
+// check and its line in `status`.
+
 import (
 	"context"
 	"database/sql"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -16,46 +18,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 )
-
-// ReconcileOptions are `binlog-relay reconcile`'s flags.
-type ReconcileOptions struct {
-	Since, Until time.Time
-	Tables       []string
-	Repair       bool
-	Format       string
-}
-
-// Flags registers --since, --until, --table, --repair and --format on fs.
-func (o *ReconcileOptions) Flags(fs *flag.FlagSet) {
-	now := time.Now()
-	fs.Func("since", "outbox rows created since this time: RFC 3339 or a duration back from now (default: reconcile.window, 24h)", func(s string) error {
-		t, err := ParseSince(s, now)
-		o.Since = t
-		return err
-	})
-	fs.Func("until", "outbox rows created before this time: RFC 3339 or a duration back from now (default: now)", func(s string) error {
-		t, err := ParseSince(s, now)
-		o.Until = t
-		return err
-	})
-	fs.Func("table", "only this outbox table, schema.name (repeatable)", func(s string) error {
-		o.Tables = append(o.Tables, s)
-		return nil
-	})
-	fs.BoolVar(&o.Repair, "repair", false, "reset the SENT rows no consumer processed to PENDING on the primary, so the sweeper sends them again")
-	fs.StringVar(&o.Format, "format", "table", "output: table (for people) or json (for scripts)")
-}
-
-// Validate checks the flags before anything connects.
-func (o *ReconcileOptions) Validate() error {
-	if o.Format != "table" && o.Format != "json" {
-		return fmt.Errorf("reconcile: --format %q is not table or json", o.Format)
-	}
-	if !o.Since.IsZero() && !o.Until.IsZero() && !o.Until.After(o.Since) {
-		return errors.New("reconcile: --until must be after --since")
-	}
-	return nil
-}
 
 // Reconcile runs one reconciliation, prints its report and saves it for
 // `status`. The report is returned even when the run failed part way.

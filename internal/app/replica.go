@@ -7,8 +7,6 @@ package app
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
@@ -135,35 +132,6 @@ func readReplicaState(ctx context.Context, db *sql.DB, addr string) (ReplicaStat
 		}
 	}
 	return st, nil
-}
-
-// sourceAddr is the source the relay reads now (the current one of
-// source.hosts).
-func (a *App) sourceAddr() string {
-	if a.src != nil {
-		return a.src.current().Addr()
-	}
-	return a.Cfg.Source.Addr()
-}
-
-// primaryPosition reads the primary's GTID position: one variable, no
-// table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
-// primary's Com_select keeps counting only real queries (the relay sends the
-// primary none in steady state). Empty when the primary has GTIDs off.
-func (a *App) primaryPosition(ctx context.Context, flavor string) (string, error) {
-	name := "gtid_binlog_pos"
-	if flavor == binlog.FlavorMySQL {
-		name = "gtid_executed"
-	}
-	var n, v sql.NullString
-	err := a.Primary.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE '"+name+"'").Scan(&n, &v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the primary's GTID position: %w", err)
-	}
-	return strings.ReplaceAll(v.String, "\n", ""), nil
 }
 
 // gtidCovered reports whether position have includes every transaction of
@@ -446,24 +414,6 @@ func (a *App) replicaReasons(maxLag time.Duration) []string {
 	return why
 }
 
-// replicaMetrics adapts the watch to metrics.Replica.
-type replicaMetrics struct{ a *App }
-
-func (m replicaMetrics) Threads() (io, sql, ok bool) {
-	st := m.a.replica.state.Load()
-	if st == nil || !st.IsReplica {
-		return false, false, false
-	}
-	return strings.EqualFold(st.IO, "Yes"), strings.EqualFold(st.SQL, "Yes"), true
-}
-
-func (m replicaMetrics) Delay(now time.Time) (time.Duration, bool) {
-	if m.a.replica.streaming.Load() == nil {
-		return 0, false
-	}
-	return m.a.replica.Delay(now)
-}
-
 // replicaStatus prints the source replica's threads and whether the
 // checkpoint has everything the primary has (`status`).
 func (a *App) replicaStatus(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) {
@@ -532,69 +482,20 @@ func (c *checker) checkReplica(ctx context.Context) {
 	}
 }
 
-// precheckDB is where the sweeper inside `run` asks whether rows are due:
-// the source replica while it replicates, the primary while it does not
-// (a thread stopped, or the delay past sweeper.grace_period). A replica
-// that stopped applying has none of the new rows, so its answer would hold
-// every one of them until it is fixed; one indexed EXISTS per table and
-// sweeper.interval on the primary is the price of sending them after the
-// grace period. Each pre-check dials afresh (no idle connections) so it
-// follows the replica's state.
-func (a *App) precheckDB() (*sql.DB, error) {
-	c := &precheckConnector{a: a, source: a.src}
-	if a.src == nil {
-		dsn, err := a.Cfg.Source.DSN("source")
-		if err != nil {
-			return nil, err
-		}
-		if c.source, err = connector(dsn, "source"); err != nil {
-			return nil, err
-		}
+// replicaMetrics adapts the watch to metrics.Replica.
+type replicaMetrics struct{ a *App }
+
+func (m replicaMetrics) Threads() (io, sql, ok bool) {
+	st := m.a.replica.state.Load()
+	if st == nil || !st.IsReplica {
+		return false, false, false
 	}
-	dsn, err := a.Cfg.Primary.DSN("primary")
-	if err != nil {
-		return nil, err
-	}
-	if c.primary, err = connector(dsn, "primary"); err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(c)
-	db.SetMaxIdleConns(0)
-	return db, nil
+	return strings.EqualFold(st.IO, "Yes"), strings.EqualFold(st.SQL, "Yes"), true
 }
 
-func connector(dsn, field string) (driver.Connector, error) {
-	mc, err := mysqldrv.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+func (m replicaMetrics) Delay(now time.Time) (time.Duration, bool) {
+	if m.a.replica.streaming.Load() == nil {
+		return 0, false
 	}
-	c, err := mysqldrv.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	return c, nil
-}
-
-type precheckConnector struct {
-	a               *App
-	source, primary driver.Connector
-}
-
-func (c *precheckConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	if c.a.replicaDegraded() {
-		return c.primary.Connect(ctx)
-	}
-	return c.source.Connect(ctx)
-}
-
-func (c *precheckConnector) Driver() driver.Driver { return c.source.Driver() }
-
-// replicaDegraded reports whether the source replica is not replicating
-// or is further behind the primary than the sweeper's grace period.
-func (a *App) replicaDegraded() bool {
-	if a.replica.stopped.Load() != 0 {
-		return true
-	}
-	d, ok := a.replica.Delay(time.Now())
-	return ok && d > sweeperConfig(a.Cfg.Sweeper).GracePeriod
+	return m.a.replica.Delay(now)
 }

@@ -1,9 +1,16 @@
 package app
 
+// The sweeper: the one inside `run`, the sweep command, and the connection
+// its pre-checks read (the source replica, or the primary while the replica
+// lags).
+
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -40,7 +47,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	precheck, err := a.precheckDB() // replica.go
+	precheck, err := a.precheckDB()
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +65,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 // rows.
 func (a *App) Sweep(ctx context.Context) error {
 	if err := a.Source.PingContext(ctx); err != nil {
-		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.Cfg.Source.Redacted(), err)
+		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.source().Redacted(), err)
 	}
 	if err := a.Primary.PingContext(ctx); err != nil {
 		return fmt.Errorf("primary %s: %w", a.Cfg.Primary.Redacted(), err)
@@ -93,4 +100,59 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried %d+ times)\n",
 			100*l.RetryRatio, l.Retried, l.Recent, outbox.RetriedFrom)
 	}
+}
+
+// precheckDB is where the sweeper inside `run` asks whether rows are due:
+// the source replica while it replicates, the primary while it does not
+// (a thread stopped, or the delay past sweeper.grace_period). A replica
+// that stopped applying has none of the new rows, so its answer would hold
+// every one of them until it is fixed; one indexed EXISTS per table and
+// sweeper.interval on the primary is the price of sending them after the
+// grace period. Each pre-check dials afresh (no idle connections) so it
+// follows the replica's state.
+func (a *App) precheckDB() (*sql.DB, error) {
+	c := &precheckConnector{a: a, source: a.src}
+	if a.src == nil {
+		dsn, err := a.Cfg.Source.DSN("source")
+		if err != nil {
+			return nil, err
+		}
+		if c.source, err = connector(dsn, "source"); err != nil {
+			return nil, err
+		}
+	}
+	dsn, err := a.Cfg.Primary.DSN("primary")
+	if err != nil {
+		return nil, err
+	}
+	if c.primary, err = connector(dsn, "primary"); err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxIdleConns(0)
+	return db, nil
+}
+
+type precheckConnector struct {
+	a               *App
+	source, primary driver.Connector
+}
+
+func (c *precheckConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	if c.a.replicaDegraded() {
+		return c.primary.Connect(ctx)
+	}
+	return c.source.Connect(ctx)
+}
+
+func (c *precheckConnector) Driver() driver.Driver { return c.source.Driver() }
+
+// replicaDegraded reports whether the source replica is not replicating
+// or is further behind the primary than the sweeper's grace period.
+func (a *App) replicaDegraded() bool {
+	if a.replica.stopped.Load() != 0 {
+		return true
+	}
+	d, ok := a.replica.Delay(time.Now())
+	return ok && d > sweeperConfig(a.Cfg.Sweeper).GracePeriod
 }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/app"
+)
+
+// A command runs on an open App and returns the exit code.
+type command func(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int
+
+// appCommands are the commands that need the servers, by name (lint and
+// version need none; help is usage.go's).
+var appCommands = map[string]command{
+	"run":       runCmd,
+	"check":     checkCmd,
+	"status":    statusCmd,
+	"sweep":     sweepCmd,
+	"requeue":   requeueCmd,
+	"reconcile": reconcileCmd, // reconcile.go
+}
+
+// runCmd streams until SIGTERM/SIGINT; a stop by signal is not a failure.
+func runCmd(ctx context.Context, a *app.App, _ *options, _, _ io.Writer) int {
+	a.Log.Info("binlog-relay starting", zap.String("version", a.Build.Version), zap.String("commit", a.Build.Commit), zap.String("name", a.Cfg.Name))
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		a.Log.Error("binlog-relay stopped", zap.Error(err))
+		return exitRuntime
+	}
+	return exitOK
+}
+
+// checkCmd prints each problem the start-up checks find; any error fails.
+func checkCmd(ctx context.Context, a *app.App, _ *options, stdout, _ io.Writer) int {
+	problems := a.Check(ctx)
+	for _, p := range problems {
+		fmt.Fprintln(stdout, p)
+	}
+	if app.HasErrors(problems) {
+		return exitRuntime
+	}
+	fmt.Fprintln(stdout, "OK: source, primary, broker, redis and tables are ready")
+	return exitOK
+}
+
+func statusCmd(ctx context.Context, a *app.App, _ *options, stdout, stderr io.Writer) int {
+	if err := a.Status(ctx, stdout); err != nil {
+		fmt.Fprintln(stderr, "binlog-relay:", err)
+		return exitRuntime
+	}
+	return exitOK
+}
+
+// sweepCmd runs the fallback sweeper alone until SIGTERM/SIGINT.
+func sweepCmd(ctx context.Context, a *app.App, _ *options, _, _ io.Writer) int {
+	a.Log.Info("binlog-relay sweeper starting", zap.String("version", version), zap.String("name", a.Cfg.Name))
+	if err := a.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		a.Log.Error("binlog-relay sweeper stopped", zap.Error(err))
+		return exitRuntime
+	}
+	return exitOK
+}
+
+func requeueCmd(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
+	if err := a.Requeue(ctx, o.requeue, stdout); err != nil {
+		fmt.Fprintln(stderr, "binlog-relay:", err)
+		return exitRuntime
+	}
+	return exitOK
+}

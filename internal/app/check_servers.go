@@ -1,0 +1,285 @@
+package app
+
+// The start-up checks of the source, the primary and the broker: settings,
+// grants, tables, and the binlog stream at the start position.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+)
+
+func variable(ctx context.Context, db *sql.DB, name string) (string, bool) {
+	var v sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT @@"+name).Scan(&v); err != nil {
+		return "", false
+	}
+	return v.String, true
+}
+
+// checkSource returns false when the source cannot be reached at all.
+func (c *checker) checkSource(ctx context.Context) bool {
+	a := c.a
+	where := "source " + a.sourceAddr()
+	if err := a.Source.PingContext(ctx); err != nil {
+		c.add(Error, where, "cannot connect as %s: %v", a.source().User, err)
+		return false
+	}
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		c.add(Error, where, "%v", err)
+		return false
+	}
+	if v, _ := variable(ctx, a.Source, "log_bin"); v != "1" && !strings.EqualFold(v, "ON") {
+		c.add(Error, where, "binary logging is off: start the server with log_bin (and binlog_format=ROW)")
+		return true
+	}
+	if v, _ := variable(ctx, a.Source, "binlog_format"); !strings.EqualFold(v, "ROW") {
+		c.add(Error, where, "binlog_format is %s: set binlog_format=ROW (outbox rows are read from row events)", v)
+	}
+	if v, _ := variable(ctx, a.Source, "binlog_row_image"); !strings.EqualFold(v, "FULL") {
+		c.add(Error, where, "binlog_row_image is %s: set binlog_row_image=FULL so every outbox column is in the binlog", v)
+	}
+	if v, ok := variable(ctx, a.Source, "binlog_row_metadata"); !ok || !strings.EqualFold(v, "FULL") {
+		c.add(Warning, where, "binlog_row_metadata is %q: set binlog_row_metadata=FULL so column names come with each row (otherwise they are read from information_schema and re-read after DDL)", v)
+	}
+	if isReplica(ctx, a.Source) {
+		v, ok := variable(ctx, a.Source, "log_slave_updates")
+		if !ok {
+			v, _ = variable(ctx, a.Source, "log_replica_updates")
+		}
+		if v != "1" && !strings.EqualFold(v, "ON") {
+			c.add(Error, where, "the source is a replica with log_slave_updates off: rows replicated from the primary never reach its binlog; set log_slave_updates=ON (log_replica_updates on MySQL 8)")
+		}
+	}
+	if v, err := binlog.CompressionSetting(ctx, a.Source); err == nil && v != "" {
+		// Compressed transactions arrive as TRANSACTION_PAYLOAD events,
+		// which the reader decodes; reported so the setting is known.
+		c.add(Info, where, "binlog_transaction_compression is %s (compressed transactions are decoded)", v)
+	}
+	if flavor == binlog.FlavorMySQL {
+		if v, _ := variable(ctx, a.Source, "gtid_mode"); !strings.EqualFold(v, "ON") {
+			c.add(Warning, where, "gtid_mode is %s: the relay resumes by file/position and cannot fail over between replicas; set gtid_mode=ON and enforce_gtid_consistency=ON", v)
+		}
+	}
+	c.checkGrants(ctx, where, a.Source, []grantNeed{
+		{privs: []string{"REPLICATION SLAVE", "REPLICATION REPLICA"}, why: "to stream the binlog"},
+		{privs: []string{"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}, why: "to read the binlog position (SHOW MASTER STATUS)"},
+	})
+	c.checkTables(ctx, where, a.Source, a.Cfg.Tables, "SELECT", func(t *outbox.Table) string {
+		return "SELECT 1 FROM " + t.QuotedName() + " LIMIT 0"
+	})
+	c.checkMessageIDIndexes(ctx, where, a.Source, a.Cfg.Tables)
+	return true
+}
+
+func isReplica(ctx context.Context, db *sql.DB) bool {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		rows, err = db.QueryContext(ctx, "SHOW REPLICA STATUS")
+		if err != nil {
+			return false
+		}
+	}
+	defer rows.Close()
+	return rows.Next()
+}
+
+type grantNeed struct {
+	privs []string // any of these
+	why   string
+}
+
+// checkGrants reads SHOW GRANTS for the relay's own user and reports each
+// missing global privilege.
+func (c *checker) checkGrants(ctx context.Context, where string, db *sql.DB, needs []grantNeed) {
+	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+	if err != nil {
+		c.add(Warning, where, "cannot read the relay user's grants: %v", err)
+		return
+	}
+	defer rows.Close()
+	var global []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return
+		}
+		g = strings.ToUpper(g)
+		if strings.Contains(g, " ON *.* ") {
+			global = append(global, g)
+		}
+	}
+	for _, need := range needs {
+		if !hasAnyGrant(global, need.privs) {
+			c.add(Error, where, "the relay user lacks %s %s: GRANT %s ON *.* TO the relay user", need.privs[0], need.why, need.privs[0])
+		}
+	}
+}
+
+func hasAnyGrant(global []string, privs []string) bool {
+	for _, g := range global {
+		if strings.Contains(g, "ALL PRIVILEGES") {
+			return true
+		}
+		for _, p := range privs {
+			if strings.Contains(g, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkTables verifies each outbox table exists with its mapped columns and
+// that the statement the relay needs is allowed.
+func (c *checker) checkTables(ctx context.Context, where string, db *sql.DB, tables []*outbox.Table, priv string, probe func(*outbox.Table) string) {
+	for _, t := range tables {
+		cols, err := tableColumns(ctx, db, t)
+		if err != nil {
+			c.add(Error, where, "reading columns of %s: %v", t.FullName(), err)
+			continue
+		}
+		if len(cols) == 0 {
+			c.add(Error, where, "outbox table %s does not exist (or the relay user cannot see it): create it (schema/) or fix tables[].schema/name", t.FullName())
+			continue
+		}
+		for field, col := range t.MappedColumns() {
+			if !cols[strings.ToLower(col)] {
+				c.add(Error, where, "outbox table %s has no column %q (mapped by %s): fix the mapping or the table", t.FullName(), col, field)
+			}
+		}
+		if _, err := db.ExecContext(ctx, probe(t)); err != nil {
+			c.add(Error, where, "the relay user cannot %s on %s: GRANT %s ON %s TO the relay user (%v)", priv, t.FullName(), priv, t.QuotedName(), err)
+		}
+	}
+}
+
+func tableColumns(ctx context.Context, db *sql.DB, t *outbox.Table) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		cols[strings.ToLower(n)] = true
+	}
+	return cols, rows.Err()
+}
+
+// checkStream opens the binlog stream at the start position and reads the
+// first events: this is what proves the replication grant, and it tells
+// whether a saved checkpoint is still on the server.
+func (c *checker) checkStream(ctx context.Context) {
+	a := c.a
+	src := a.source()
+	where := "source " + src.Addr()
+	start, resumed, err := a.StartPosition(ctx)
+	if err != nil {
+		c.add(Error, where, "finding the start position: %v", err)
+		return
+	}
+	if !resumed {
+		if since, lost, err := a.checkpointLost(ctx); err == nil && lost {
+			c.checkGap("checkpoint", a.lostWhat(since)) // gap.go
+		}
+	}
+	stls, err := src.TLSConfig("source")
+	if err != nil {
+		c.add(Error, where, "%v", err)
+		return
+	}
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 100000 + uint32(time.Now().UnixNano()%1000000), Flavor: start.Flavor,
+		Host: src.Host, Port: uint16(src.Port), User: src.User,
+		Password: src.Password, TLSConfig: stls, DisableRetrySync: true,
+		Logger: discardLogger(),
+	})
+	defer syncer.Close()
+	var streamer *replication.BinlogStreamer
+	if start.HasGTID() {
+		set, perr := binlog.ParseGTIDSet(start.Flavor, start.GTIDSet)
+		if perr != nil {
+			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, a.Cfg.Checkpoint.Key)
+			return
+		}
+		streamer, err = syncer.StartSyncGTID(set)
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
+	}
+	if err == nil {
+		probeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// Read past the fake rotate and format description; an error packet
+		// (access, purged log) arrives before or instead of them.
+		for i := 0; i < 3 && err == nil; i++ {
+			_, err = streamer.GetEvent(probeCtx)
+		}
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil // idle server: the stream is open
+		}
+	}
+	if err == nil {
+		return
+	}
+	var myErr *mysql.MyError
+	switch {
+	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && binlog.IsPurgedMessage(myErr.Message):
+		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
+	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
+		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
+	default:
+		c.add(Error, where, "opening the binlog stream at %s: %v", start, err)
+	}
+}
+
+func (c *checker) checkPrimary(ctx context.Context) {
+	a := c.a
+	where := "primary " + a.Cfg.Primary.Addr()
+	if err := a.Primary.PingContext(ctx); err != nil {
+		c.add(Error, where, "cannot connect as %s: %v", a.Cfg.Primary.User, err)
+		return
+	}
+	var written []*outbox.Table
+	for _, t := range a.Cfg.Tables {
+		if t.Columns.Status != "" {
+			written = append(written, t)
+		}
+	}
+	// A statement that matches nothing: it proves the UPDATE grant and
+	// writes nothing (no binlog event either).
+	c.checkTables(ctx, where, a.Primary, written, "UPDATE", func(t *outbox.Table) string {
+		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", t.QuotedName(), outbox.QuoteIdent(t.Columns.Status))
+	})
+}
+
+func (c *checker) checkBroker() {
+	a := c.a
+	btls, err := a.Cfg.Broker.TLSConfig()
+	if err != nil {
+		c.add(Error, "broker", "%v", err)
+		return
+	}
+	conn, err := amqp.DialConfig(a.Cfg.Broker.URL, amqp.Config{TLSClientConfig: btls, Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		c.add(Error, "broker "+publisher.Redact(a.Cfg.Broker.URL), "cannot connect: %v", publisher.Scrub(err, a.Cfg.Broker.URL))
+		return
+	}
+	_ = conn.Close()
+}

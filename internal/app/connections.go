@@ -1,0 +1,236 @@
+package app
+
+// Connections: the source and primary pools, the Redis client and the
+// checkpoint store (opening dials nothing; the first use does), and what
+// the relay reads off the servers before streaming: the source's flavor and
+// identity, its binlog position, where to start, the primary's GTID
+// position.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/config"
+)
+
+// Open prepares connections; nothing is dialled until used.
+func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
+	if err := checkStages(cfg); err != nil { // stages.go
+		return nil, err
+	}
+	a := &App{Cfg: cfg, Log: log}
+	routeRedisLogs(log)
+	dsn, err := cfg.Source.DSN("source")
+	if err != nil {
+		return nil, err
+	}
+	if a.Source, err = sql.Open("mysql", dsn); err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if len(cfg.Source.Hosts) > 1 { // a.Source dials whichever is read now (source.go)
+		if a.src, err = newSources(cfg.Source, log.Named("source")); err != nil {
+			return nil, err
+		}
+		_ = a.Source.Close()
+		a.Source = sql.OpenDB(a.src)
+	}
+	a.Source.SetMaxOpenConns(4)
+	if dsn, err = cfg.Primary.DSN("primary"); err != nil {
+		return nil, err
+	}
+	if a.Primary, err = sql.Open("mysql", dsn); err != nil {
+		return nil, fmt.Errorf("primary: %w", err)
+	}
+	a.Primary.SetMaxOpenConns(8)
+	a.Primary.SetConnMaxIdleTime(5 * time.Minute)
+	rtls, err := cfg.Redis.TLS.TLSConfig("redis")
+	if err != nil {
+		return nil, err
+	}
+	a.Redis = redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Username: cfg.Redis.Username,
+		Password: cfg.Redis.Password, DB: cfg.Redis.DB, TLSConfig: rtls,
+		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
+		MaxRetries: 1})
+	a.Store = &checkpoint.Redis{Client: a.Redis, Key: cfg.Checkpoint.Key}
+	return a, nil
+}
+
+// Close releases the connections.
+func (a *App) Close() {
+	_ = a.Source.Close()
+	_ = a.Primary.Close()
+	_ = a.Redis.Close()
+}
+
+// connector dials one MySQL server; field names it in errors.
+func connector(dsn, field string) (driver.Connector, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	c, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return c, nil
+}
+
+// Flavor detects (once) whether the source is MySQL or MariaDB.
+func (a *App) Flavor(ctx context.Context) (string, error) {
+	if a.flavor != "" {
+		return a.flavor, nil
+	}
+	if f := a.Cfg.Source.Flavor; f == "mysql" || f == "mariadb" {
+		a.flavor = f
+		return f, nil
+	}
+	var version string
+	if err := a.Source.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", fmt.Errorf("source %s: %w", a.source().Redacted(), err)
+	}
+	a.flavor = binlog.FlavorMySQL
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		a.flavor = binlog.FlavorMariaDB
+	}
+	return a.flavor, nil
+}
+
+// ServerIdentity names the source in checkpoints: server_uuid on MySQL,
+// server_id on MariaDB (which has no uuid). It is read again once the relay
+// reads another of source.hosts, so an HA term after a failover names the
+// replica it streams from.
+func (a *App) ServerIdentity(ctx context.Context) (string, error) {
+	at := a.sourceAddr()
+	if a.server != "" && a.serverAt == at {
+		return a.server, nil
+	}
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		return "", err
+	}
+	q := "SELECT CONCAT('server_id=', @@server_id)"
+	if flavor == binlog.FlavorMySQL {
+		q = "SELECT @@server_uuid"
+	}
+	var server string
+	if err := a.Source.QueryRowContext(ctx, q).Scan(&server); err != nil {
+		return "", fmt.Errorf("reading the source's identity: %w", err)
+	}
+	a.server, a.serverAt = server, at
+	return server, nil
+}
+
+// CurrentPosition is where the source's binlog ends now.
+func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
+	flavor, err := a.Flavor(ctx)
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	p := binlog.Position{Flavor: flavor}
+	file, pos, err := masterStatus(ctx, a.Source)
+	if err != nil {
+		return p, err
+	}
+	p.File, p.Pos = file, pos
+	var gtid sql.NullString
+	if flavor == binlog.FlavorMariaDB {
+		err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid)
+	} else {
+		var mode string
+		if err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_mode").Scan(&mode); err == nil && strings.EqualFold(mode, "ON") {
+			err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_executed").Scan(&gtid)
+		}
+	}
+	if err != nil {
+		return p, fmt.Errorf("reading the source's GTID position: %w", err)
+	}
+	// An empty set (a server that never logged a GTID transaction) starts
+	// by file/pos; the tracker picks GTIDs up from the first transaction.
+	p.GTIDSet = strings.ReplaceAll(gtid.String, "\n", "")
+	return p, nil
+}
+
+// masterStatus reads SHOW MASTER STATUS (SHOW BINARY LOG STATUS on MySQL
+// 8.4+) by column name, as the column set differs between versions.
+func masterStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		rows, err = db.QueryContext(ctx, "SHOW BINARY LOG STATUS")
+		if err != nil {
+			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
+		}
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", 0, err
+	}
+	if !rows.Next() {
+		return "", 0, errors.New("the source has binary logging off (SHOW MASTER STATUS is empty): start it with log_bin")
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", 0, err
+	}
+	var file string
+	var pos uint64
+	for i, c := range cols {
+		switch c {
+		case "File":
+			file = string(vals[i])
+		case "Position":
+			pos, _ = strconv.ParseUint(string(vals[i]), 10, 32)
+		}
+	}
+	return file, uint32(pos), nil
+}
+
+// StartPosition is the saved checkpoint or, without one, the source's
+// current position (rows committed earlier are the sweeper's).
+func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) {
+	cp, err := a.Store.Load(ctx)
+	if err == nil {
+		return cp.Position(), true, nil
+	}
+	if !errors.Is(err, checkpoint.ErrNotFound) {
+		return binlog.Position{}, false, err
+	}
+	p, err := a.CurrentPosition(ctx)
+	return p, false, err
+}
+
+// primaryPosition reads the primary's GTID position: one variable, no
+// table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
+// primary's Com_select keeps counting only real queries (the relay sends the
+// primary none in steady state). Empty when the primary has GTIDs off.
+func (a *App) primaryPosition(ctx context.Context, flavor string) (string, error) {
+	name := "gtid_binlog_pos"
+	if flavor == binlog.FlavorMySQL {
+		name = "gtid_executed"
+	}
+	var n, v sql.NullString
+	err := a.Primary.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE '"+name+"'").Scan(&n, &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the primary's GTID position: %w", err)
+	}
+	return strings.ReplaceAll(v.String, "\n", ""), nil
+}

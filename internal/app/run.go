@@ -1,0 +1,121 @@
+package app
+
+// The run command: start-up, then the binlog path and the services beside
+// it until ctx ends (with ha.enabled, ha.go runs the binlog path per lease
+// term).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/internal/relay"
+)
+
+// Run checks the servers, then streams until ctx ends. A saved position the
+// source no longer has is a gap (gap.go): taken when the sweeper covers it
+// or the operator accepted it, refused otherwise.
+func (a *App) Run(ctx context.Context) error {
+	a.setMemoryLimit() // memory.go
+	a.pickSource(ctx)
+	if err := a.claimName(ctx); err != nil { // instance.go
+		return err
+	}
+	defer a.releaseName()
+	a.waitServerIDFree(ctx)
+	a.starting.Store(true)
+	if problems := a.Check(ctx); HasErrors(problems) {
+		for _, p := range problems {
+			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
+		}
+		return fmt.Errorf("start-up checks failed: %s", FirstError(problems))
+	}
+	if a.Cfg.HA.Enabled {
+		return a.runLeader(ctx) // ha.go
+	}
+	r, err := a.build(ctx, a.Store, nil)
+	if err != nil {
+		return err
+	}
+	a.relay.Store(r)
+	a.leader.set(true) // the only relay of its name (leader.go)
+	defer a.leader.set(false)
+	start, resumed, err := a.StartPosition(ctx)
+	if err != nil {
+		return err
+	}
+	if !resumed {
+		if err := a.startWithoutCheckpoint(ctx, start); err != nil { // gap.go
+			return err
+		}
+	}
+	a.Log.Info("relay starting", zap.Bool("from_checkpoint", resumed), zap.String("gtid", start.GTIDSet),
+		zap.String("binlog_file", start.File), zap.Uint32("binlog_pos", start.Pos),
+		zap.String("checkpoint_key", a.Cfg.Checkpoint.Key))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, svc := range a.services() {
+		g.Go(func() error { return svc(gctx) })
+	}
+	g.Go(func() error {
+		defer a.stopServices()
+		return a.stream(gctx, r, start)
+	})
+	return g.Wait()
+}
+
+// stream runs the binlog path. A purged position is a gap (gap.go): the
+// stream restarts at the current position or stops with the refusal. A
+// second replica with this server_id is never answered by a jump: the
+// stream retries from its last checkpoint with backoff until the other one
+// goes.
+func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position) error {
+	ref := &streamRef{r: r, start: start}
+	a.replica.streaming.Store(ref)
+	defer func() { a.replica.streaming.CompareAndSwap(ref, nil) }()
+	wait := backoff.Backoff{Initial: time.Second, Max: 30 * time.Second}
+	for {
+		began := time.Now()
+		err := r.Run(ctx, start)
+		resume := start
+		if cp, ok := r.LastCheckpoint(); ok {
+			resume = cp.Position()
+		}
+		switch {
+		case err == nil:
+			a.Log.Info("relay stopped", zap.Int64("published", r.Stats.Published.Load()))
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case serverIDConflict(err):
+			if time.Since(began) > time.Minute {
+				wait.Reset()
+			}
+			pause := wait.Next()
+			hint := a.conflictHint()
+			a.gap.set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(pause, instanceTTL)+pause)
+			a.Log.Error("binlog stream dropped by the source: another replica connected with this relay's server_id. Retrying from the last checkpoint; nothing is skipped",
+				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", pause),
+				zap.String("gtid", resume.GTIDSet), zap.String("binlog_file", resume.File), zap.Uint32("binlog_pos", resume.Pos), zap.Error(err))
+			if backoff.Sleep(ctx, pause) != nil {
+				return nil
+			}
+			start = resume
+		case errors.Is(err, binlog.ErrPositionPurged):
+			now, gerr := a.purgedGap(ctx, resume, err)
+			if gerr != nil {
+				return gerr
+			}
+			start = now
+		default:
+			return err
+		}
+		ref = &streamRef{r: r, start: start}
+		a.replica.streaming.Store(ref)
+	}
+}
