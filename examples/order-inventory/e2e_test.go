@@ -24,6 +24,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/inventory"
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/order"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -205,7 +206,7 @@ func placeOrders(ctx context.Context, db *sql.DB, exchange string, seed uint64) 
 type relayHandle struct {
 	t   *testing.T
 	cfg string
-	p   *testenv.Process
+	p   *relaytest.Process
 }
 
 // startRelay starts the relay on e's database once the replica has its
@@ -220,14 +221,14 @@ func startRelay(t *testing.T, e *env) *relayHandle {
 	if err := replica.QueryRow("SELECT MASTER_GTID_WAIT(?, 30)", pos).Scan(&res); err != nil || res.Int64 != 0 {
 		t.Fatalf("replica did not catch up with the schema: %v %v", err, res)
 	}
-	h := &relayHandle{t: t, cfg: testenv.WriteConfig(t, testenv.RelayConfig(randName("orderinv_relay_"),
+	h := &relayHandle{t: t, cfg: relaytest.WriteConfig(t, relaytest.RelayConfig(randName("orderinv_relay_"),
 		fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", e.name), ""))}
 	h.start()
 	return h
 }
 
 func (h *relayHandle) start() {
-	h.p = testenv.StartProcess(h.t, h.cfg)
+	h.p = relaytest.StartProcess(h.t, h.cfg)
 	testenv.Eventually(h.t, 30*time.Second, func() bool {
 		l := h.p.LogText()
 		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")

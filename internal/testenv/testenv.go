@@ -1,8 +1,10 @@
-// Package testenv is the integration tests' access to the local test stack
+// Package testenv owns every test's access to the local test stack
 // (scripts/stack.sh): server addresses, a fresh database per test, queues
-// bound to a fresh exchange, a consumer that records every delivery, and the
-// relay run in-process or as a process. Tests fail, never skip, when a
-// server is missing, unless -short is given.
+// bound to a fresh exchange, a consumer that records every delivery, a
+// Redis key prefix per test, unique names and Eventually. Tests fail, never
+// skip, when a server is missing, unless -short is given. It imports none of
+// the relay's packages, so pkg/inbox's own tests use it too; the relay under
+// test lives in internal/testenv/relaytest.
 package testenv
 
 import (

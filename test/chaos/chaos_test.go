@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -58,7 +59,7 @@ func TestChaos(t *testing.T) {
 	f.replicas[1] = proxy(t, addr(testenv.ReplicaDSN))
 	for i := range f.cfgs {
 		f.ids[i] = 300000 + rand.Uint32N(1<<20)
-		f.cfgs[i] = testenv.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))
+		f.cfgs[i] = relaytest.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))
 	}
 
 	// The consumer, through the inbox, as a service would run it.

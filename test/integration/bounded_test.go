@@ -8,8 +8,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // Rows to 1,000 distinct exchanges, through the relay: every row arrives,
@@ -49,7 +50,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 			t.Fatalf("binding %s: %v", names[i], err)
 		}
 	}
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("bounded"), testenv.SeedTable(db.Name),
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("bounded"), relaytest.SeedTable(db.Name),
 		map[string]string{"metrics": fmt.Sprintf("{max_label_values: %d}", limit)}))
 	base := httpAddr(t, r.App)
 
@@ -98,7 +99,7 @@ func TestBinlogPositionOneSeriesAcrossRotations(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("rotate"), testenv.SeedTable(db.Name), nil))
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), nil))
 	base := httpAddr(t, r.App)
 
 	want := insertOrders(t, db, br.Exchange, "rot0", 1, 10)

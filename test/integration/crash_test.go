@@ -13,9 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // producer inserts txs transactions of perTx rows in the background.
@@ -124,8 +125,8 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
 	name := testenv.UniqueName("kill")
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(name, testenv.SeedTable(db.Name), ""))
-	p1 := testenv.StartProcess(t, cfg)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
+	p1 := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p1)
 
 	prod := startProducer(t, db, br.Exchange, "k", 500, 100)
@@ -137,7 +138,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	beforeKill := got.Len()
-	p2 := testenv.StartProcess(t, cfg)
+	p2 := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p2)
 	want := prod.wait(t)
 	last := primaryGTID(t, db)
@@ -161,8 +162,8 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
 	name := testenv.UniqueName("term")
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(name, testenv.SeedTable(db.Name), ""))
-	p1 := testenv.StartProcess(t, cfg)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
+	p1 := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p1)
 
 	prod := startProducer(t, db, br.Exchange, "s", 300, 100)
@@ -174,7 +175,7 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, %v\n%s", code, err, p1.LogText())
 	}
-	p2 := testenv.StartProcess(t, cfg)
+	p2 := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p2)
 	want := prod.wait(t)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= len(want) }, "delivered %d of %d", got.Len(), len(want))
@@ -206,7 +207,7 @@ func TestRelayFollowsBinlogRotation(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("rotate"), testenv.SeedTable(db.Name), ""))
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), ""))
 	prod := startProducer(t, db, br.Exchange, "r", 200, 50)
 	for i := 0; i < 5; i++ {
 		// Rotate on the replica (the relay's source) and on the primary.
@@ -233,8 +234,8 @@ func TestRelayLargeTransactionMemory(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(testenv.UniqueName("bigtx"), testenv.SeedTable(db.Name), ""))
-	p := testenv.StartProcess(t, cfg)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(testenv.UniqueName("bigtx"), relaytest.SeedTable(db.Name), ""))
+	p := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p)
 
 	const rows = 100000
@@ -292,7 +293,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 
 // waitStarted waits until a relay process logs that it streams and is
 // connected to the broker.
-func waitStarted(t *testing.T, p *testenv.Process) {
+func waitStarted(t *testing.T, p *relaytest.Process) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		l := p.LogText()

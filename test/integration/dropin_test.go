@@ -21,15 +21,16 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // startDropin starts a relay over the given tables YAML.
-func startDropin(t *testing.T, tablesYAML string) *testenv.Relay {
+func startDropin(t *testing.T, tablesYAML string) *relaytest.Relay {
 	t.Helper()
-	return testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("dropin"), tablesYAML, ""))
+	return relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("dropin"), tablesYAML, ""))
 }
 
 // dropinWait waits for n deliveries and fails if more than n arrive.
@@ -382,9 +383,9 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db.Exec(t, "ALTER TABLE producer_message ADD COLUMN legacy_note VARCHAR(32) NOT NULL DEFAULT 'legacy' AFTER routing_key")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("alter"),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("alter"),
 		fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {headers: [message_id]}}\n", db.Name), "")
-	r := testenv.StartRelay(t, cfg)
+	r := relaytest.StartRelay(t, cfg)
 
 	const total, perTx = 20000, 50
 	alters := []struct {
@@ -462,7 +463,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db.Exec(t, "ALTER TABLE producer_message MODIFY COLUMN content LONGTEXT NOT NULL FIRST, ADD COLUMN extra INT NOT NULL DEFAULT 7 AFTER content, DROP COLUMN tenant")
 	insert(300, 600)
 	db.WaitReplicated(t, 30*time.Second)
-	testenv.StartRelay(t, cfg)
+	relaytest.StartRelay(t, cfg)
 	msgs = dropinWait(t, got, total+600, 60*time.Second)
 	for k, m := range msgs[total:] {
 		id, rk, body := fmt.Sprintf("late-%05d", k), fmt.Sprintf("late.%05d", k), fmt.Sprintf(`{"late":%d}`, k)
@@ -660,7 +661,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	cfgFor := func(tables, extra string) string {
-		return testenv.RelayConfig(testenv.UniqueName("cfg"), tables, extra)
+		return relaytest.RelayConfig(testenv.UniqueName("cfg"), tables, extra)
 	}
 	for _, c := range []struct {
 		name, tables, extra, want string

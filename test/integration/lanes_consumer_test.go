@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -95,8 +96,9 @@ func TestConsistentHashQueuesKeepKeyOrderThroughTheInbox(t *testing.T) {
 			<-done
 		}
 	})
-	testenv.StartRelay(t, testenv.RelayConfigWith(testenv.UniqueName("lanes_hash"),
-		fmt.Sprintf("  - {preset: local-message, schema: %s, route: {partition_key: biz_id}}\n", db.Name), "lanes: 4", ""))
+	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_hash"),
+		Tables:      fmt.Sprintf("  - {preset: local-message, schema: %s, route: {partition_key: biz_id}}\n", db.Name),
+		RelayFields: "lanes: 4"}.YAML())
 
 	const txs, perTx, keys = 100, 20, 40
 	n := 0

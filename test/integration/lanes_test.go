@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // lanesTable is the seed table keyed by its routing_key column, which the
@@ -134,11 +135,11 @@ type killed struct {
 // restartAfterWholeSecond waits past the second the kill happened in: the
 // router stamps every message with its routing time in whole seconds, so
 // the messages of each run of the relay can be told apart afterwards.
-func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*testenv.Process, time.Time) {
+func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*relaytest.Process, time.Time) {
 	t.Helper()
 	time.Sleep(time.Until(k.at.Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
 	started := time.Now()
-	p := testenv.StartProcess(t, cfg)
+	p := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p)
 	return p, started
 }
@@ -198,9 +199,10 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 	got := br.Consume(t, br.Queue)
 	name := testenv.UniqueName("lanes_kill")
 	key := "binlog-relay:" + name + ":checkpoint"
-	cfg := testenv.WriteConfig(t, testenv.RelayConfigWith(name, lanesTable(db.Name), "lanes: 4", "http: {addr: \"127.0.0.1:0\"}\n"))
+	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: lanesTable(db.Name), RelayFields: "lanes: 4",
+		Extra: "http: {addr: \"127.0.0.1:0\"}\n"}.YAML())
 	starts := []time.Time{time.Now()}
-	p := testenv.StartProcess(t, cfg)
+	p := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p)
 
 	seed := rand.Uint64()
@@ -258,7 +260,7 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 }
 
 // scrapeCounter sums a counter's series on a relay process's /metrics.
-func scrapeCounter(t *testing.T, p *testenv.Process, name string) int {
+func scrapeCounter(t *testing.T, p *relaytest.Process, name string) int {
 	t.Helper()
 	line := waitLogged(t, p, "metrics and health endpoints listening", 1, 10*time.Second)
 	_, body, err := get(fmt.Sprintf("http://%s/metrics", line["addr"]))
@@ -294,8 +296,8 @@ func TestStrictLanesHoldOnlyThePoisonedLane(t *testing.T) {
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
 	missing := testenv.UniqueName("ex_later")
-	r := testenv.StartRelay(t, testenv.RelayConfigWith(testenv.UniqueName("lanes_strict"), lanesTable(db.Name),
-		"lanes: 4, ordering: strict", "retry: {base: 100ms, max: 400ms}\n"))
+	r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_strict"),
+		Tables: lanesTable(db.Name), RelayFields: "lanes: 4", Strict: true, Extra: "retry: {base: 100ms, max: 400ms}\n"}.YAML())
 
 	const lanes, poison = 4, "key-poison"
 	held := keyLane(poison, lanes)

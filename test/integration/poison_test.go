@@ -21,6 +21,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // managementURL is the stack's RabbitMQ management API.
@@ -145,7 +146,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 	}
 	const drainTimeout = 10 * time.Second
 	tables := fmt.Sprintf("  - preset: producer-message\n    schema: %s\n    columns: {headers: [hdrs]}\n    route: {expand_headers: true}\n", db.Name)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("poison"), tables, map[string]string{
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("poison"), tables, map[string]string{
 		"broker": fmt.Sprintf("{url: %q, max_message_bytes: %d}", brokerURL, bodyLimit),
 		// Retries far in the future: each poison row is tried once here.
 		"retry": "{base: 1h, max: 2h}",
@@ -356,7 +357,7 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	got := br.Consume(t, br.Queue)
 	dl := testenv.NewBroker(t)
 	dead := dl.Consume(t, dl.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
 	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
@@ -393,7 +394,7 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 	name := testenv.UniqueName("dbz-hold")
 	const drainTimeout = 10 * time.Second
 	relaySection := fmt.Sprintf("{flush_interval: 50ms, drain_timeout: %s}", drainTimeout)
-	r := testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
+	r := relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
 	base := httpAddr(t, r.App)
 
 	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
@@ -423,7 +424,7 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 
 	dl := testenv.NewBroker(t)
 	dead := dl.Consume(t, dl.Queue)
-	testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
+	relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 	msgs := dropinWait(t, got, len(good), 30*time.Second)
 	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
@@ -443,7 +444,7 @@ func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 	got := br.Consume(t, br.Queue)
 	dl := testenv.NewBroker(t)
 	dead := dl.Consume(t, dl.Queue)
-	testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
+	relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
 	missing := testenv.UniqueName("no_such_exchange")
@@ -472,7 +473,7 @@ func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
 		"retry": "{base: 200ms, max: 1s}"}))
 	base := httpAddr(t, r.App)
 
@@ -516,7 +517,7 @@ func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	p := testenv.StartProcess(t, testenv.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), testenv.SeedTable(db.Name),
+	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), relaytest.SeedTable(db.Name),
 		map[string]string{"http": `{addr: "off"}`})))
 	waitStarted(t, p)
 

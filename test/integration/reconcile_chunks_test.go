@@ -14,9 +14,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // Reconcile walks every table in key ranges of reconcile.chunk_size rows:
@@ -103,7 +104,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
 	db.WaitReplicated(t, 30*time.Second)
 
 	rh, rp := testenv.HostPort(testenv.ReplicaDSN)
-	yaml := testenv.RelayConfig(testenv.UniqueName("chunks"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
+	yaml := relaytest.RelayConfig(testenv.UniqueName("chunks"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {schema: %[1]s, name: events, columns: {id: id, payload: body, status: state, created_at: created},
      statuses: {pending: NEW, sent: DONE, publishable: [NEW]}, route: {exchange: ex}}

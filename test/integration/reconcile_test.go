@@ -23,6 +23,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -101,7 +102,7 @@ func seqIDs(prefix string, from, to int) []string {
 // exit code and report.
 func reconcileCLI(t *testing.T, cfgPath string, extra ...string) (int, *reconcile.Report) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), append([]string{"reconcile", "--config", cfgPath, "--format", "json"}, extra...)...)
+	cmd := exec.Command(relaytest.Binary(t), append([]string{"reconcile", "--config", cfgPath, "--format", "json"}, extra...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -158,11 +159,11 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
   {name: inventory, dsn: %q, schema: %s, consumer: inventory},
   {name: audit, mysql: {host: %s, port: %d, user: root}, schema: %s, preset: msg-dedup, log_table: t_message_log, routing_keys: ["order.paid"]}]}`,
 		testenv.ReplicaDSN, db.Name, rh, rp, audit.Name)
-	yaml := opsYAML(testenv.UniqueName("recon"), testenv.SeedTable(db.Name), map[string]string{
+	yaml := opsYAML(testenv.UniqueName("recon"), relaytest.SeedTable(db.Name), map[string]string{
 		"sweeper": "{interval: 200ms, grace_period: 3s}", "retry": "{base: 200ms, factor: 2, max: 5s}",
 		"reconcile": reconcileYAML})
-	cfgPath := testenv.WriteConfig(t, yaml)
-	r := testenv.StartRelay(t, yaml)
+	cfgPath := relaytest.WriteConfig(t, yaml)
+	r := relaytest.StartRelay(t, yaml)
 
 	// The audit service handles order.paid through t_msg_dedup and its log;
 	// one message is malformed for it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 const seedDDL = "testdata/seed/seed-ddl.sql"
@@ -163,7 +164,7 @@ func TestCheckWarnsMessageIDWithoutUniqueIndex(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, seedDDL)
 	old := testenv.NewDB(t, seedDDL) // mapped the way the preset used to be
-	lines := runCheck(t, testenv.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
+	lines := runCheck(t, relaytest.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {preset: message-record, schema: %[1]s}
   - {preset: local-message, schema: %[2]s, columns: {message_id: biz_id}}

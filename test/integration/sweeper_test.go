@@ -28,9 +28,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
-	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // lifecycleYAML is the retry and sweeper sections: a fast backoff and the
@@ -155,10 +156,10 @@ func TestBrokerOutageThirtySeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := testenv.RelayConfig(testenv.UniqueName("outage"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("outage"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 200ms, grace_period: 60s"))
 	cfg = strings.Replace(cfg, testenv.AMQPURL, "amqp://guest:guest@"+proxy.Addr()+"/", 1)
-	r := testenv.StartRelay(t, cfg)
+	r := relaytest.StartRelay(t, cfg)
 
 	proxy.Cut()
 	cutAt := time.Now()
@@ -209,7 +210,7 @@ func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("noexch"), testenv.SeedTable(db.Name),
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("noexch"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s")))
 
 	missing := testenv.UniqueName("no_such_exchange")
@@ -265,10 +266,10 @@ func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("purge"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("purge"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 200ms, grace_period: 1s"))
 
-	r1 := testenv.StartRelay(t, cfg)
+	r1 := relaytest.StartRelay(t, cfg)
 	first := insertOrders(t, db, br.Exchange, "before", 1, 10)
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		_, saved := r1.App.Relay().LastCheckpoint()
@@ -284,7 +285,7 @@ func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	purgeReplicaBinlogs(t, db.Replica)
 
 	start := time.Now()
-	r2 := testenv.StartRelay(t, cfg)
+	r2 := relaytest.StartRelay(t, cfg)
 	total := len(first) + len(gap)
 	testenv.Eventually(t, 90*time.Second, func() bool { d, _ := got.Distinct(); return d >= total },
 		"%d of %d distinct messages after the purge", got.Len(), total)
@@ -418,7 +419,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 
-	cfg := testenv.RelayConfig(testenv.UniqueName("sweepers"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("sweepers"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s, batch_size: 500"))
 	start := time.Now()
 	for i := 0; i < 3; i++ {
@@ -488,7 +489,7 @@ func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 		('zombie-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3) - INTERVAL 10 MINUTE),
 		('busy-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3))`, br.Exchange, br.Exchange)
 	db.WaitReplicated(t, 10*time.Second)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("zombie"), testenv.SeedTable(db.Name),
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("zombie"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s, zombie_timeout: 1m")))
 
 	var z rowState
@@ -520,7 +521,7 @@ func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br := testenv.NewBroker(t)
 	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("noselect"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("noselect"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, archive: {mode: delete, interval: 1s}"))
 	// Both of the relay's MySQL connections go through counting proxies: the
 	// primary's must see no SELECT, the replica's shows the sweeper kept
@@ -532,7 +533,7 @@ func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	// shows the proxy sees the sweeper's SELECTs when there is work.
 	old := insertAged(t, db, br.Exchange, "old", "PENDING", 1, time.Hour)
 	db.WaitReplicated(t, 10*time.Second)
-	testenv.StartRelay(t, cfg)
+	relaytest.StartRelay(t, cfg)
 	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "the old row was not swept")
 	if counter.Count("SELECT") == 0 {
 		t.Fatal("the sweeper claimed a row but the proxy counted no SELECT: it is not on the relay's primary connection")
@@ -607,11 +608,11 @@ func TestRequeueFailedRowIsDelivered(t *testing.T) {
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, retry_count, error_msg, create_time) VALUES
 		('failed-1', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR),
 		('failed-2', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR)`, br.Exchange, br.Exchange)
-	yaml := testenv.RelayConfig(testenv.UniqueName("requeue"), testenv.SeedTable(db.Name),
+	yaml := relaytest.RelayConfig(testenv.UniqueName("requeue"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s"))
-	testenv.StartRelay(t, yaml)
-	cfgPath := testenv.WriteConfig(t, yaml)
-	bin := testenv.Binary(t)
+	relaytest.StartRelay(t, yaml)
+	cfgPath := relaytest.WriteConfig(t, yaml)
+	bin := relaytest.Binary(t)
 
 	out, err := exec.Command(bin, "requeue", "--config", cfgPath).CombinedOutput()
 	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--failed is required") {
@@ -667,7 +668,7 @@ func TestArchiveOnlyOldSentRows(t *testing.T) {
 			insertAged(t, db, "ex", "oldfailed", "FAILED", 20, week+24*time.Hour)
 			db.WaitReplicated(t, 20*time.Second)
 
-			startSweeper(t, testenv.RelayConfig(testenv.UniqueName("archive"), testenv.SeedTable(db.Name),
+			startSweeper(t, relaytest.RelayConfig(testenv.UniqueName("archive"), relaytest.SeedTable(db.Name),
 				lifecycleYAML("interval: 100ms, archive: {mode: "+mode+", retention: 168h, batch_size: 1000, pause: 50ms, interval: 200ms}")))
 			count := func(q string) int { return db.Count(t, q) }
 			testenv.Eventually(t, 30*time.Second, func() bool {

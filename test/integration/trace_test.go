@@ -20,9 +20,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox/otelinbox"
-	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
 
 // attempt is what one handler call saw.
@@ -53,7 +54,7 @@ func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
     trace: {format: debezium}
     cloudevents: {enabled: true, source: "/shop/{aggregatetype}", type: "shop.{type}", subject: "{aggregateid}"}
 `, db.Name)
-	r := testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("trace"), tables, ""))
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("trace"), tables, ""))
 
 	var mu sync.Mutex
 	var seen []attempt

@@ -1,4 +1,10 @@
-package testenv
+// Package relaytest owns the relay under test: its config for the local
+// test stack (Config), the relay run in-process (StartRelay) or as a child
+// process (StartProcess), and the relay configs shown in the documentation
+// (DocConfigs). It sits above internal/testenv, which owns the servers and
+// stays free of the relay's packages so that pkg/inbox's own tests can use
+// it.
+package relaytest
 
 import (
 	"context"
@@ -6,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,48 +21,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
-
-// RelayConfig returns a config YAML for the stack streaming the given
-// tables YAML (a list under "tables:"), with a unique name and checkpoint
-// key. extra is appended at top level.
-func RelayConfig(name, tablesYAML, extra string) string {
-	return RelayConfigWith(name, tablesYAML, relayExtra(extra), extra)
-}
-
-// RelayConfigWith is RelayConfig with relayFields (e.g. "lanes: 4,
-// ordering: strict") added to the relay section.
-func RelayConfigWith(name, tablesYAML, relayFields, extra string) string {
-	sh, sp := HostPort(ReplicaDSN)
-	ph, pp := HostPort(PrimaryDSN)
-	if relayFields != "" && !strings.HasPrefix(relayFields, ",") {
-		relayFields = ", " + relayFields
-	}
-	return fmt.Sprintf(`name: %s
-source: {host: %s, port: %d, user: root}
-primary: {host: %s, port: %d, user: root}
-broker: {url: "%s"}
-redis: {addr: "%s"}
-checkpoint: {interval: 200ms}
-relay: {flush_interval: 50ms%s}
-log: {level: info, format: json}
-tables:
-%s
-%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, relayFields, tablesYAML, extra)
-}
-
-// relayExtra lets a test add "ordering: strict" to the relay section.
-func relayExtra(extra string) string {
-	if strings.Contains(extra, "#strict") {
-		return ", ordering: strict"
-	}
-	return ""
-}
-
-// SeedTable is the tables YAML for the seed producer_message table.
-func SeedTable(db string) string {
-	return fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", db)
-}
 
 // Relay is an in-process relay.
 type Relay struct {
@@ -85,7 +50,7 @@ func StartRelay(t testing.TB, yaml string) *Relay {
 	r := &Relay{App: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()
 	t.Cleanup(func() { _ = r.Stop(); a.Close() })
-	Eventually(t, 20*time.Second, func() bool {
+	testenv.Eventually(t, 20*time.Second, func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- err
@@ -133,7 +98,7 @@ func Binary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "binlog-relay")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/binlog-relay")
-		cmd.Dir = RepoPath("")
+		cmd.Dir = testenv.RepoPath("")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

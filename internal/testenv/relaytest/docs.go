@@ -1,4 +1,4 @@
-package testenv
+package relaytest
 
 import (
 	"crypto/ecdsa"
@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 var (
@@ -113,8 +114,8 @@ func standInFiles(t testing.TB) map[string]string {
 
 func docBlocks(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, _ := filepath.Glob(RepoPath("docs/*.md"))
-	files = append(files, RepoPath("README.md"))
+	files, _ := filepath.Glob(testenv.RepoPath("docs/*.md"))
+	files = append(files, testenv.RepoPath("README.md"))
 	known := map[string]bool{}
 	for _, f := range yamlKeys(config.Config{}) {
 		known[f] = true
