@@ -65,8 +65,8 @@ func HostPort(dsn string) (string, int) {
 	return h, port
 }
 
-// Open opens a DSN with the options tests use, optionally on a database.
-func Open(t testing.TB, dsn, db string) *sql.DB {
+// dsnOn is dsn on database db with the options tests use.
+func dsnOn(t testing.TB, dsn, db string) string {
 	t.Helper()
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -76,14 +76,22 @@ func Open(t testing.TB, dsn, db string) *sql.DB {
 	c.ParseTime = true
 	c.InterpolateParams = true
 	c.MultiStatements = true
-	conn, err := sql.Open("mysql", c.FormatDSN())
+	return c.FormatDSN()
+}
+
+// Open opens a DSN with the options tests use, optionally on a database.
+func Open(t testing.TB, dsn, db string) *sql.DB {
+	t.Helper()
+	full := dsnOn(t, dsn, db)
+	h, p := HostPort(dsn)
+	conn, err := sql.Open("mysql", full)
 	if err != nil {
-		t.Fatalf("opening %s: %v", c.Addr, err)
+		t.Fatalf("opening %s:%d: %v", h, p, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := conn.PingContext(ctx); err != nil {
-		t.Fatalf("MySQL at %s is not reachable (run scripts/stack.sh up): %v", c.Addr, err)
+		t.Fatalf("MySQL at %s:%d is not reachable (run scripts/stack.sh up): %v", h, p, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
@@ -97,8 +105,9 @@ func UniqueName(prefix string) string {
 // DB is a fresh database on the primary, replicated to the replicas.
 type DB struct {
 	Name    string
+	DSN     string // the primary's DSN on this database, with the options of Open
 	Primary *sql.DB
-	Replica *sql.DB
+	Replica *sql.DB // nil for NewPrimaryDB
 }
 
 // NewDB creates a database on the primary, runs the DDL files given (paths
@@ -106,13 +115,23 @@ type DB struct {
 // it when the test ends.
 func NewDB(t testing.TB, ddlFiles ...string) *DB {
 	t.Helper()
+	d := NewPrimaryDB(t, ddlFiles...)
+	d.Replica = Open(t, ReplicaDSN, "")
+	d.WaitReplicated(t, 30*time.Second)
+	return d
+}
+
+// NewPrimaryDB is NewDB for a test that needs only the primary (the inbox's
+// tests): it does not wait for the replicas.
+func NewPrimaryDB(t testing.TB, ddlFiles ...string) *DB {
+	t.Helper()
 	name := UniqueName("t")
 	root := Open(t, PrimaryDSN, "")
 	if _, err := root.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatalf("creating database: %v", err)
 	}
 	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS " + name) })
-	d := &DB{Name: name, Primary: Open(t, PrimaryDSN, name), Replica: Open(t, ReplicaDSN, "")}
+	d := &DB{Name: name, DSN: dsnOn(t, PrimaryDSN, name), Primary: Open(t, PrimaryDSN, name)}
 	for _, f := range ddlFiles {
 		ddl, err := os.ReadFile(RepoPath(f))
 		if err != nil {
@@ -120,7 +139,6 @@ func NewDB(t testing.TB, ddlFiles ...string) *DB {
 		}
 		d.Exec(t, string(ddl))
 	}
-	d.WaitReplicated(t, 30*time.Second)
 	return d
 }
 
@@ -192,10 +210,31 @@ func RepoPath(rel string) string {
 // then fails with the message.
 func Eventually(t testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
+	if _, ok := poll(within, func() (bool, string) { return cond(), "" }); !ok {
+		t.Fatalf("after %s: "+format, append([]any{within}, args...)...)
+	}
+}
+
+// WaitFor is Eventually for a condition that can say what it saw: the
+// failure names what was awaited and the last state cond reported.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	if state, ok := poll(within, cond); !ok {
+		t.Fatalf("timed out after %s waiting for %s; last state: %s", within, what, state)
+	}
+}
+
+// poll calls cond every 20ms until it holds or within has passed, and
+// returns the last state cond reported.
+func poll(within time.Duration, cond func() (bool, string)) (string, bool) {
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return state, true
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: "+format, append([]any{within}, args...)...)
+			return state, false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

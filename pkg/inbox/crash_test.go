@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // Test 5: the process dies after the business commit and before the ACK. The broker
@@ -50,7 +52,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	// The ACK never left, so the broker puts the message back once it sees the
 	// connection die.
-	waitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
 		d := e.queueDepth()
 		return d == 1, fmt.Sprintf("queue depth %d", d)
 	})
@@ -64,7 +66,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Duplicates == 1, fmt.Sprintf("%+v", s)
 	})
@@ -97,7 +99,7 @@ func TestCrashHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opening database: %v", err)
 	}
-	cfg := Config{URL: amqpURL(), Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
+	cfg := Config{URL: testenv.AMQPURL, Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
 		Workers: 1, DisableRetryTask: true, DisableRetention: true}
 	var calls atomic.Int64
 	c, err := New(cfg, db, deductHandler(&calls, nil), zap.NewExample())

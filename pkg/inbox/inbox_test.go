@@ -11,6 +11,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // Test 1: the same message delivered ten times has its effect once.
@@ -32,7 +34,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			var client *redis.Client
 			switch tc.redis {
 			case "up":
-				client, cfg.DedupKeyPrefix = newRedis(t)
+				client, cfg.DedupKeyPrefix = testenv.NewRedis(t, "inbox_test")
 				opts = append(opts, WithDedup(NewRedisDedup(client)))
 			case "down":
 				// Nothing listens on port 1: every Redis call fails; only speed may suffer.
@@ -45,7 +47,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				e.publish("order-1", itemBody(3))
 			}
-			waitFor(t, 20*time.Second, "10 deliveries ACKed", func() (bool, string) {
+			testenv.WaitFor(t, 20*time.Second, "10 deliveries ACKed", func() (bool, string) {
 				s := rc.counters.Snapshot()
 				return s.Total() == 10, fmt.Sprintf("%+v", s)
 			})
@@ -113,13 +115,13 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	// B's INSERT cannot finish while A's transaction holds the key, so seeing it in the
 	// process list means it is waiting on A's lock. (MariaDB's INNODB_TRX does not list
 	// a transaction waiting on its first row lock, so the process list is the witness.)
-	waitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
 			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO _consumer_message_%order-7%'`)
 		return n == 1, fmt.Sprintf("%d inbox inserts of order-7 running", n)
 	})
 	close(release)
-	waitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {
 		sa, sb := a.counters.Snapshot(), b.counters.Snapshot()
 		return sa.Total()+sb.Total() == 2, fmt.Sprintf("A %+v, B %+v", sa, sb)
 	})
@@ -156,7 +158,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 	a := e.startConsumer(cfg, deductHandler(&calls, nil))
 	b := e.startConsumer(cfg, deductHandler(&calls, nil))
 	e.publishMany(msgs)
-	waitFor(t, 60*time.Second, "all copies ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, "all copies ACKed", func() (bool, string) {
 		sa, sb := a.counters.Snapshot(), b.counters.Snapshot()
 		return sa.Total()+sb.Total() == 2*n, fmt.Sprintf("A %+v, B %+v", sa, sb)
 	})
@@ -203,7 +205,7 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 	}
 	rc := e.startConsumer(cfg, observed)
 	e.publish("order-3", itemBody(4))
-	waitFor(t, 20*time.Second, "order-3 SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-3 SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})
@@ -246,7 +248,7 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 		return fmt.Errorf("attempt %d: warehouse rejects the request", call)
 	}))
 	e.publish("order-4", itemBody(2))
-	waitFor(t, 20*time.Second, "order-4 FAILED", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-4 FAILED", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusFailed, fmt.Sprintf("%+v", rows)
 	})
@@ -286,7 +288,7 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 		{MessageId: strings.Repeat("x", MaxMessageIDLen+1), Body: itemBody(1)},
 		{MessageId: "order-good", Body: itemBody(6)},
 	})
-	waitFor(t, 20*time.Second, "four deliveries ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "four deliveries ACKed", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Total() == 4, fmt.Sprintf("%+v", s)
 	})
@@ -339,7 +341,7 @@ func TestHandlerPanicIsRetried(t *testing.T) {
 	})
 	rc := e.startConsumer(e.config(), h)
 	e.publish("order-p", itemBody(1))
-	waitFor(t, 20*time.Second, "order-p SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-p SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})

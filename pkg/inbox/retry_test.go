@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // insertRow writes an inbox row directly, for tests of the retry task and retention.
@@ -43,7 +45,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
-		pub := NewAMQPPublisher(amqpURL(), fmt.Sprintf("retrier-%d", i), nil)
+		pub := NewAMQPPublisher(testenv.AMQPURL, fmt.Sprintf("retrier-%d", i), nil)
 		t.Cleanup(func() { _ = pub.Close() })
 		r, err := NewRetrier(cfg, db, pub, zaptest.NewLogger(t))
 		if err != nil {
@@ -68,7 +70,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 	if total != n {
 		t.Errorf("republished %d in total (%+v), want %d", total, stats, n)
 	}
-	waitFor(t, 10*time.Second, "all republished copies in the queue", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "all republished copies in the queue", func() (bool, string) {
 		d := e.queueDepth()
 		return d == n, fmt.Sprintf("queue depth %d", d)
 	})
@@ -104,7 +106,7 @@ func TestStuckRetryingRowsAreTakenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
+	pub := NewAMQPPublisher(testenv.AMQPURL, "retrier", nil)
 	defer pub.Close()
 	r, err := NewRetrier(e.config(), e.db, pub, zaptest.NewLogger(t))
 	if err != nil {
@@ -144,7 +146,7 @@ func TestUnroutableRepublishUsesRetries(t *testing.T) {
 	e := newTestEnv(t)
 	e.insertRow("lost-route", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET routing_key = 'nobody-listens'`)
-	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
+	pub := NewAMQPPublisher(testenv.AMQPURL, "retrier", nil)
 	defer pub.Close()
 	cfg := e.config()
 	cfg.RetryBackoff = time.Millisecond
@@ -153,7 +155,7 @@ func TestUnroutableRepublishUsesRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "lost-route FAILED", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "lost-route FAILED", func() (bool, string) {
 		if _, err := r.RunOnce(context.Background()); err != nil {
 			return false, err.Error()
 		}
