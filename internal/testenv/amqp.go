@@ -208,3 +208,14 @@ func (k *ConnKiller) Dials() int {
 	defer k.mu.Unlock()
 	return k.dials
 }
+
+// QueueDepth is the number of ready messages in queue (unACKed ones return
+// to ready when their consumer's connection closes).
+func QueueDepth(t testing.TB, ch *amqp.Channel, queue string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("inspecting queue %s: %v", queue, err)
+	}
+	return q.Messages
+}

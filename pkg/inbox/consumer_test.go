@@ -52,9 +52,7 @@ func TestConsumerReconnectsAfterConnectionLoss(t *testing.T) {
 	if k.Dials() < 2 {
 		t.Errorf("dialled %d times, want a reconnect", k.Dials())
 	}
-	if got := e.stock(); got != 1000-200 {
-		t.Errorf("stock = %d, want %d", got, 800)
-	}
+	e.expectStock(t, 1000-200, "")
 	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != 200 {
 		t.Errorf("stock_log rows = %d, want 200", got)
 	}
@@ -98,9 +96,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		t.Errorf("rows = %+v, want only g-1 SUCCESS", rows)
 	}
 	// g-1 was ACKed (else it would be back); g-2 was never started and is back.
-	if d := e.queueDepth(); d != 1 {
-		t.Errorf("queue depth = %d, want 1 (g-2 only)", d)
-	}
+	e.expectQueueDepth(t, 1, " (g-2 only)")
 }
 
 // Past ShutdownTimeout a stuck handler is cancelled: its transaction rolls back and the
@@ -125,12 +121,8 @@ func TestShutdownTimeoutCancelsStuckHandler(t *testing.T) {
 	if rows := e.rows(); len(rows) != 0 {
 		t.Errorf("rows = %+v, want none: a cancelled handler is not the message's failure", rows)
 	}
-	if got := e.stock(); got != initialStock {
-		t.Errorf("stock = %d, want %d (rolled back)", got, initialStock)
-	}
-	if d := e.queueDepth(); d != 1 {
-		t.Errorf("queue depth = %d, want 1 (left for redelivery)", d)
-	}
+	e.expectStock(t, initialStock, " (rolled back)")
+	e.expectQueueDepth(t, 1, " (left for redelivery)")
 }
 
 // When the inbox cannot write (here: its table is gone) nothing durable is known, so
@@ -165,15 +157,11 @@ func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
 		return s.Processed == 1, fmt.Sprintf("%+v", s)
 	})
 	rc.stop(t)
-	if got := e.stock(); got != initialStock-2 {
-		t.Errorf("stock = %d, want %d", got, initialStock-2)
-	}
+	e.expectStock(t, initialStock-2, "")
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue depth = %d, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // A consumer pointed at a queue that does not exist fails at start with an error that

@@ -78,15 +78,11 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	if !redelivered.Load() {
 		t.Errorf("the duplicate was not flagged redelivered by the broker")
 	}
-	if got := e.stock(); got != initialStock-7 {
-		t.Errorf("stock = %d, want %d (deducted once)", got, initialStock-7)
-	}
+	e.expectStock(t, initialStock-7, " (deducted once)")
 	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 		t.Errorf("stock_log rows = %d, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // TestCrashHelperProcess is the process TestCrashAfterCommitBeforeAck kills; it does

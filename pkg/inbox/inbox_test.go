@@ -60,9 +60,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			if n := calls.Load(); n != 1 {
 				t.Errorf("handler ran %d times, want 1", n)
 			}
-			if got := e.stock(); got != initialStock-3 {
-				t.Errorf("stock = %d, want %d (deducted once)", got, initialStock-3)
-			}
+			e.expectStock(t, initialStock-3, " (deducted once)")
 			if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 				t.Errorf("stock_log has %d rows, want 1", n)
 			}
@@ -73,9 +71,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			if string(rows[0].Content) != string(itemBody(3)) {
 				t.Errorf("stored content = %q, want the body", rows[0].Content)
 			}
-			if d := e.queueDepth(); d != 0 {
-				t.Errorf("queue holds %d messages after the run, want 0", d)
-			}
+			e.expectQueueDepth(t, 0, " after the run")
 			if client != nil {
 				key := cfg.DedupKeyPrefix + cfg.ConsumerName + ":order-1"
 				if client.Exists(context.Background(), key).Val() != 1 {
@@ -134,12 +130,8 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
 	}
-	if got := e.stock(); got != initialStock-5 {
-		t.Errorf("stock = %d, want %d", got, initialStock-5)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock-5, "")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 2, in bulk: many messages, each published twice, raced by two consumers.
@@ -171,9 +163,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 	if sa.Processed == 0 || sb.Processed == 0 {
 		t.Errorf("one consumer processed nothing (A %+v, B %+v): the race was not exercised", sa, sb)
 	}
-	if got := e.stock(); got != 100000-n {
-		t.Errorf("stock = %d, want %d", got, 100000-n)
-	}
+	e.expectStock(t, 100000-n, "")
 	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != n {
 		t.Errorf("stock_log rows = %d, want %d", got, n)
 	}
@@ -226,15 +216,11 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Retries != 2 || s.Processed != 1 || s.Failed != 0 {
 		t.Errorf("outcomes = %+v, want 2 retries then 1 processed", s)
 	}
-	if got := e.stock(); got != initialStock-4 {
-		t.Errorf("stock = %d, want %d: failed attempts must roll back", got, initialStock-4)
-	}
+	e.expectStock(t, initialStock-4, ": failed attempts must roll back")
 	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 		t.Errorf("stock_log rows = %d, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 4: the handler always fails: FAILED after MaxRetries with the last error.
@@ -267,12 +253,8 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Retries != 2 || s.Failed != 1 || s.Processed != 0 {
 		t.Errorf("outcomes = %+v, want 2 retries and 1 failed", s)
 	}
-	if got := e.stock(); got != initialStock {
-		t.Errorf("stock = %d, want %d: nothing may stick", got, initialStock)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock, ": nothing may stick")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 6: a message without id and one with a malformed body are FAILED with their
@@ -320,12 +302,8 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Failed != 3 || s.Processed != 1 {
 		t.Errorf("outcomes = %+v, want 3 failed, 1 processed", s)
 	}
-	if got := e.stock(); got != initialStock-6 {
-		t.Errorf("stock = %d, want %d", got, initialStock-6)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock-6, "")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // A panicking handler costs a retry, not the worker.
@@ -349,7 +327,5 @@ func TestHandlerPanicIsRetried(t *testing.T) {
 	if r := e.rows()[0]; r.RetryCount != 1 || !strings.Contains(r.ErrorMsg, "handler panicked: nil map in pricing") {
 		t.Errorf("row = %+v, want one retry after the panic", r)
 	}
-	if got := e.stock(); got != initialStock-1 {
-		t.Errorf("stock = %d, want %d", got, initialStock-1)
-	}
+	e.expectStock(t, initialStock-1, "")
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -106,15 +105,10 @@ func TestClosedChannelRepublishKeepsTheRetry(t *testing.T) {
 	e := newTestEnv(t)
 	e.insertRow("no-exchange", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET exchange = ?`, testenv.UniqueName("inbox_missing"))
-	pub := NewAMQPPublisher(testenv.AMQPURL, "retrier", nil)
-	defer pub.Close()
 	cfg := e.config()
 	cfg.RetryBackoff = time.Millisecond
 	cfg.RetryMaxBackoff = time.Millisecond
-	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := e.newRetrier(t, cfg)
 	if _, err := r.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("RunOnce: %v, want the republish to fail with the broker's 404", err)
 	}

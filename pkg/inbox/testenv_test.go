@@ -153,15 +153,9 @@ func (e *testEnv) publishMany(msgs []amqp.Publishing) {
 	}
 }
 
-// queueDepth is the number of ready messages (unACKed ones return to ready when their
-// consumer's connection closes).
 func (e *testEnv) queueDepth() int {
 	e.t.Helper()
-	q, err := e.ch.QueueDeclarePassive(e.queue, true, false, false, false, nil)
-	if err != nil {
-		e.t.Fatalf("inspecting queue: %v", err)
-	}
-	return q.Messages
+	return testenv.QueueDepth(e.t, e.ch, e.queue)
 }
 
 func (e *testEnv) stock() int {
@@ -171,6 +165,24 @@ func (e *testEnv) stock() int {
 		e.t.Fatalf("reading stock: %v", err)
 	}
 	return q
+}
+
+// expectStock marks the test failed (and lets it go on) unless the stock is
+// want; why is added to the message.
+func (e *testEnv) expectStock(t testing.TB, want int, why string) {
+	t.Helper()
+	if got := e.stock(); got != want {
+		t.Errorf("stock = %d, want %d%s", got, want, why)
+	}
+}
+
+// expectQueueDepth marks the test failed (and lets it go on) unless the
+// queue holds want ready messages; why is added to the message.
+func (e *testEnv) expectQueueDepth(t testing.TB, want int, why string) {
+	t.Helper()
+	if d := e.queueDepth(); d != want {
+		t.Errorf("queue holds %d messages, want %d%s", d, want, why)
+	}
 }
 
 func (e *testEnv) count(query string, args ...any) int {
