@@ -219,3 +219,11 @@ func QueueDepth(t testing.TB, ch *amqp.Channel, queue string) int {
 	}
 	return q.Messages
 }
+
+// NewCollectedBroker is NewBroker with a Collector already consuming its
+// queue: how most relay tests begin.
+func NewCollectedBroker(t testing.TB) (*Broker, *Collector) {
+	t.Helper()
+	b := NewBroker(t)
+	return b, b.Consume(t, b.Queue)
+}

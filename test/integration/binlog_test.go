@@ -45,8 +45,7 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	px, err := faultproxy.Listen(fmt.Sprintf("%s:%d", sh, sp))
 	if err != nil {
@@ -106,8 +105,7 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 func TestXACommitAndRollback(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("xa"), relaytest.SeedTable(db.Name), noSweeper))
 
 	ctx := context.Background()
@@ -246,8 +244,7 @@ const localDomain = 77
 func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("localwrite")
 	cfg := relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), noSweeper)
 	r := relaytest.StartRelay(t, cfg)
@@ -447,8 +444,7 @@ func saveCheckpointRaw(t *testing.T, key string, cp checkpoint.Checkpoint) {
 func TestXAPreparedAcrossARestart(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.RelayConfig(testenv.UniqueName("xarestart"), relaytest.SeedTable(db.Name), noSweeper)
 	first := relaytest.StartRelay(t, cfg)
 

@@ -20,8 +20,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 	testenv.Integration(t)
 	const exchanges, limit = 1000, 20
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	table := db.Name + ".producer_message"
 
 	// One connection for all of them: the broker is shared with other tests.
@@ -97,8 +96,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 func TestBinlogPositionOneSeriesAcrossRotations(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), nil))
 	base := httpAddr(t, r.App)
 

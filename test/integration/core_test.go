@@ -75,8 +75,7 @@ func statusCounts(t *testing.T, db *sql.DB) map[string]int {
 func TestRelayDeliversInCommitOrder(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("core"), relaytest.SeedTable(db.Name), ""))
 
 	start := time.Now()
@@ -108,8 +107,7 @@ func TestRelayDeliversInCommitOrder(t *testing.T) {
 func TestRelayIgnoresRolledBackTransactions(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("rollback"), relaytest.SeedTable(db.Name), ""))
 
 	tx, err := db.Primary.Begin()
@@ -145,8 +143,7 @@ func TestRelayIgnoresRolledBackTransactions(t *testing.T) {
 func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t) // exists, but no queue is bound
 	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("unroutable"), relaytest.SeedTable(db.Name), ""))
 
@@ -198,8 +195,7 @@ func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 func TestRelayStrictOrderingHoldsTheStream(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t)
 	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("strict"),
 		Tables: relaytest.SeedTable(db.Name), Strict: true, Extra: "retry: {base: 100ms, max: 400ms}\n"}.YAML())

@@ -122,8 +122,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("kill")
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
 	p1 := relaytest.StartProcess(t, cfg)
@@ -159,8 +158,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("term")
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
 	p1 := relaytest.StartProcess(t, cfg)
@@ -205,8 +203,7 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 func TestRelayFollowsBinlogRotation(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), ""))
 	prod := startProducer(t, db, br.Exchange, "r", 200, 50)
 	for i := 0; i < 5; i++ {
@@ -232,8 +229,7 @@ func TestRelayLargeTransactionMemory(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(testenv.UniqueName("bigtx"), relaytest.SeedTable(db.Name), ""))
 	p := relaytest.StartProcess(t, cfg)
 	waitStarted(t, p)

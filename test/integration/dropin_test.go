@@ -84,8 +84,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("producer-message", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/producer_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", db.Name))
 
 		// The seed's producers insert SENDING as well as PENDING; a row
@@ -112,8 +111,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("local-message", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/local_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		// A preset overridden field by field: the routing key becomes a
 		// template over columns; everything else stays the preset's.
 		startDropin(t, fmt.Sprintf("  - preset: local-message\n    schema: %s\n    route: {routing_key: \"{biz_type}.{status}\"}\n", db.Name))
@@ -141,8 +139,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("message-record", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/message_record.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: message-record, schema: %s}\n", db.Name))
 
 		db.Exec(t, `INSERT INTO t_message_record (message_id, topic, tag, message_body) VALUES
@@ -165,8 +162,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("debezium", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		// Aggregate types map to exchanges; one not in the map falls back to
 		// the preset's {aggregatetype} template.
 		startDropin(t, fmt.Sprintf(`  - preset: debezium
@@ -204,8 +200,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("eventuate", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/eventuate_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: eventuate, schema: %s}\n", db.Name))
 
 		ids := []string{"0000018c2f1a7b3e-0242ac1100020000", "0000018c2f1a7b3f-0242ac1100020000"}
@@ -257,8 +252,7 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 	testenv.Integration(t)
 	dbA := testenv.NewDB(t, "schema/producer_message.sql", "schema/local_message.sql")
 	dbB := testenv.NewDB(t, "schema/message_record.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r := startDropin(t, fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - preset: local-message
     schema: %[1]s
@@ -381,8 +375,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	// A column that exists before and is dropped halfway.
 	db.Exec(t, "ALTER TABLE producer_message ADD COLUMN legacy_note VARCHAR(32) NOT NULL DEFAULT 'legacy' AFTER routing_key")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.RelayConfig(testenv.UniqueName("alter"),
 		fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {headers: [message_id]}}\n", db.Name), "")
 	r := relaytest.StartRelay(t, cfg)
@@ -537,8 +530,7 @@ func TestPayloadsByteForByte(t *testing.T) {
 		db.Exec(t, fmt.Sprintf("CREATE TABLE %s (%s, %s) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", name, cols, payload))
 	}
 	db.WaitReplicated(t, 30*time.Second)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	var tables strings.Builder
 	for _, name := range []string{"p_text", "p_json", "p_blob", "p_varchar"} {
 		zone := "UTC"

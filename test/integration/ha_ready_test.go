@@ -141,8 +141,7 @@ func waitOneLeader(t *testing.T, within time.Duration, what, name string, lead i
 func TestHAReadinessAndLeaderGauge(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("haready")
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), fmt.Sprintf(
 		"ha: {enabled: true, lease_ttl: %s}\nhttp: {addr: \"127.0.0.1:0\", backlog_interval: 300ms}\n", haTTL)))

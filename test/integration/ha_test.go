@@ -143,8 +143,7 @@ func signal(t *testing.T, p *relaytest.Process, sig syscall.Signal) {
 func TestLeaderTakeoverAfterKill(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("ha")
 	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
 	a := relaytest.StartProcess(t, cfg)
@@ -220,8 +219,7 @@ func TestLeaderTakeoverAfterKill(t *testing.T) {
 func TestDeposedLeaderIsFenced(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("deposed")
 	key := "binlog-relay:" + name + ":checkpoint"
 	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
@@ -347,8 +345,7 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	t.Cleanup(func() { stack(t, "start", "replica2") })
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	db.WaitReplicatedOn(t, testenv.Replica2DSN, 5*time.Minute)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
 	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
 	serverID := 200000 + rand.Uint32N(1<<20)
@@ -379,8 +376,7 @@ func TestFailoverToSecondReplica(t *testing.T) {
 func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
 	px, err := faultproxy.Listen(net.JoinHostPort(r1h, strconv.Itoa(r1p)))
 	if err != nil {
@@ -428,8 +424,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 func TestRedisOutageWindow(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	px, err := faultproxy.Listen(testenv.RedisAddr)
 	if err != nil {
 		t.Fatal(err)

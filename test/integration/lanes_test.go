@@ -195,8 +195,7 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	began := time.Now()
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("lanes_kill")
 	key := "binlog-relay:" + name + ":checkpoint"
 	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: lanesTable(db.Name), RelayFields: "lanes: 4",
@@ -293,8 +292,7 @@ func keyLane(key string, n int) int {
 func TestStrictLanesHoldOnlyThePoisonedLane(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	missing := testenv.UniqueName("ex_later")
 	r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_strict"),
 		Tables: lanesTable(db.Name), RelayFields: "lanes: 4", Strict: true, Extra: "retry: {base: 100ms, max: 400ms}\n"}.YAML())

@@ -143,8 +143,7 @@ func replicaCount(t *testing.T, db *sql.DB, q string, args ...any) float64 {
 func TestMetricsDuringRun(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	table := db.Name + ".producer_message"
 
 	// A backlog the binlog path leaves alone: rows inserted as SENT (not
@@ -314,8 +313,7 @@ func TestMetricsDuringRun(t *testing.T) {
 func TestReadyzFollowsBrokerConnection(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	proxy, err := faultproxy.Listen(amqpHostPort(t))
 	if err != nil {
 		t.Fatal(err)
@@ -537,8 +535,7 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 
 	t.Run("works", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/producer_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		name := testenv.UniqueName("tls")
 		r := relaytest.StartRelay(t, opsYAML(name, relaytest.SeedTable(db.Name), sections(c.ca, "broker.test", "redis.test")))
 		want := insertOrders(t, db, br.Exchange, "tls", 10, 20)
@@ -611,8 +608,7 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 func TestPasswordsNeverLogged(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 
 	secret := func(what string) string { return fmt.Sprintf("Pw-%s-%d", what, time.Now().UnixNano()) }
 	userPW, wrongSourcePW, primaryPW, brokerPW, redisPW := secret("user"), secret("src"), secret("pri"), secret("amqp"), secret("redis")

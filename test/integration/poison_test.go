@@ -116,8 +116,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 	// Room for names over AMQP's 255-byte limit, and a headers JSON column
 	// expanded into AMQP headers.
 	db.Exec(t, "ALTER TABLE producer_message MODIFY message_id VARCHAR(400) NOT NULL, ADD COLUMN hdrs JSON NULL")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t)
 	denied := testenv.UniqueName("deny")
 	declareExchange(t, denied)
@@ -353,8 +352,7 @@ func (l lastAnswer) String() string { return l() }
 func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	dl := testenv.NewBroker(t)
 	dead := dl.Consume(t, dl.Queue)
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
@@ -389,8 +387,7 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("dbz-hold")
 	const drainTimeout = 10 * time.Second
 	relaySection := fmt.Sprintf("{flush_interval: 50ms, drain_timeout: %s}", drainTimeout)
@@ -440,8 +437,7 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	dl := testenv.NewBroker(t)
 	dead := dl.Consume(t, dl.Queue)
 	relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
@@ -471,8 +467,7 @@ func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
 		"retry": "{base: 200ms, max: 1s}"}))
 	base := httpAddr(t, r.App)
@@ -515,8 +510,7 @@ func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), relaytest.SeedTable(db.Name),
 		map[string]string{"http": `{addr: "off"}`})))
 	waitStarted(t, p)

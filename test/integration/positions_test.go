@@ -153,8 +153,7 @@ func loggedText(logs *observer.ObservedLogs, s string) bool {
 func TestSwitchoverKeepsEveryRow(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("switch")
 	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
 
@@ -196,8 +195,7 @@ func TestSwitchoverKeepsEveryRow(t *testing.T) {
 func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	const maxLag = 3 * time.Second
 	yaml := topologyYAML(tp, testenv.UniqueName("sqlstop"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB), map[string]string{
 		"http":    fmt.Sprintf(`{addr: "127.0.0.1:0", ready_max_lag: %s}`, maxLag),
@@ -282,8 +280,7 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 func TestSameServerIDNeverJumps(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	id := 300000 + rand.Uint32N(1<<20)
 	source := fmt.Sprintf("{host: %s, port: %d, user: root, server_id: %d}", sh, sp, id)
@@ -361,8 +358,7 @@ func TestSameServerIDNeverJumps(t *testing.T) {
 func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("purged")
 	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
 	r := relaytest.StartRelay(t, yaml)
@@ -486,8 +482,7 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 	for _, ha := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ha=%v", ha), func(t *testing.T) {
 			db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-			br := testenv.NewBroker(t)
-			got := br.Consume(t, br.Queue)
+			br, got := testenv.NewCollectedBroker(t)
 			sections := map[string]string{}
 			if ha {
 				sections["ha"] = "{enabled: true, lease_ttl: 2s}"

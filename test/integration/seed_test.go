@@ -23,8 +23,7 @@ const seedDDL = "testdata/seed/seed-ddl.sql"
 func TestSeedTablesThroughPresets(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, seedDDL)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	startDropin(t, fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {preset: message-record, schema: %[1]s}
@@ -124,8 +123,7 @@ func TestNullExchangeOrMessageIDIsFailed(t *testing.T) {
 		created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`)
 	db.WaitReplicated(t, 30*time.Second)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	startDropin(t, fmt.Sprintf(`  - schema: %s
     name: events
     columns: {id: id, message_id: msg_id, exchange: target, payload: body, status: state, retry_count: retries, error: err, created_at: created}

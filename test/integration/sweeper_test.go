@@ -149,8 +149,7 @@ func (s *sweeperProcess) Stop() error {
 func TestBrokerOutageThirtySeconds(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	proxy, err := faultproxy.Listen(amqpAddr(t))
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +207,7 @@ func amqpAddr(t *testing.T) string {
 func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("noexch"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s")))
 
@@ -264,8 +262,7 @@ func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.RelayConfig(testenv.UniqueName("purge"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 200ms, grace_period: 1s"))
 
@@ -360,8 +357,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	const backlog = 30000
 	want := insertAged(t, db, br.Exchange, "bl", "PENDING", backlog, time.Hour)
 	db.WaitReplicated(t, 60*time.Second)
@@ -481,8 +477,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	// Committed before the relay starts (at the current position), so only
 	// the sweeper can see them.
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, create_time, update_time) VALUES
@@ -519,8 +514,7 @@ func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.RelayConfig(testenv.UniqueName("noselect"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, archive: {mode: delete, interval: 1s}"))
 	// Both of the relay's MySQL connections go through counting proxies: the
@@ -603,8 +597,7 @@ func comSelect(t *testing.T, db *sql.DB) int64 {
 func TestRequeueFailedRowIsDelivered(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, retry_count, error_msg, create_time) VALUES
 		('failed-1', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR),
 		('failed-2', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR)`, br.Exchange, br.Exchange)
