@@ -191,6 +191,40 @@ func (d *DB) Count(t testing.TB, q string, args ...any) int {
 	return n
 }
 
+// FirstColumn returns the first column of every row query returns, as text:
+// for SHOW statements, whose other columns vary between servers.
+func FirstColumn(t testing.TB, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatalf("query %.80q: %v", query, err)
+		}
+		if b, ok := vals[0].([]byte); ok {
+			vals[0] = string(b)
+		}
+		out = append(out, fmt.Sprint(vals[0]))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	return out
+}
+
 // RepoPath resolves a path relative to the repository root.
 func RepoPath(rel string) string {
 	dir, _ := os.Getwd()

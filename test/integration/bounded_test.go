@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -24,15 +22,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 	table := db.Name + ".producer_message"
 
 	// One connection for all of them: the broker is shared with other tests.
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	names := make([]string, exchanges)
 	prefix := testenv.UniqueName("ex_many")
 	t.Cleanup(func() {

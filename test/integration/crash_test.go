@@ -125,8 +125,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("kill")
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
-	p1 := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p1)
+	p1 := relaytest.StartedProcess(t, cfg)
 
 	prod := startProducer(t, db, br.Exchange, "k", 500, 100)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 15000 }, "only %d delivered before the kill", got.Len())
@@ -137,8 +136,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	beforeKill := got.Len()
-	p2 := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p2)
+	relaytest.StartedProcess(t, cfg)
 	want := prod.wait(t)
 	last := primaryGTID(t, db)
 	waitAllDistinct(t, got, want, 120*time.Second)
@@ -161,8 +159,7 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("term")
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
-	p1 := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p1)
+	p1 := relaytest.StartedProcess(t, cfg)
 
 	prod := startProducer(t, db, br.Exchange, "s", 300, 100)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 8000 }, "only %d delivered", got.Len())
@@ -173,8 +170,7 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, %v\n%s", code, err, p1.LogText())
 	}
-	p2 := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p2)
+	relaytest.StartedProcess(t, cfg)
 	want := prod.wait(t)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= len(want) }, "delivered %d of %d", got.Len(), len(want))
 	// Anything extra would have arrived with the rest: the last row's
@@ -231,8 +227,7 @@ func TestRelayLargeTransactionMemory(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(testenv.UniqueName("bigtx"), relaytest.SeedTable(db.Name), ""))
-	p := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p)
+	p := relaytest.StartedProcess(t, cfg)
 
 	const rows = 100000
 	tx, err := db.Primary.Begin()
@@ -285,14 +280,4 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc status")
 	return 0
-}
-
-// waitStarted waits until a relay process logs that it streams and is
-// connected to the broker.
-func waitStarted(t *testing.T, p *relaytest.Process) {
-	t.Helper()
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		l := p.LogText()
-		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
-	}, "relay did not start:\n%s", p.LogText())
 }

@@ -148,7 +148,7 @@ func TestLeaderTakeoverAfterKill(t *testing.T) {
 	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
 	a := relaytest.StartProcess(t, cfg)
 	waitLogged(t, a, "leader lease acquired", 1, 30*time.Second)
-	waitStarted(t, a)
+	a.WaitStarted(t)
 	b := relaytest.StartProcess(t, cfg)
 	waitLogged(t, b, "standby: another relay holds the leader lease; waiting", 1, 30*time.Second)
 
@@ -174,7 +174,7 @@ func TestLeaderTakeoverAfterKill(t *testing.T) {
 	// too. Anything the standby has already republished by now is a second
 	// copy of one of these and counts once below.
 	beforeKill := got.Len()
-	waitStarted(t, b)
+	b.WaitStarted(t)
 	takeover := time.Since(killed)
 	if takeover > 10*time.Second {
 		t.Fatalf("standby streaming %s after the leader was killed, want within 10s", takeover)
@@ -225,7 +225,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
 	a := relaytest.StartProcess(t, cfg)
 	acq := waitLogged(t, a, "leader lease acquired", 1, 30*time.Second)
-	waitStarted(t, a)
+	a.WaitStarted(t)
 	b := relaytest.StartProcess(t, cfg)
 	waitLogged(t, b, "standby: another relay holds the leader lease; waiting", 1, 30*time.Second)
 
@@ -238,7 +238,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	signal(t, a, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = a.Cmd.Process.Signal(syscall.SIGCONT) })
 	waitLogged(t, b, "leader lease acquired", 1, 3*haTTL)
-	waitStarted(t, b)
+	b.WaitStarted(t)
 	second := startProducer(t, db, br.Exchange, "d2", 50, 20).wait(t)
 	waitAllDistinct(t, got, append(first, second...), 30*time.Second)
 	waitCheckpointCovers(t, key, primaryGTID(t, db))
@@ -312,25 +312,8 @@ func stack(t *testing.T, args ...string) {
 func binlogClientOn(t *testing.T, dsn string, serverID uint32) bool {
 	t.Helper()
 	db := testenv.Open(t, dsn, "")
-	rows, err := db.Query("SHOW SLAVE HOSTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		if id, ok := vals[0].([]byte); ok {
-			vals[0] = string(id)
-		}
-		if fmt.Sprint(vals[0]) == fmt.Sprint(serverID) {
+	for _, id := range testenv.FirstColumn(t, db, "SHOW SLAVE HOSTS") {
+		if id == fmt.Sprint(serverID) {
 			return true
 		}
 	}
@@ -351,7 +334,7 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	serverID := 200000 + rand.Uint32N(1<<20)
 	source := fmt.Sprintf("{hosts: [\"%s:%d\", \"%s:%d\"], user: root, server_id: %d}", r2h, r2p, r1h, r1p, serverID)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, relayYAML(testenv.UniqueName("failover"), db.Name, source, "")))
-	waitStarted(t, p)
+	p.WaitStarted(t)
 	testenv.Eventually(t, 10*time.Second, func() bool { return binlogClientOn(t, testenv.Replica2DSN, serverID) },
 		"the relay does not stream from replica2 (the first in source.hosts)")
 
@@ -388,7 +371,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
 	source := fmt.Sprintf("{hosts: [\"%s\", \"%s:%d\"], user: root}", px.Addr(), r2h, r2p)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, relayYAML(testenv.UniqueName("lag"), db.Name, source, "")))
-	waitStarted(t, p)
+	p.WaitStarted(t)
 
 	first := startProducer(t, db, br.Exchange, "l1", 50, 20).wait(t)
 	waitAllDistinct(t, got, first, 30*time.Second)
@@ -435,7 +418,7 @@ func TestRedisOutageWindow(t *testing.T) {
 	y = strings.Replace(y, "redis: {addr: \""+testenv.RedisAddr+"\"}", "redis: {addr: \""+px.Addr()+"\"}", 1)
 	y = strings.Replace(y, "checkpoint: {interval: 200ms}", "checkpoint: {interval: 200ms, outage_window: 3s}", 1)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, y))
-	waitStarted(t, p)
+	p.WaitStarted(t)
 
 	prod := startPaced(t, db, br.Exchange, "rd", 1500, 2, 10*time.Millisecond) // 200 rows/s for 15 s
 	testenv.Eventually(t, 30*time.Second, func() bool { return got.Len() >= 400 }, "only %d delivered", got.Len())

@@ -22,14 +22,7 @@ import (
 // carries the key, into n queues with a single active consumer each.
 func hashTopology(t *testing.T, header string, n int) (string, []string) {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	ex := testenv.UniqueName("chx")
 	if err := ch.ExchangeDeclare(ex, "x-consistent-hash", true, false, false, false, amqp.Table{"hash-header": header}); err != nil {
 		t.Fatalf("declaring a consistent-hash exchange (plugin rabbitmq_consistent_hash_exchange, which scripts/stack.sh up enables): %v", err)
@@ -50,7 +43,6 @@ func hashTopology(t *testing.T, header string, n int) (string, []string) {
 			_, _ = ch.QueueDelete(q, false, false, false)
 		}
 		_ = ch.ExchangeDelete(ex, false, false)
-		_ = conn.Close()
 	})
 	return ex, queues
 }

@@ -139,8 +139,7 @@ func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*relaytest.Pro
 	t.Helper()
 	time.Sleep(time.Until(k.at.Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
 	started := time.Now()
-	p := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p)
+	p := relaytest.StartedProcess(t, cfg)
 	return p, started
 }
 
@@ -201,8 +200,7 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: lanesTable(db.Name), RelayFields: "lanes: 4",
 		Extra: "http: {addr: \"127.0.0.1:0\"}\n"}.YAML())
 	starts := []time.Time{time.Now()}
-	p := relaytest.StartProcess(t, cfg)
-	waitStarted(t, p)
+	p := relaytest.StartedProcess(t, cfg)
 
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)

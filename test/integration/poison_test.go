@@ -513,7 +513,7 @@ func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
 	br, got := testenv.NewCollectedBroker(t)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), relaytest.SeedTable(db.Name),
 		map[string]string{"http": `{addr: "off"}`})))
-	waitStarted(t, p)
+	p.WaitStarted(t)
 
 	deleted := testenv.UniqueName("no_such_exchange")
 	const n = 5000

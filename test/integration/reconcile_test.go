@@ -52,14 +52,7 @@ func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler) {
 // (a consumer with a bug) until stop; it returns the ids it swallowed.
 func rogueConsumer(t *testing.T, queue string) (got func() []string, stop func()) {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := testenv.Dial(t)
 	deliveries, err := ch.Consume(queue, "rogue", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -329,14 +322,6 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
 // amqpChannel opens a channel to the stack's broker for the test.
 func amqpChannel(t *testing.T) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	return ch
 }

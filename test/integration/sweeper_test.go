@@ -328,25 +328,7 @@ func purgeReplicaBinlogs(t *testing.T, replica *sql.DB) {
 
 func binaryLogs(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query("SHOW BINARY LOGS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var names []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, fmt.Sprintf("%s", vals[0]))
-	}
-	return names
+	return testenv.FirstColumn(t, db, "SHOW BINARY LOGS")
 }
 
 // Test 4: three sweepers drain one backlog of 30,000 PENDING rows while 8

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,6 +151,24 @@ func StartProcess(t testing.TB, cfgPath string) *Process {
 		}
 	})
 	return p
+}
+
+// StartedProcess is StartProcess, then WaitStarted.
+func StartedProcess(t testing.TB, cfgPath string) *Process {
+	t.Helper()
+	p := StartProcess(t, cfgPath)
+	p.WaitStarted(t)
+	return p
+}
+
+// WaitStarted waits until the process streams the binlog and is connected
+// to the broker.
+func (p *Process) WaitStarted(t testing.TB) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		l := p.LogText()
+		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
+	}, "relay did not start:\n%s", p.LogText())
 }
 
 // Wait waits for the process to exit.
