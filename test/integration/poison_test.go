@@ -353,8 +353,7 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
+	dl, dead := testenv.NewCollectedBroker(t)
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
@@ -419,8 +418,7 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 		t.Fatalf("the stop took %s, over relay.drain_timeout %s", d, drainTimeout)
 	}
 
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
+	dl, dead := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 	msgs := dropinWait(t, got, len(good), 30*time.Second)
@@ -438,8 +436,7 @@ func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
+	dl, dead := testenv.NewCollectedBroker(t)
 	relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 

@@ -35,10 +35,10 @@ const msgDedupDDL = "CREATE TABLE `t_msg_dedup` (`msg_id` varchar(64) NOT NULL, 
 	"CREATE TABLE audit_entries (message_id VARCHAR(64) NOT NULL) ENGINE=InnoDB"
 
 // runInbox runs a pkg/inbox consumer until the test ends.
-func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler) {
+func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler, opts ...inbox.Option) {
 	t.Helper()
 	cfg.URL = testenv.AMQPURL
-	c, err := inbox.New(cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	c, err := inbox.New(cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

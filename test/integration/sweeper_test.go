@@ -8,14 +8,12 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -24,11 +22,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -102,40 +97,16 @@ func deliveredCounts(got *testenv.Collector) map[string]int {
 
 // sweeperProcess is `binlog-relay sweep` run in-process.
 type sweeperProcess struct {
-	App    *app.App
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
+	App *app.App
+	*relaytest.Background
 }
 
 func startSweeper(t *testing.T, yaml string) *sweeperProcess {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &sweeperProcess{App: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- a.Sweep(ctx) }()
-	t.Cleanup(func() { _ = s.Stop(); a.Close() })
+	a := relaytest.OpenApp(t, yaml)
+	s := &sweeperProcess{App: a, Background: relaytest.Go("sweeper", 30*time.Second, a.Sweep)}
+	t.Cleanup(func() { _ = s.Stop() })
 	return s
-}
-
-func (s *sweeperProcess) Stop() error {
-	s.once.Do(func() {
-		s.cancel()
-		select {
-		case s.err = <-s.done:
-		case <-time.After(30 * time.Second):
-			s.err = errors.New("sweeper did not stop within 30s")
-		}
-	})
-	return s.err
 }
 
 // Test 1: the broker goes away for 30 s while 5,000 rows are committed, then

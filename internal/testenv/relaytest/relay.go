@@ -7,7 +7,6 @@
 package relaytest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
@@ -27,58 +26,43 @@ import (
 
 // Relay is an in-process relay.
 type Relay struct {
-	App    *app.App
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
+	App *app.App
+	*Background
 }
 
 // StartRelay parses the config and runs the relay until Stop or the end of
 // the test.
 func StartRelay(t testing.TB, yaml string) *Relay {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	a, err := app.Open(cfg, log)
-	if err != nil {
-		t.Fatalf("opening relay: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Relay{App: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { _ = r.Stop(); a.Close() })
+	a := OpenApp(t, yaml)
+	r := &Relay{App: a, Background: Go("relay", 60*time.Second, a.Run)}
+	t.Cleanup(func() { _ = r.Stop() })
 	testenv.Eventually(t, 20*time.Second, func() bool {
-		select {
-		case err := <-r.done:
-			r.done <- err
+		if exited, _ := r.Exited(); exited {
 			return true
-		default:
 		}
 		return a.Relay() != nil && a.Relay().Started()
 	}, "relay did not start")
-	select {
-	case err := <-r.done:
+	if exited, err := r.Exited(); exited {
 		t.Fatalf("relay exited at start: %v", err)
-	default:
 	}
 	return r
 }
 
-// Stop stops gracefully and returns Run's error.
-func (r *Relay) Stop() error {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case r.err = <-r.done:
-		case <-time.After(60 * time.Second):
-			r.err = fmt.Errorf("relay did not stop within 60s")
-		}
-	})
-	return r.err
+// OpenApp parses the config and opens the app on it (connections, no
+// stage running yet), closed when the test ends.
+func OpenApp(t testing.TB, yaml string) *app.App {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)))
+	if err != nil {
+		t.Fatalf("opening relay: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return a
 }
 
 // Binary builds cmd/binlog-relay once per test binary and returns its path.
