@@ -17,10 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
@@ -677,15 +673,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 	// A mapped column the table lacks: the config is well-formed, so the
 	// start-up check (which connects) names the field and the column.
-	cfg, err := config.Parse([]byte(cfgFor(fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {routing_key: route_key}}\n", db.Name), "")), os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := relaytest.OpenApp(t, cfgFor(fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {routing_key: route_key}}\n", db.Name), ""))
 	var lines []string
 	for _, p := range a.Check(context.Background()) {
 		lines = append(lines, p.String())

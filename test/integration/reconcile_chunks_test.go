@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -117,15 +112,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
     - {name: lm, schema: %[1]s, mysql: {host: %[2]s, port: %[3]d, user: root}, tables: [%[1]s.local_message]}
     - {name: ev, schema: %[1]s, mysql: {host: %[2]s, port: %[3]d, user: root}, tables: [%[1]s.events]}
 `, db.Name, rh, rp))
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := relaytest.OpenApp(t, yaml)
 	rep, err := a.Reconcile(context.Background(), app.ReconcileOptions{Format: "json"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
