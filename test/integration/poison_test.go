@@ -357,12 +357,7 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
-	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
-	bad := debeziumID("noroute", 1)
-	debeziumInsert(t, db, good[0], br.Exchange)
-	debeziumInsert(t, db, bad, "")
-	debeziumInsert(t, db, good[1], br.Exchange)
-	debeziumInsert(t, db, good[2], br.Exchange)
+	good, bad := insertUnroutableBetween(t, db, br.Exchange)
 
 	msgs := dropinWait(t, got, len(good), 30*time.Second)
 	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
@@ -376,6 +371,20 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	if v, _ := value(fams, "binlog_relay_dead_lettered_total", "table", db.Name+".outbox"); v != 1 {
 		t.Fatalf("binlog_relay_dead_lettered_total = %v, want 1", v)
 	}
+}
+
+// insertUnroutableBetween inserts debezium rows good-1 to exchange, then
+// one with no exchange (unroutable), then good-2 and good-3, and returns the
+// good ids in commit order and the bad one.
+func insertUnroutableBetween(t *testing.T, db *testenv.DB, exchange string) (good []string, bad string) {
+	t.Helper()
+	good = []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
+	bad = debeziumID("noroute", 1)
+	debeziumInsert(t, db, good[0], exchange)
+	debeziumInsert(t, db, bad, "")
+	debeziumInsert(t, db, good[1], exchange)
+	debeziumInsert(t, db, good[2], exchange)
+	return good, bad
 }
 
 // Without a dead-letter exchange a debezium row that cannot be routed holds
@@ -393,12 +402,7 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 	r := relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
 	base := httpAddr(t, r.App)
 
-	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
-	bad := debeziumID("noroute", 1)
-	debeziumInsert(t, db, good[0], br.Exchange)
-	debeziumInsert(t, db, bad, "")
-	debeziumInsert(t, db, good[1], br.Exchange)
-	debeziumInsert(t, db, good[2], br.Exchange)
+	good, bad := insertUnroutableBetween(t, db, br.Exchange)
 
 	readyzNaming(t, base, 30*time.Second, bad, "exchange is empty")
 	fams, _ := scrape(t, base)
