@@ -65,8 +65,9 @@ func HostPort(dsn string) (string, int) {
 	return h, port
 }
 
-// dsnOn is dsn on database db with the options tests use.
-func dsnOn(t testing.TB, dsn, db string) string {
+// dsnOn is dsn on database db with the options tests use; multi allows
+// several statements in one call (DDL files).
+func dsnOn(t testing.TB, dsn, db string, multi bool) string {
 	t.Helper()
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -75,14 +76,14 @@ func dsnOn(t testing.TB, dsn, db string) string {
 	c.DBName = db
 	c.ParseTime = true
 	c.InterpolateParams = true
-	c.MultiStatements = true
+	c.MultiStatements = multi
 	return c.FormatDSN()
 }
 
 // Open opens a DSN with the options tests use, optionally on a database.
 func Open(t testing.TB, dsn, db string) *sql.DB {
 	t.Helper()
-	full := dsnOn(t, dsn, db)
+	full := dsnOn(t, dsn, db, true)
 	h, p := HostPort(dsn)
 	conn, err := sql.Open("mysql", full)
 	if err != nil {
@@ -104,8 +105,12 @@ func UniqueName(prefix string) string {
 
 // DB is a fresh database on the primary, replicated to the replicas.
 type DB struct {
-	Name    string
-	DSN     string // the primary's DSN on this database, with the options of Open
+	Name string
+	// DSN is the primary's DSN on this database as an application writes
+	// it: parseTime and interpolateParams, one statement per call (Primary
+	// allows several, for DDL files). Library tests (pkg/inbox) open their
+	// pool on it.
+	DSN     string
 	Primary *sql.DB
 	Replica *sql.DB // nil for NewPrimaryDB
 }
@@ -131,7 +136,7 @@ func NewPrimaryDB(t testing.TB, ddlFiles ...string) *DB {
 		t.Fatalf("creating database: %v", err)
 	}
 	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS " + name) })
-	d := &DB{Name: name, DSN: dsnOn(t, PrimaryDSN, name), Primary: Open(t, PrimaryDSN, name)}
+	d := &DB{Name: name, DSN: dsnOn(t, PrimaryDSN, name, false), Primary: Open(t, PrimaryDSN, name)}
 	for _, f := range ddlFiles {
 		ddl, err := os.ReadFile(RepoPath(f))
 		if err != nil {

@@ -33,7 +33,7 @@ const (
 type testEnv struct {
 	t        testing.TB
 	d        *testenv.DB
-	db       *sql.DB       // d.Primary
+	db       *sql.DB       // on dsn, as the inbox's users open it
 	dsn      string        // d.DSN (no secrets printed)
 	ch       *amqp.Channel // confirm mode, for publishing and inspecting
 	exchange string
@@ -53,9 +53,15 @@ func newTestEnv(t testing.TB) *testEnv {
 
 func (e *testEnv) openDB() {
 	e.d = testenv.NewPrimaryDB(e.t, "schema/consumer_message.sql")
-	e.db, e.dsn = e.d.Primary, e.d.DSN
-	e.db.SetMaxOpenConns(32)
-	e.db.SetMaxIdleConns(32)
+	e.dsn = e.d.DSN
+	db, err := sql.Open("mysql", e.dsn)
+	if err != nil {
+		e.t.Fatalf("opening test database: %v", err)
+	}
+	e.t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	e.db = db
 	e.exec(`CREATE TABLE stock (sku VARCHAR(64) PRIMARY KEY, quantity INT NOT NULL)`)
 	// No unique key on message_id: a double deduction must show up as two rows rather
 	// than be hidden by a second idempotency guard.
