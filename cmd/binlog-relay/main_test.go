@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // runIn runs the command line in an empty directory (so a relay.yaml in
@@ -51,7 +52,7 @@ func TestUnknownCommandExitsTwo(t *testing.T) {
 
 // lint accepts every relay config the documentation shows, without a server.
 func TestLintAcceptsDocumentedConfigs(t *testing.T) {
-	configs := testenv.DocConfigs(t)
+	configs := relaytest.DocConfigs(t)
 	if len(configs) < 10 {
 		t.Fatalf("found only %d config blocks in README.md and docs/*.md", len(configs))
 	}
@@ -84,7 +85,7 @@ func TestLintAcceptsShippedConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range testenv.EnvNameRe.FindAllSubmatch(raw, -1) {
+		for _, m := range relaytest.EnvNameRe.FindAllSubmatch(raw, -1) {
 			t.Setenv(string(m[1]), "dummy")
 		}
 		var out, errb bytes.Buffer

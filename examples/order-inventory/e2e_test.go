@@ -2,21 +2,16 @@ package orderinventory_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	mathrand "math/rand/v2"
-	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -24,6 +19,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/inventory"
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/order"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -39,9 +35,7 @@ const (
 // through the inbox, and is restarted twice (and has its broker connection cut once)
 // while messages flow. At the end every order was deducted exactly once.
 func TestEndToEndTenThousandOrders(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test (MariaDB/MySQL and RabbitMQ); skipped with -short")
-	}
+	testenv.Integration(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("E2E_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -56,16 +50,16 @@ func TestEndToEndTenThousandOrders(t *testing.T) {
 
 	// The inventory service, restartable. All generations share the counters.
 	counters := &inbox.Counters{}
-	var killer connKiller
+	var killer testenv.ConnKiller
 	cfg := inbox.Config{
-		URL: amqpURL(), Queue: e.queue, ConsumerName: "inventory-service",
+		URL: testenv.AMQPURL, Queue: e.queue, ConsumerName: "inventory-service",
 		Workers: 8, ReconnectDelay: 50 * time.Millisecond, RequeueDelay: 50 * time.Millisecond,
 		RetryInterval: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond,
 		RetryMaxBackoff: time.Second, DisableRetention: true,
 	}
 	start := func() (stop func()) {
 		c, err := inbox.New(cfg, e.db, inventory.Deduct, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-			inbox.WithMetrics(counters), inbox.WithDialer(killer.dial))
+			inbox.WithMetrics(counters), inbox.WithDialer(killer.Dial))
 		if err != nil {
 			t.Fatalf("inbox.New: %v", err)
 		}
@@ -105,7 +99,7 @@ func TestEndToEndTenThousandOrders(t *testing.T) {
 	var disruptions []string
 	at := func(threshold int, what string, do func()) {
 		// Generous deadlines: the machine may be shared with other test runs.
-		waitFor(t, 2*time.Minute, fmt.Sprintf("%d orders deducted before %s", threshold, what), func() (bool, string) {
+		testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d orders deducted before %s", threshold, what), func() (bool, string) {
 			n := success()
 			return n >= threshold, fmt.Sprintf("%d deducted, %+v", n, counters.Snapshot())
 		})
@@ -113,14 +107,14 @@ func TestEndToEndTenThousandOrders(t *testing.T) {
 		disruptions = append(disruptions, fmt.Sprintf("%s at %d deducted", what, success()))
 	}
 	at(2500, "restart 1", func() { stop(); stop = start() })
-	at(5000, "broker connection cut", killer.killAll)
+	at(5000, "broker connection cut", killer.KillAll)
 	at(6000, "relay SIGKILL and restart", relay.kill)
 	at(7500, "restart 2", func() { stop(); stop = start() })
 
 	if err := <-placeErr; err != nil {
 		t.Fatalf("placing orders: %v", err)
 	}
-	waitFor(t, 3*time.Minute, "every order deducted and every published copy consumed", func() (bool, string) {
+	testenv.WaitFor(t, 3*time.Minute, "every order deducted and every published copy consumed", func() (bool, string) {
 		n, s := success(), counters.Snapshot()
 		sent := e.count(`SELECT COUNT(*) FROM producer_message WHERE status = 'SENT'`)
 		return n == totalOrders && sent == totalOrders && e.queueDepth() == 0,
@@ -151,8 +145,8 @@ func TestEndToEndTenThousandOrders(t *testing.T) {
 	if s.Processed != totalOrders || s.Failed != 0 || s.Retries != 0 {
 		t.Errorf("outcomes %+v, want %d processed and no failures", s, totalOrders)
 	}
-	if killer.dialCount() < 4 {
-		t.Errorf("the consumers dialled %d times, want at least 4 (3 generations + a reconnect)", killer.dialCount())
+	if killer.Dials() < 4 {
+		t.Errorf("the consumers dialled %d times, want at least 4 (3 generations + a reconnect)", killer.Dials())
 	}
 	if d := e.queueDepth(); d != 0 {
 		t.Errorf("queue holds %d messages after the run", d)
@@ -205,33 +199,21 @@ func placeOrders(ctx context.Context, db *sql.DB, exchange string, seed uint64) 
 type relayHandle struct {
 	t   *testing.T
 	cfg string
-	p   *testenv.Process
+	p   *relaytest.Process
 }
 
 // startRelay starts the relay on e's database once the replica has its
 // tables.
 func startRelay(t *testing.T, e *env) *relayHandle {
-	replica := testenv.Open(t, testenv.ReplicaDSN, "")
-	var pos string
-	if err := e.db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
-		t.Fatal(err)
-	}
-	var res sql.NullInt64
-	if err := replica.QueryRow("SELECT MASTER_GTID_WAIT(?, 30)", pos).Scan(&res); err != nil || res.Int64 != 0 {
-		t.Fatalf("replica did not catch up with the schema: %v %v", err, res)
-	}
-	h := &relayHandle{t: t, cfg: testenv.WriteConfig(t, testenv.RelayConfig(randName("orderinv_relay_"),
-		fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", e.name), ""))}
+	e.d.WaitReplicated(t, 30*time.Second)
+	h := &relayHandle{t: t, cfg: relaytest.WriteConfig(t, relaytest.RelayConfig(testenv.UniqueName("orderinv_relay"),
+		relaytest.SeedTable(e.d.Name), ""))}
 	h.start()
 	return h
 }
 
 func (h *relayHandle) start() {
-	h.p = testenv.StartProcess(h.t, h.cfg)
-	testenv.Eventually(h.t, 30*time.Second, func() bool {
-		l := h.p.LogText()
-		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
-	}, "relay did not start:\n%s", h.p.LogText())
+	h.p = relaytest.StartedProcess(h.t, h.cfg)
 }
 
 func (h *relayHandle) kill() {
@@ -244,25 +226,10 @@ func (h *relayHandle) kill() {
 
 // --- test environment -------------------------------------------------------------
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func amqpURL() string { return envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/") }
-
-func randName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 type env struct {
 	t        *testing.T
-	name     string
-	db       *sql.DB
+	d        *testenv.DB
+	db       *sql.DB // d.Primary
 	ch       *amqp.Channel
 	exchange string
 	queue    string
@@ -271,45 +238,11 @@ type env struct {
 // newEnv creates a database with the outbox, inbox and business schemas and stocked
 // SKUs, and a uniquely named exchange and queue; all are dropped at the end.
 func newEnv(t *testing.T) *env {
-	e := &env{t: t}
-	cfg, err := mysql.ParseDSN(envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"))
-	if err != nil {
-		t.Fatalf("RELAY_TEST_PRIMARY_DSN does not parse: %v", err)
-	}
-	cfg.MultiStatements = true
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatalf("opening MariaDB/MySQL at %s: %v", cfg.Addr, err)
-	}
-	t.Cleanup(func() { _ = admin.Close() })
-	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer pcancel()
-	if err := admin.PingContext(pctx); err != nil {
-		t.Fatalf("MariaDB/MySQL unreachable at %s (set RELAY_TEST_PRIMARY_DSN): %v", cfg.Addr, err)
-	}
-	name := randName("orderinv_test_")
-	e.name = name
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("creating database: %v", err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name) })
-	cfg.DBName, cfg.ParseTime, cfg.InterpolateParams = name, true, true
-	e.db, err = sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatalf("opening test database: %v", err)
-	}
+	e := &env{t: t, d: testenv.NewDB(t, "schema/producer_message.sql", "schema/consumer_message.sql",
+		"examples/order-inventory/schema.sql")}
+	e.db = e.d.Primary
 	e.db.SetMaxOpenConns(40)
 	e.db.SetMaxIdleConns(40)
-	t.Cleanup(func() { _ = e.db.Close() })
-	for _, f := range []string{"../../schema/producer_message.sql", "../../schema/consumer_message.sql", "schema.sql"} {
-		ddl, err := os.ReadFile(filepath.FromSlash(f))
-		if err != nil {
-			t.Fatalf("reading %s: %v", f, err)
-		}
-		if _, err := e.db.Exec(string(ddl)); err != nil {
-			t.Fatalf("applying %s: %v", f, err)
-		}
-	}
 	skus := make([]string, skuCount)
 	for i := range skus {
 		skus[i] = fmt.Sprintf("sku-%03d", i)
@@ -318,15 +251,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		t.Fatalf("RabbitMQ unreachable (set RELAY_TEST_AMQP_URL): %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	if e.ch, err = conn.Channel(); err != nil {
-		t.Fatal(err)
-	}
-	e.exchange, e.queue = randName("orderinv_test_x_"), randName("orderinv_test_q_")
+	_, e.ch = testenv.Dial(t)
+	e.exchange, e.queue = testenv.UniqueName("orderinv_test_x"), testenv.UniqueName("orderinv_test_q")
 	if err := inventory.DeclareTopology(e.ch, e.exchange, e.queue); err != nil {
 		t.Fatal(err)
 	}
@@ -339,66 +265,10 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) count(query string) int {
 	e.t.Helper()
-	var n int
-	if err := e.db.QueryRow(query).Scan(&n); err != nil {
-		e.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return e.d.Count(e.t, query)
 }
 
 func (e *env) queueDepth() int {
 	e.t.Helper()
-	q, err := e.ch.QueueDeclarePassive(e.queue, true, false, false, false, nil)
-	if err != nil {
-		e.t.Fatalf("inspecting queue: %v", err)
-	}
-	return q.Messages
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// connKiller dials the broker and can cut every connection it made, as a broker crash
-// would.
-type connKiller struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	dials int
-}
-
-func (k *connKiller) dial(network, addr string) (net.Conn, error) {
-	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
-	if err == nil {
-		k.mu.Lock()
-		k.conns, k.dials = append(k.conns, c), k.dials+1
-		k.mu.Unlock()
-	}
-	return c, err
-}
-
-func (k *connKiller) killAll() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, c := range k.conns {
-		_ = c.Close()
-	}
-	k.conns = nil
-}
-
-func (k *connKiller) dialCount() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.dials
+	return testenv.QueueDepth(e.t, e.ch, e.queue)
 }

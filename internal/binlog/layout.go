@@ -169,60 +169,88 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 	if cached != nil && (cached.tme == tme || sameTableMap(cached.tme, tme)) {
 		return cached, nil
 	}
-	names := tme.ColumnNameString()
-	// Signedness is in MINIMAL metadata already, enum values only in FULL.
-	unsignedMap := tme.UnsignedMap()
-	enumMap := tme.EnumStrValueMap()
-	setMap := tme.SetStrValueMap()
-	if len(names) == 0 {
-		if r.schemas == nil {
-			return nil, fmt.Errorf("table %s: the source does not log column names (set binlog_row_metadata=FULL) and no schema source is configured", t.FullName())
-		}
-		cols, err := r.schemas.Columns(ctx, t.Schema, t.Name)
-		if err != nil {
-			return nil, fmt.Errorf("reading columns of %s: %w", t.FullName(), err)
-		}
-		if len(cols) != int(tme.ColumnCount) {
-			return nil, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; "+layoutFix,
-				t.FullName(), tme.ColumnCount, len(cols))
-		}
-		fromSchema := unsignedMap == nil
-		if fromSchema {
-			unsignedMap = map[int]bool{}
-		}
-		if enumMap == nil {
-			enumMap = map[int][]string{}
-		}
-		if setMap == nil {
-			setMap = map[int][]string{}
-		}
-		for i, c := range cols {
-			if !typeMatches(tme, i, c.DataType) {
-				return nil, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
-					t.FullName(), i+1, c.DataType, realType(tme, i))
-			}
-			if why := shapeDiffers(tme, i, c); why != "" {
-				return nil, fmt.Errorf("table %s: column %d (%s) %s (the table changed after the row was written); "+layoutFix,
-					t.FullName(), i+1, c.Name, why)
-			}
-			names = append(names, c.Name)
-			if fromSchema && c.Unsigned {
-				unsignedMap[i] = true
-			}
-			switch rt := realType(tme, i); {
-			case c.Enum != nil && rt == mysql.MYSQL_TYPE_ENUM:
-				enumMap[i] = c.Enum
-			case c.Enum != nil && rt == mysql.MYSQL_TYPE_SET:
-				setMap[i] = c.Enum
-			}
-		}
+	meta, err := r.columnMeta(ctx, t, tme)
+	if err != nil {
+		return nil, err
 	}
-	if len(names) != int(tme.ColumnCount) {
+	if len(meta.names) != int(tme.ColumnCount) {
 		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; "+layoutFix,
-			t.FullName(), tme.ColumnCount, len(names))
+			t.FullName(), tme.ColumnCount, len(meta.names))
 	}
+	lay := meta.layout(t, tme)
+	r.layoutMu.Lock()
+	r.layouts[key] = lay
+	r.layoutMu.Unlock()
+	return lay, nil
+}
+
+// tableColumns is what a layout is built from: the column names in table
+// order, and by column index which are unsigned and the values of ENUM and
+// SET columns.
+type tableColumns struct {
+	names    []string
+	unsigned map[int]bool
+	enum     map[int][]string
+	set      map[int][]string
+}
+
+// columnMeta reads the columns from the TABLE_MAP event, or from the schema
+// source when the event carries no names.
+func (r *Reader) columnMeta(ctx context.Context, t *outbox.Table, tme *replication.TableMapEvent) (tableColumns, error) {
+	// Signedness is in MINIMAL metadata already, enum values only in FULL.
+	meta := tableColumns{names: tme.ColumnNameString(), unsigned: tme.UnsignedMap(),
+		enum: tme.EnumStrValueMap(), set: tme.SetStrValueMap()}
+	if len(meta.names) > 0 {
+		return meta, nil
+	}
+	if r.schemas == nil {
+		return meta, fmt.Errorf("table %s: the source does not log column names (set binlog_row_metadata=FULL) and no schema source is configured", t.FullName())
+	}
+	cols, err := r.schemas.Columns(ctx, t.Schema, t.Name)
+	if err != nil {
+		return meta, fmt.Errorf("reading columns of %s: %w", t.FullName(), err)
+	}
+	if len(cols) != int(tme.ColumnCount) {
+		return meta, fmt.Errorf("table %s: the binlog row has %d columns but the schema read from the source has %d; "+layoutFix,
+			t.FullName(), tme.ColumnCount, len(cols))
+	}
+	fromSchema := meta.unsigned == nil
+	if fromSchema {
+		meta.unsigned = map[int]bool{}
+	}
+	if meta.enum == nil {
+		meta.enum = map[int][]string{}
+	}
+	if meta.set == nil {
+		meta.set = map[int][]string{}
+	}
+	for i, c := range cols {
+		if !typeMatches(tme, i, c.DataType) {
+			return meta, fmt.Errorf("table %s: column %d is %s in the schema read from the source but binlog type %d in the row (the table changed after the row was written); "+layoutFix,
+				t.FullName(), i+1, c.DataType, realType(tme, i))
+		}
+		if why := shapeDiffers(tme, i, c); why != "" {
+			return meta, fmt.Errorf("table %s: column %d (%s) %s (the table changed after the row was written); "+layoutFix,
+				t.FullName(), i+1, c.Name, why)
+		}
+		meta.names = append(meta.names, c.Name)
+		if fromSchema && c.Unsigned {
+			meta.unsigned[i] = true
+		}
+		switch rt := realType(tme, i); {
+		case c.Enum != nil && rt == mysql.MYSQL_TYPE_ENUM:
+			meta.enum[i] = c.Enum
+		case c.Enum != nil && rt == mysql.MYSQL_TYPE_SET:
+			meta.set[i] = c.Enum
+		}
+	}
+	return meta, nil
+}
+
+// layout picks the columns the table's mapping needs, by name.
+func (meta tableColumns) layout(t *outbox.Table, tme *replication.TableMapEvent) *layout {
 	pos := map[string]int{}
-	for i, n := range names {
+	for i, n := range meta.names {
 		pos[strings.ToLower(n)] = i
 	}
 	lay := &layout{tme: tme}
@@ -236,23 +264,20 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		typ := realType(tme, i)
 		lay.names = append(lay.names, col)
 		lay.idx = append(lay.idx, i)
-		lay.unsigned = append(lay.unsigned, unsignedMap[i])
+		lay.unsigned = append(lay.unsigned, meta.unsigned[i])
 		lay.datetime = append(lay.datetime, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2)
 		var enum, set []string
 		switch typ {
 		case mysql.MYSQL_TYPE_ENUM:
-			enum = enumMap[i]
+			enum = meta.enum[i]
 		case mysql.MYSQL_TYPE_SET:
-			set = setMap[i]
+			set = meta.set[i]
 		}
 		lay.enum = append(lay.enum, enum)
 		lay.set = append(lay.set, set)
 		lay.json = append(lay.json, typ == mysql.MYSQL_TYPE_JSON)
 	}
-	r.layoutMu.Lock()
-	r.layouts[key] = lay
-	r.layoutMu.Unlock()
-	return lay, nil
+	return lay
 }
 
 // layoutFix is what to do when a row's TABLE_MAP does not match the schema

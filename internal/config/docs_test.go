@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // Every relay config the documentation shows validates, with the
 // environment variables it refers to set to dummy values and its password
 // files standing in.
 func TestDocumentedConfigsValidate(t *testing.T) {
-	configs := testenv.DocConfigs(t)
+	configs := relaytest.DocConfigs(t)
 	if len(configs) < 10 {
 		t.Fatalf("found only %d config blocks in README.md and docs/*.md", len(configs))
 	}

@@ -145,105 +145,125 @@ func (t *Table) QuotedName() string { return QuoteIdent(t.Schema) + "." + QuoteI
 // Validate checks the table definition; field names the YAML path prefix.
 // It also loads route.time_zone, which Location then returns.
 func (t *Table) Validate(field string) error {
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if t.Schema == "" {
-		add(fmt.Errorf("%s.schema: required", field))
-	} else {
-		add(CheckIdent(field+".schema", t.Schema))
-	}
-	if t.Name == "" {
-		add(fmt.Errorf("%s.name: required", field))
-	} else {
-		add(CheckIdent(field+".name", t.Name))
-	}
-	for name, col := range t.columnFields() {
-		if col != "" {
-			add(CheckIdent(field+".columns."+name, col))
-		}
-	}
-	for i, h := range t.Columns.Headers {
-		add(CheckIdent(fmt.Sprintf("%s.columns.headers[%d]", field, i), h))
-	}
-	if t.Columns.ID == "" {
-		add(fmt.Errorf("%s.columns.id: required (the primary key the relay marks rows by)", field))
-	}
-	if t.Columns.Payload == "" {
-		add(fmt.Errorf("%s.columns.payload: required", field))
-	}
-	if t.Columns.Status != "" {
-		if t.Statuses.Sent == "" {
-			add(fmt.Errorf("%s.statuses.sent: required when columns.status is set", field))
-		}
-		if len(t.Statuses.Publishable) == 0 {
-			add(fmt.Errorf("%s.statuses.publishable: required when columns.status is set", field))
-		}
-		add(t.Statuses.checkLifecycle(field + ".statuses"))
-		values := []struct{ name, v string }{{"pending", t.Statuses.Pending}, {"sending", t.Statuses.Sending},
-			{"sent", t.Statuses.Sent}, {"failed", t.Statuses.Failed}}
-		for i, v := range t.Statuses.Publishable {
-			values = append(values, struct{ name, v string }{fmt.Sprintf("publishable[%d]", i), v})
-		}
-		for _, sv := range values {
-			if sv.v == "" {
-				if strings.HasPrefix(sv.name, "publishable") {
-					add(fmt.Errorf("%s.statuses.%s: empty", field, sv.name))
-				}
-				continue
-			}
-			if t.Statuses.Numeric {
-				// Numeric values are written into SQL bare: only a number may pass.
-				if _, err := strconv.ParseInt(sv.v, 10, 64); err != nil {
-					add(fmt.Errorf("%s.statuses.%s: %q is not a number but statuses.numeric is true", field, sv.name, sv.v))
-				}
-				continue
-			}
-			add(checkStatusValue(field+".statuses."+sv.name, sv.v))
-		}
-	}
-	if t.Route.Exchange == "" && t.Columns.Exchange == "" && len(t.Route.ExchangeMap) == 0 {
-		add(fmt.Errorf("%s.route.exchange: set a fixed exchange, a template, an exchange_map or columns.exchange", field))
-	}
-	if len(t.Route.ExchangeMap) > 0 && t.Route.ExchangeMapColumn == "" {
-		add(fmt.Errorf("%s.route.exchange_map_column: required with route.exchange_map", field))
-	}
-	if t.Route.ExchangeMapColumn != "" {
-		add(CheckIdent(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
-	}
-	ex, rk := t.RouteTemplates()
-	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}, {"partition_key", t.PartitionKeyTemplate()}} {
-		if _, err := ParseTemplate(tmpl.s); err != nil {
-			add(fmt.Errorf("%s.route.%s: %w", field, tmpl.name, err))
-		}
-	}
-	if t.Route.PartitionHeader != "" && t.Route.PartitionKey == "" {
-		add(fmt.Errorf("%s.route.partition_header: needs route.partition_key (the key it carries)", field))
-	}
-	if h := t.Route.PartitionHeader; len(h) > 255 {
-		add(fmt.Errorf("%s.route.partition_header: %d bytes, AMQP header names are at most 255", field, len(h)))
-	}
+	errs := t.validateColumns(field)
+	errs = append(errs, t.validateStatuses(field)...)
+	errs = append(errs, t.validateRoute(field)...)
 	if t.MaxRetries < 0 {
-		add(fmt.Errorf("%s.max_retries: must be >= 0", field))
+		errs = append(errs, fmt.Errorf("%s.max_retries: must be >= 0", field))
 	}
 	switch t.CreatedAtEpoch {
 	case "", "s", "ms":
 	default:
-		add(fmt.Errorf("%s.created_at_epoch: %q is not empty, \"s\" or \"ms\"", field, t.CreatedAtEpoch))
+		errs = append(errs, fmt.Errorf("%s.created_at_epoch: %q is not empty, \"s\" or \"ms\"", field, t.CreatedAtEpoch))
 	}
-	add(t.validateHeaders(field))
+	errs = append(errs, t.validateHeaders(field))
 	if t.Route.TimeZone != "" {
 		loc, err := time.LoadLocation(t.Route.TimeZone)
 		if err != nil {
-			add(fmt.Errorf("%s.route.time_zone: %q is not an IANA time zone (e.g. UTC, Asia/Shanghai)", field, t.Route.TimeZone))
+			errs = append(errs, fmt.Errorf("%s.route.time_zone: %q is not an IANA time zone (e.g. UTC, Asia/Shanghai)", field, t.Route.TimeZone))
 		} else {
 			t.loc = loc
 		}
 	}
+	// errors.Join drops the nil entries the checks return for valid fields.
 	return errors.Join(errs...)
+}
+
+// validateColumns checks the table's name and column names (Validate's
+// first part; nil entries stand for checks that passed).
+func (t *Table) validateColumns(field string) []error {
+	var errs []error
+	if t.Schema == "" {
+		errs = append(errs, fmt.Errorf("%s.schema: required", field))
+	} else {
+		errs = append(errs, CheckIdent(field+".schema", t.Schema))
+	}
+	if t.Name == "" {
+		errs = append(errs, fmt.Errorf("%s.name: required", field))
+	} else {
+		errs = append(errs, CheckIdent(field+".name", t.Name))
+	}
+	for name, col := range t.columnFields() {
+		if col != "" {
+			errs = append(errs, CheckIdent(field+".columns."+name, col))
+		}
+	}
+	for i, h := range t.Columns.Headers {
+		errs = append(errs, CheckIdent(fmt.Sprintf("%s.columns.headers[%d]", field, i), h))
+	}
+	if t.Columns.ID == "" {
+		errs = append(errs, fmt.Errorf("%s.columns.id: required (the primary key the relay marks rows by)", field))
+	}
+	if t.Columns.Payload == "" {
+		errs = append(errs, fmt.Errorf("%s.columns.payload: required", field))
+	}
+	return errs
+}
+
+// validateStatuses checks the status values, which matter only when the
+// table has a status column.
+func (t *Table) validateStatuses(field string) []error {
+	if t.Columns.Status == "" {
+		return nil
+	}
+	var errs []error
+	if t.Statuses.Sent == "" {
+		errs = append(errs, fmt.Errorf("%s.statuses.sent: required when columns.status is set", field))
+	}
+	if len(t.Statuses.Publishable) == 0 {
+		errs = append(errs, fmt.Errorf("%s.statuses.publishable: required when columns.status is set", field))
+	}
+	errs = append(errs, t.Statuses.checkLifecycle(field+".statuses"))
+	values := []struct{ name, v string }{{"pending", t.Statuses.Pending}, {"sending", t.Statuses.Sending},
+		{"sent", t.Statuses.Sent}, {"failed", t.Statuses.Failed}}
+	for i, v := range t.Statuses.Publishable {
+		values = append(values, struct{ name, v string }{fmt.Sprintf("publishable[%d]", i), v})
+	}
+	for _, sv := range values {
+		if sv.v == "" {
+			if strings.HasPrefix(sv.name, "publishable") {
+				errs = append(errs, fmt.Errorf("%s.statuses.%s: empty", field, sv.name))
+			}
+			continue
+		}
+		if t.Statuses.Numeric {
+			// Numeric values are written into SQL bare: only a number may pass.
+			if _, err := strconv.ParseInt(sv.v, 10, 64); err != nil {
+				errs = append(errs, fmt.Errorf("%s.statuses.%s: %q is not a number but statuses.numeric is true", field, sv.name, sv.v))
+			}
+			continue
+		}
+		errs = append(errs, checkStatusValue(field+".statuses."+sv.name, sv.v))
+	}
+	return errs
+}
+
+// validateRoute checks where rows are routed: exchange, templates and the
+// partition header.
+func (t *Table) validateRoute(field string) []error {
+	var errs []error
+	if t.Route.Exchange == "" && t.Columns.Exchange == "" && len(t.Route.ExchangeMap) == 0 {
+		errs = append(errs, fmt.Errorf("%s.route.exchange: set a fixed exchange, a template, an exchange_map or columns.exchange", field))
+	}
+	if len(t.Route.ExchangeMap) > 0 && t.Route.ExchangeMapColumn == "" {
+		errs = append(errs, fmt.Errorf("%s.route.exchange_map_column: required with route.exchange_map", field))
+	}
+	if t.Route.ExchangeMapColumn != "" {
+		errs = append(errs, CheckIdent(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
+	}
+	ex, rk := t.RouteTemplates()
+	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}, {"partition_key", t.PartitionKeyTemplate()}} {
+		if _, err := ParseTemplate(tmpl.s); err != nil {
+			errs = append(errs, fmt.Errorf("%s.route.%s: %w", field, tmpl.name, err))
+		}
+	}
+	if t.Route.PartitionHeader != "" && t.Route.PartitionKey == "" {
+		errs = append(errs, fmt.Errorf("%s.route.partition_header: needs route.partition_key (the key it carries)", field))
+	}
+	if h := t.Route.PartitionHeader; len(h) > 255 {
+		errs = append(errs, fmt.Errorf("%s.route.partition_header: %d bytes, AMQP header names are at most 255", field, len(h)))
+	}
+	return errs
 }
 
 func (t *Table) columnFields() map[string]string {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +162,68 @@ func dial(t testing.TB) (*amqp.Connection, *amqp.Channel) {
 		t.Fatalf("opening channel: %v", err)
 	}
 	return conn, ch
+}
+
+// Dial opens a connection and a channel to the stack's RabbitMQ, closed
+// when the test ends.
+func Dial(t testing.TB) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, ch := dial(t)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn, ch
+}
+
+// ConnKiller dials the broker (as amqp.Config.Dial) and can cut every
+// connection it made, as a broker crash would.
+type ConnKiller struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	dials int
+}
+
+// Dial is an amqp.Config.Dial that remembers the connection.
+func (k *ConnKiller) Dial(network, addr string) (net.Conn, error) {
+	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
+	if err == nil {
+		k.mu.Lock()
+		k.conns, k.dials = append(k.conns, c), k.dials+1
+		k.mu.Unlock()
+	}
+	return c, err
+}
+
+// KillAll closes every connection dialled so far.
+func (k *ConnKiller) KillAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+	k.conns = nil
+}
+
+// Dials is how many connections were dialled.
+func (k *ConnKiller) Dials() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dials
+}
+
+// QueueDepth is the number of ready messages in queue (unACKed ones return
+// to ready when their consumer's connection closes).
+func QueueDepth(t testing.TB, ch *amqp.Channel, queue string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("inspecting queue %s: %v", queue, err)
+	}
+	return q.Messages
+}
+
+// NewCollectedBroker is NewBroker with a Collector already consuming its
+// queue: how most relay tests begin.
+func NewCollectedBroker(t testing.TB) (*Broker, *Collector) {
+	t.Helper()
+	b := NewBroker(t)
+	return b, b.Consume(t, b.Queue)
 }

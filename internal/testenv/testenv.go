@@ -1,8 +1,10 @@
-// Package testenv is the integration tests' access to the local test stack
+// Package testenv owns every test's access to the local test stack
 // (scripts/stack.sh): server addresses, a fresh database per test, queues
-// bound to a fresh exchange, a consumer that records every delivery, and the
-// relay run in-process or as a process. Tests fail, never skip, when a
-// server is missing, unless -short is given.
+// bound to a fresh exchange, a consumer that records every delivery, a
+// Redis key prefix per test, unique names and Eventually. Tests fail, never
+// skip, when a server is missing, unless -short is given. It imports none of
+// the relay's packages, so pkg/inbox's own tests use it too; the relay under
+// test lives in internal/testenv/relaytest.
 package testenv
 
 import (
@@ -63,8 +65,9 @@ func HostPort(dsn string) (string, int) {
 	return h, port
 }
 
-// Open opens a DSN with the options tests use, optionally on a database.
-func Open(t testing.TB, dsn, db string) *sql.DB {
+// dsnOn is dsn on database db with the options tests use; multi allows
+// several statements in one call (DDL files).
+func dsnOn(t testing.TB, dsn, db string, multi bool) string {
 	t.Helper()
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -73,15 +76,23 @@ func Open(t testing.TB, dsn, db string) *sql.DB {
 	c.DBName = db
 	c.ParseTime = true
 	c.InterpolateParams = true
-	c.MultiStatements = true
-	conn, err := sql.Open("mysql", c.FormatDSN())
+	c.MultiStatements = multi
+	return c.FormatDSN()
+}
+
+// Open opens a DSN with the options tests use, optionally on a database.
+func Open(t testing.TB, dsn, db string) *sql.DB {
+	t.Helper()
+	full := dsnOn(t, dsn, db, true)
+	h, p := HostPort(dsn)
+	conn, err := sql.Open("mysql", full)
 	if err != nil {
-		t.Fatalf("opening %s: %v", c.Addr, err)
+		t.Fatalf("opening %s:%d: %v", h, p, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := conn.PingContext(ctx); err != nil {
-		t.Fatalf("MySQL at %s is not reachable (run scripts/stack.sh up): %v", c.Addr, err)
+		t.Fatalf("MySQL at %s:%d is not reachable (run scripts/stack.sh up): %v", h, p, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
@@ -94,9 +105,14 @@ func UniqueName(prefix string) string {
 
 // DB is a fresh database on the primary, replicated to the replicas.
 type DB struct {
-	Name    string
+	Name string
+	// DSN is the primary's DSN on this database as an application writes
+	// it: parseTime and interpolateParams, one statement per call (Primary
+	// allows several, for DDL files). Library tests (pkg/inbox) open their
+	// pool on it.
+	DSN     string
 	Primary *sql.DB
-	Replica *sql.DB
+	Replica *sql.DB // nil for NewPrimaryDB
 }
 
 // NewDB creates a database on the primary, runs the DDL files given (paths
@@ -104,13 +120,23 @@ type DB struct {
 // it when the test ends.
 func NewDB(t testing.TB, ddlFiles ...string) *DB {
 	t.Helper()
+	d := NewPrimaryDB(t, ddlFiles...)
+	d.Replica = Open(t, ReplicaDSN, "")
+	d.WaitReplicated(t, 30*time.Second)
+	return d
+}
+
+// NewPrimaryDB is NewDB for a test that needs only the primary (the inbox's
+// tests): it does not wait for the replicas.
+func NewPrimaryDB(t testing.TB, ddlFiles ...string) *DB {
+	t.Helper()
 	name := UniqueName("t")
 	root := Open(t, PrimaryDSN, "")
 	if _, err := root.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatalf("creating database: %v", err)
 	}
 	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS " + name) })
-	d := &DB{Name: name, Primary: Open(t, PrimaryDSN, name), Replica: Open(t, ReplicaDSN, "")}
+	d := &DB{Name: name, DSN: dsnOn(t, PrimaryDSN, name, false), Primary: Open(t, PrimaryDSN, name)}
 	for _, f := range ddlFiles {
 		ddl, err := os.ReadFile(RepoPath(f))
 		if err != nil {
@@ -118,7 +144,6 @@ func NewDB(t testing.TB, ddlFiles ...string) *DB {
 		}
 		d.Exec(t, string(ddl))
 	}
-	d.WaitReplicated(t, 30*time.Second)
 	return d
 }
 
@@ -171,6 +196,40 @@ func (d *DB) Count(t testing.TB, q string, args ...any) int {
 	return n
 }
 
+// FirstColumn returns the first column of every row query returns, as text:
+// for SHOW statements, whose other columns vary between servers.
+func FirstColumn(t testing.TB, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatalf("query %.80q: %v", query, err)
+		}
+		if b, ok := vals[0].([]byte); ok {
+			vals[0] = string(b)
+		}
+		out = append(out, fmt.Sprint(vals[0]))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	return out
+}
+
 // RepoPath resolves a path relative to the repository root.
 func RepoPath(rel string) string {
 	dir, _ := os.Getwd()
@@ -190,10 +249,31 @@ func RepoPath(rel string) string {
 // then fails with the message.
 func Eventually(t testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
+	if _, ok := poll(within, func() (bool, string) { return cond(), "" }); !ok {
+		t.Fatalf("after %s: "+format, append([]any{within}, args...)...)
+	}
+}
+
+// WaitFor is Eventually for a condition that can say what it saw: the
+// failure names what was awaited and the last state cond reported.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	if state, ok := poll(within, cond); !ok {
+		t.Fatalf("timed out after %s waiting for %s; last state: %s", within, what, state)
+	}
+}
+
+// poll calls cond every 20ms until it holds or within has passed, and
+// returns the last state cond reported.
+func poll(within time.Duration, cond func() (bool, string)) (string, bool) {
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return state, true
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: "+format, append([]any{within}, args...)...)
+			return state, false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -9,6 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // BenchmarkInboxThroughput measures messages per second through the whole inbox (AMQP
@@ -40,7 +42,7 @@ func BenchmarkInboxThroughput(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	go func() { done <- c.Run(ctx) }()
-	waitFor(b, 10*time.Minute, "all messages processed", func() (bool, string) {
+	testenv.WaitFor(b, 10*time.Minute, "all messages processed", func() (bool, string) {
 		s := counters.Snapshot()
 		return s.Processed == int64(b.N), fmt.Sprintf("%+v", s)
 	})

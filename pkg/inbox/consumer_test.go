@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,41 +12,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
-
-// connKiller dials the broker and can cut every connection it made, which is what a
-// broker crash or a network failure looks like from the client.
-type connKiller struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	dials int
-}
-
-func (k *connKiller) dial(network, addr string) (net.Conn, error) {
-	c, err := amqp.DefaultDial(5*time.Second)(network, addr)
-	if err == nil {
-		k.mu.Lock()
-		k.conns = append(k.conns, c)
-		k.dials++
-		k.mu.Unlock()
-	}
-	return c, err
-}
-
-func (k *connKiller) killAll() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, c := range k.conns {
-		_ = c.Close()
-	}
-	k.conns = nil
-}
-
-func (k *connKiller) dialCount() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.dials
-}
 
 func publishRange(e *testEnv, from, to int) {
 	var msgs []amqp.Publishing
@@ -64,31 +30,29 @@ func TestConsumerReconnectsAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
 	e.exec(`UPDATE stock SET quantity = 1000`)
-	var k connKiller
+	var k testenv.ConnKiller
 	var calls atomic.Int64
-	rc := e.startConsumer(e.config(), deductHandler(&calls, nil), WithDialer(k.dial))
+	rc := e.startConsumer(e.config(), deductHandler(&calls, nil), WithDialer(k.Dial))
 	publishRange(e, 0, 100)
-	waitFor(t, 20*time.Second, "some messages processed", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "some messages processed", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Processed >= 30, fmt.Sprintf("%+v", s)
 	})
-	k.killAll() // mid-stream: some deliveries are in flight
+	k.KillAll() // mid-stream: some deliveries are in flight
 	publishRange(e, 100, 200)
-	waitFor(t, 30*time.Second, "all 200 messages SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, "all 200 messages SUCCESS", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
-		return n == 200, fmt.Sprintf("%d SUCCESS rows, dials %d", n, k.dialCount())
+		return n == 200, fmt.Sprintf("%d SUCCESS rows, dials %d", n, k.Dials())
 	})
-	waitFor(t, 20*time.Second, "queue drained", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "queue drained", func() (bool, string) {
 		d := e.queueDepth()
 		return d == 0, fmt.Sprintf("depth %d", d)
 	})
 	rc.stop(t)
-	if k.dialCount() < 2 {
-		t.Errorf("dialled %d times, want a reconnect", k.dialCount())
+	if k.Dials() < 2 {
+		t.Errorf("dialled %d times, want a reconnect", k.Dials())
 	}
-	if got := e.stock(); got != 1000-200 {
-		t.Errorf("stock = %d, want %d", got, 800)
-	}
+	e.expectStock(t, 1000-200, "")
 	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != 200 {
 		t.Errorf("stock_log rows = %d, want 200", got)
 	}
@@ -132,9 +96,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		t.Errorf("rows = %+v, want only g-1 SUCCESS", rows)
 	}
 	// g-1 was ACKed (else it would be back); g-2 was never started and is back.
-	if d := e.queueDepth(); d != 1 {
-		t.Errorf("queue depth = %d, want 1 (g-2 only)", d)
-	}
+	e.expectQueueDepth(t, 1, " (g-2 only)")
 }
 
 // Past ShutdownTimeout a stuck handler is cancelled: its transaction rolls back and the
@@ -159,12 +121,8 @@ func TestShutdownTimeoutCancelsStuckHandler(t *testing.T) {
 	if rows := e.rows(); len(rows) != 0 {
 		t.Errorf("rows = %+v, want none: a cancelled handler is not the message's failure", rows)
 	}
-	if got := e.stock(); got != initialStock {
-		t.Errorf("stock = %d, want %d (rolled back)", got, initialStock)
-	}
-	if d := e.queueDepth(); d != 1 {
-		t.Errorf("queue depth = %d, want 1 (left for redelivery)", d)
-	}
+	e.expectStock(t, initialStock, " (rolled back)")
+	e.expectQueueDepth(t, 1, " (left for redelivery)")
 }
 
 // When the inbox cannot write (here: its table is gone) nothing durable is known, so
@@ -183,31 +141,27 @@ func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
 	rc.c, rc.cancel = c, cancel
 	go rc.run(ctx)
 	t.Cleanup(func() { rc.stop(t) })
-	waitFor(t, 10*time.Second, "consumer started", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "consumer started", func() (bool, string) {
 		return logs.FilterMessage("consuming").Len() == 1, "not yet"
 	})
 
 	e.exec(`RENAME TABLE consumer_message TO consumer_message_away`)
 	e.publish("order-db", itemBody(2))
-	waitFor(t, 20*time.Second, "the delivery requeued twice", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the delivery requeued twice", func() (bool, string) {
 		n := logs.FilterMessage("inbox could not record the message; requeueing it").Len()
 		return n >= 2, fmt.Sprintf("%d requeues", n)
 	})
 	e.exec(`RENAME TABLE consumer_message_away TO consumer_message`)
-	waitFor(t, 20*time.Second, "order-db processed after recovery", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-db processed after recovery", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Processed == 1, fmt.Sprintf("%+v", s)
 	})
 	rc.stop(t)
-	if got := e.stock(); got != initialStock-2 {
-		t.Errorf("stock = %d, want %d", got, initialStock-2)
-	}
+	e.expectStock(t, initialStock-2, "")
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue depth = %d, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // A consumer pointed at a queue that does not exist fails at start with an error that

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // Test 5: the process dies after the business commit and before the ACK. The broker
@@ -50,7 +52,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	// The ACK never left, so the broker puts the message back once it sees the
 	// connection die.
-	waitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
 		d := e.queueDepth()
 		return d == 1, fmt.Sprintf("queue depth %d", d)
 	})
@@ -64,7 +66,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Duplicates == 1, fmt.Sprintf("%+v", s)
 	})
@@ -76,15 +78,11 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	if !redelivered.Load() {
 		t.Errorf("the duplicate was not flagged redelivered by the broker")
 	}
-	if got := e.stock(); got != initialStock-7 {
-		t.Errorf("stock = %d, want %d (deducted once)", got, initialStock-7)
-	}
+	e.expectStock(t, initialStock-7, " (deducted once)")
 	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 		t.Errorf("stock_log rows = %d, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // TestCrashHelperProcess is the process TestCrashAfterCommitBeforeAck kills; it does
@@ -97,7 +95,7 @@ func TestCrashHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opening database: %v", err)
 	}
-	cfg := Config{URL: amqpURL(), Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
+	cfg := Config{URL: testenv.AMQPURL, Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
 		Workers: 1, DisableRetryTask: true, DisableRetention: true}
 	var calls atomic.Int64
 	c, err := New(cfg, db, deductHandler(&calls, nil), zap.NewExample())

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -105,7 +107,7 @@ func TestRetryKeepsHeadersAndTraceContext(t *testing.T) {
 	rc := e.startConsumer(e.config(), h)
 	e.publishMany([]amqp.Publishing{{MessageId: "traced-1", Body: itemBody(1), Headers: amqp.Table{
 		"traceparent": testTraceparent, "tracestate": "rojo=1", "tenant": "acme", "priority": int32(7)}}})
-	waitFor(t, 20*time.Second, "traced-1 SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "traced-1 SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})
@@ -158,7 +160,7 @@ func TestTableWithoutHeadersColumn(t *testing.T) {
 		return nil
 	})
 	e.publishMany([]amqp.Publishing{{MessageId: "old-table-1", Body: itemBody(1), Headers: amqp.Table{"traceparent": testTraceparent}}})
-	waitFor(t, 20*time.Second, "old-table-1 SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "old-table-1 SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})
@@ -194,7 +196,7 @@ func TestConcurrentFailuresRunEachHandlerOncePerDelivery(t *testing.T) {
 		msgs = append(msgs, amqp.Publishing{MessageId: fmt.Sprintf("burst-%02d", i), Body: itemBody(1)})
 	}
 	e.publishMany(msgs)
-	waitFor(t, 30*time.Second, "every message SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, "every message SUCCESS", func() (bool, string) {
 		done := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
 		return done == n, fmt.Sprintf("%d of %d SUCCESS", done, n)
 	})

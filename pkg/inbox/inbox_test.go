@@ -11,6 +11,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // Test 1: the same message delivered ten times has its effect once.
@@ -32,7 +34,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			var client *redis.Client
 			switch tc.redis {
 			case "up":
-				client, cfg.DedupKeyPrefix = newRedis(t)
+				client, cfg.DedupKeyPrefix = testenv.NewRedis(t, "inbox_test")
 				opts = append(opts, WithDedup(NewRedisDedup(client)))
 			case "down":
 				// Nothing listens on port 1: every Redis call fails; only speed may suffer.
@@ -45,7 +47,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				e.publish("order-1", itemBody(3))
 			}
-			waitFor(t, 20*time.Second, "10 deliveries ACKed", func() (bool, string) {
+			testenv.WaitFor(t, 20*time.Second, "10 deliveries ACKed", func() (bool, string) {
 				s := rc.counters.Snapshot()
 				return s.Total() == 10, fmt.Sprintf("%+v", s)
 			})
@@ -58,9 +60,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			if n := calls.Load(); n != 1 {
 				t.Errorf("handler ran %d times, want 1", n)
 			}
-			if got := e.stock(); got != initialStock-3 {
-				t.Errorf("stock = %d, want %d (deducted once)", got, initialStock-3)
-			}
+			e.expectStock(t, initialStock-3, " (deducted once)")
 			if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 				t.Errorf("stock_log has %d rows, want 1", n)
 			}
@@ -71,9 +71,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			if string(rows[0].Content) != string(itemBody(3)) {
 				t.Errorf("stored content = %q, want the body", rows[0].Content)
 			}
-			if d := e.queueDepth(); d != 0 {
-				t.Errorf("queue holds %d messages after the run, want 0", d)
-			}
+			e.expectQueueDepth(t, 0, " after the run")
 			if client != nil {
 				key := cfg.DedupKeyPrefix + cfg.ConsumerName + ":order-1"
 				if client.Exists(context.Background(), key).Val() != 1 {
@@ -113,13 +111,13 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	// B's INSERT cannot finish while A's transaction holds the key, so seeing it in the
 	// process list means it is waiting on A's lock. (MariaDB's INNODB_TRX does not list
 	// a transaction waiting on its first row lock, so the process list is the witness.)
-	waitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "B's inbox insert waiting on A's lock", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
 			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO _consumer_message_%order-7%'`)
 		return n == 1, fmt.Sprintf("%d inbox inserts of order-7 running", n)
 	})
 	close(release)
-	waitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {
 		sa, sb := a.counters.Snapshot(), b.counters.Snapshot()
 		return sa.Total()+sb.Total() == 2, fmt.Sprintf("A %+v, B %+v", sa, sb)
 	})
@@ -132,12 +130,8 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
 	}
-	if got := e.stock(); got != initialStock-5 {
-		t.Errorf("stock = %d, want %d", got, initialStock-5)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock-5, "")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 2, in bulk: many messages, each published twice, raced by two consumers.
@@ -156,7 +150,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 	a := e.startConsumer(cfg, deductHandler(&calls, nil))
 	b := e.startConsumer(cfg, deductHandler(&calls, nil))
 	e.publishMany(msgs)
-	waitFor(t, 60*time.Second, "all copies ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, "all copies ACKed", func() (bool, string) {
 		sa, sb := a.counters.Snapshot(), b.counters.Snapshot()
 		return sa.Total()+sb.Total() == 2*n, fmt.Sprintf("A %+v, B %+v", sa, sb)
 	})
@@ -169,9 +163,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 	if sa.Processed == 0 || sb.Processed == 0 {
 		t.Errorf("one consumer processed nothing (A %+v, B %+v): the race was not exercised", sa, sb)
 	}
-	if got := e.stock(); got != 100000-n {
-		t.Errorf("stock = %d, want %d", got, 100000-n)
-	}
+	e.expectStock(t, 100000-n, "")
 	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != n {
 		t.Errorf("stock_log rows = %d, want %d", got, n)
 	}
@@ -203,7 +195,7 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 	}
 	rc := e.startConsumer(cfg, observed)
 	e.publish("order-3", itemBody(4))
-	waitFor(t, 20*time.Second, "order-3 SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-3 SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})
@@ -224,15 +216,11 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Retries != 2 || s.Processed != 1 || s.Failed != 0 {
 		t.Errorf("outcomes = %+v, want 2 retries then 1 processed", s)
 	}
-	if got := e.stock(); got != initialStock-4 {
-		t.Errorf("stock = %d, want %d: failed attempts must roll back", got, initialStock-4)
-	}
+	e.expectStock(t, initialStock-4, ": failed attempts must roll back")
 	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
 		t.Errorf("stock_log rows = %d, want 1", n)
 	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 4: the handler always fails: FAILED after MaxRetries with the last error.
@@ -246,7 +234,7 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 		return fmt.Errorf("attempt %d: warehouse rejects the request", call)
 	}))
 	e.publish("order-4", itemBody(2))
-	waitFor(t, 20*time.Second, "order-4 FAILED", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-4 FAILED", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusFailed, fmt.Sprintf("%+v", rows)
 	})
@@ -265,12 +253,8 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Retries != 2 || s.Failed != 1 || s.Processed != 0 {
 		t.Errorf("outcomes = %+v, want 2 retries and 1 failed", s)
 	}
-	if got := e.stock(); got != initialStock {
-		t.Errorf("stock = %d, want %d: nothing may stick", got, initialStock)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock, ": nothing may stick")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 6: a message without id and one with a malformed body are FAILED with their
@@ -286,7 +270,7 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 		{MessageId: strings.Repeat("x", MaxMessageIDLen+1), Body: itemBody(1)},
 		{MessageId: "order-good", Body: itemBody(6)},
 	})
-	waitFor(t, 20*time.Second, "four deliveries ACKed", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "four deliveries ACKed", func() (bool, string) {
 		s := rc.counters.Snapshot()
 		return s.Total() == 4, fmt.Sprintf("%+v", s)
 	})
@@ -318,12 +302,8 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 	if s := rc.counters.Snapshot(); s.Failed != 3 || s.Processed != 1 {
 		t.Errorf("outcomes = %+v, want 3 failed, 1 processed", s)
 	}
-	if got := e.stock(); got != initialStock-6 {
-		t.Errorf("stock = %d, want %d", got, initialStock-6)
-	}
-	if d := e.queueDepth(); d != 0 {
-		t.Errorf("queue holds %d messages, want 0", d)
-	}
+	e.expectStock(t, initialStock-6, "")
+	e.expectQueueDepth(t, 0, "")
 }
 
 // A panicking handler costs a retry, not the worker.
@@ -339,7 +319,7 @@ func TestHandlerPanicIsRetried(t *testing.T) {
 	})
 	rc := e.startConsumer(e.config(), h)
 	e.publish("order-p", itemBody(1))
-	waitFor(t, 20*time.Second, "order-p SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "order-p SUCCESS", func() (bool, string) {
 		rows := e.rows()
 		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
 	})
@@ -347,7 +327,5 @@ func TestHandlerPanicIsRetried(t *testing.T) {
 	if r := e.rows()[0]; r.RetryCount != 1 || !strings.Contains(r.ErrorMsg, "handler panicked: nil map in pricing") {
 		t.Errorf("row = %+v, want one retry after the panic", r)
 	}
-	if got := e.stock(); got != initialStock-1 {
-		t.Errorf("stock = %d, want %d", got, initialStock-1)
-	}
+	e.expectStock(t, initialStock-1, "")
 }

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // cutOnWrite dials the broker; once armed, the next write goes out and the
@@ -54,15 +55,15 @@ func (c *cuttingConn) Write(p []byte) (int, error) {
 // exchange) is "not confirmed": republished later, no retry used. Only a
 // basic.return is "unroutable". The publisher recovers after each.
 func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
-	needIntegration(t)
+	testenv.Integration(t)
 	e := newTestEnv(t)
-	unbound := randName("inbox_unbound_")
+	unbound := testenv.UniqueName("inbox_unbound")
 	if err := e.ch.ExchangeDeclare(unbound, "topic", false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.ch.ExchangeDelete(unbound, false, false) })
 	d := &cutOnWrite{}
-	pub := NewAMQPPublisher(amqpURL(), "inbox-publisher-test", d.dial)
+	pub := NewAMQPPublisher(testenv.AMQPURL, "inbox-publisher-test", d.dial)
 	defer pub.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -81,7 +82,7 @@ func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 	}
 	good("after-cut")
 
-	err = pub.Publish(ctx, randName("inbox_missing_"), routingKey, amqp.Publishing{MessageId: "missing", Body: []byte("{}")})
+	err = pub.Publish(ctx, testenv.UniqueName("inbox_missing"), routingKey, amqp.Publishing{MessageId: "missing", Body: []byte("{}")})
 	if err == nil || errors.Is(err, ErrUnroutable) || !errors.Is(err, errNotConfirmed) || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("publish to a missing exchange: %v, want not confirmed with the broker's 404, not unroutable", err)
 	}
@@ -103,16 +104,11 @@ func TestClosedChannelRepublishKeepsTheRetry(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
 	e.insertRow("no-exchange", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
-	e.exec(`UPDATE consumer_message SET exchange = ?`, randName("inbox_missing_"))
-	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
-	defer pub.Close()
+	e.exec(`UPDATE consumer_message SET exchange = ?`, testenv.UniqueName("inbox_missing"))
 	cfg := e.config()
 	cfg.RetryBackoff = time.Millisecond
 	cfg.RetryMaxBackoff = time.Millisecond
-	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := e.newRetrier(t, cfg)
 	if _, err := r.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("RunOnce: %v, want the republish to fail with the broker's 404", err)
 	}

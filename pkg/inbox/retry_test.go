@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // insertRow writes an inbox row directly, for tests of the retry task and retention.
@@ -43,7 +45,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
-		pub := NewAMQPPublisher(amqpURL(), fmt.Sprintf("retrier-%d", i), nil)
+		pub := NewAMQPPublisher(testenv.AMQPURL, fmt.Sprintf("retrier-%d", i), nil)
 		t.Cleanup(func() { _ = pub.Close() })
 		r, err := NewRetrier(cfg, db, pub, zaptest.NewLogger(t))
 		if err != nil {
@@ -68,7 +70,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 	if total != n {
 		t.Errorf("republished %d in total (%+v), want %d", total, stats, n)
 	}
-	waitFor(t, 10*time.Second, "all republished copies in the queue", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "all republished copies in the queue", func() (bool, string) {
 		d := e.queueDepth()
 		return d == n, fmt.Sprintf("queue depth %d", d)
 	})
@@ -104,12 +106,7 @@ func TestStuckRetryingRowsAreTakenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
-	defer pub.Close()
-	r, err := NewRetrier(e.config(), e.db, pub, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := e.newRetrier(t, e.config())
 	s, err := r.RunOnce(context.Background())
 	if err != nil {
 		t.Fatalf("RunOnce: %v", err)
@@ -144,16 +141,11 @@ func TestUnroutableRepublishUsesRetries(t *testing.T) {
 	e := newTestEnv(t)
 	e.insertRow("lost-route", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET routing_key = 'nobody-listens'`)
-	pub := NewAMQPPublisher(amqpURL(), "retrier", nil)
-	defer pub.Close()
 	cfg := e.config()
 	cfg.RetryBackoff = time.Millisecond
 	cfg.RetryMaxBackoff = time.Millisecond
-	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "lost-route FAILED", func() (bool, string) {
+	r := e.newRetrier(t, cfg)
+	testenv.WaitFor(t, 10*time.Second, "lost-route FAILED", func() (bool, string) {
 		if _, err := r.RunOnce(context.Background()); err != nil {
 			return false, err.Error()
 		}
@@ -199,4 +191,17 @@ func TestRetentionPurgesOldSuccessRows(t *testing.T) {
 	if got := e.count(`SELECT COUNT(*) FROM consumer_message WHERE message_id LIKE 'old-%' AND status = 'SUCCESS' AND consumer = 'inventory'`); got != 0 {
 		t.Errorf("%d old SUCCESS rows survived", got)
 	}
+}
+
+// newRetrier is a Retrier over e's inbox that republishes to the stack's
+// broker; its publisher is closed when the test ends.
+func (e *testEnv) newRetrier(t testing.TB, cfg Config) *Retrier {
+	t.Helper()
+	pub := NewAMQPPublisher(testenv.AMQPURL, "retrier", nil)
+	t.Cleanup(func() { _ = pub.Close() })
+	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

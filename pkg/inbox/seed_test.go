@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // useSeedTables replaces the project's consumer_message with the design
@@ -92,12 +94,12 @@ func TestSeedConsumerMessageAppliesOnce(t *testing.T) {
 	e.startConsumer(cfg, failFirst(&calls, failing))
 	e.publishTwice("cm", n)
 
-	waitFor(t, 60*time.Second, "every event applied and SUCCESS", func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, "every event applied and SUCCESS", func() (bool, string) {
 		applied := e.count(`SELECT COUNT(*) FROM stock_log`)
 		success := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
 		return applied == n && success == n, fmt.Sprintf("%d applied, %d SUCCESS rows", applied, success)
 	})
-	waitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
 		d := e.queueDepth()
 		return d == 0, fmt.Sprintf("%d ready", d)
 	})
@@ -139,13 +141,13 @@ func TestSeedMsgDedupAppliesOnce(t *testing.T) {
 	e.startConsumer(cfg, h)
 	e.publishTwice("dd", n)
 
-	waitFor(t, 60*time.Second, "every event applied or FAILED", func() (bool, string) {
+	testenv.WaitFor(t, 60*time.Second, "every event applied or FAILED", func() (bool, string) {
 		applied := e.count(`SELECT COUNT(*) FROM stock_log`)
 		dedup := e.count(`SELECT COUNT(*) FROM t_msg_dedup`)
 		failed := e.count(`SELECT COUNT(*) FROM t_message_log WHERE status = 'FAILED'`)
 		return applied == n-1 && dedup == n-1 && failed == 1, fmt.Sprintf("%d applied, %d dedup rows, %d FAILED", applied, dedup, failed)
 	})
-	waitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
+	testenv.WaitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
 		d := e.queueDepth()
 		return d == 0, fmt.Sprintf("%d ready", d)
 	})

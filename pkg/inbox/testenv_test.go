@@ -2,47 +2,27 @@ package inbox
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
-// Integration tests run against the real servers of the test stack. Each test gets its
-// own database, exchange and queue (and Redis key prefix), so tests are independent and
-// may run beside other packages' tests. An unreachable server fails the test; -short
-// skips integration tests instead.
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func primaryDSN() string { return envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/") }
-func amqpURL() string    { return envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/") }
-func redisAddr() string  { return envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379") }
-
-func randName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+// Integration tests run against the real servers of the test stack, reached
+// through internal/testenv (which imports none of the relay's packages, so
+// these in-package tests may use it). Each test gets its own database,
+// exchange and queue (and Redis key prefix), so tests are independent and may
+// run beside other packages' tests. An unreachable server fails the test;
+// -short skips integration tests instead.
 
 const (
 	testSKU      = "sku-1"
@@ -52,26 +32,19 @@ const (
 
 type testEnv struct {
 	t        testing.TB
-	db       *sql.DB
-	dsn      string // DSN of the test database (no secrets printed)
-	conn     *amqp.Connection
+	d        *testenv.DB
+	db       *sql.DB       // on dsn, as the inbox's users open it
+	dsn      string        // d.DSN (no secrets printed)
 	ch       *amqp.Channel // confirm mode, for publishing and inspecting
 	exchange string
 	queue    string
-}
-
-func needIntegration(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (MariaDB/MySQL and RabbitMQ); skipped with -short")
-	}
 }
 
 // newTestEnv creates a database with the inbox schema and a stock table, and an exchange
 // bound to a queue. Everything is dropped when the test ends.
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
-	needIntegration(t)
+	testenv.Integration(t)
 	e := &testEnv{t: t}
 	e.openDB()
 	e.openBroker()
@@ -79,45 +52,16 @@ func newTestEnv(t testing.TB) *testEnv {
 }
 
 func (e *testEnv) openDB() {
-	t := e.t
-	cfg, err := mysql.ParseDSN(primaryDSN())
+	e.d = testenv.NewPrimaryDB(e.t, "schema/consumer_message.sql")
+	e.dsn = e.d.DSN
+	db, err := sql.Open("mysql", e.dsn)
 	if err != nil {
-		t.Fatalf("RELAY_TEST_PRIMARY_DSN does not parse: %v", err)
+		e.t.Fatalf("opening test database: %v", err)
 	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatalf("opening MariaDB/MySQL at %s: %v", cfg.Addr, err)
-	}
-	t.Cleanup(func() { _ = admin.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("MariaDB/MySQL unreachable at %s (set RELAY_TEST_PRIMARY_DSN): %v", cfg.Addr, err)
-	}
-	name := randName("inbox_test_")
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("creating database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name); err != nil {
-			t.Errorf("dropping database %s: %v", name, err)
-		}
-	})
-	cfg.DBName, cfg.ParseTime, cfg.InterpolateParams = name, true, true
-	e.dsn = cfg.FormatDSN()
-	e.db, err = sql.Open("mysql", e.dsn)
-	if err != nil {
-		t.Fatalf("opening test database: %v", err)
-	}
-	e.db.SetMaxOpenConns(32)
-	e.db.SetMaxIdleConns(32)
-	t.Cleanup(func() { _ = e.db.Close() })
-
-	ddl, err := os.ReadFile(filepath.Join("..", "..", "schema", "consumer_message.sql"))
-	if err != nil {
-		t.Fatalf("reading schema: %v", err)
-	}
-	e.exec(string(ddl))
+	e.t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	e.db = db
 	e.exec(`CREATE TABLE stock (sku VARCHAR(64) PRIMARY KEY, quantity INT NOT NULL)`)
 	// No unique key on message_id: a double deduction must show up as two rows rather
 	// than be hidden by a second idempotency guard.
@@ -126,23 +70,16 @@ func (e *testEnv) openDB() {
 	e.exec(`INSERT INTO stock VALUES (?, ?)`, testSKU, initialStock)
 }
 
+// openBroker declares a direct exchange with the test queue bound by routingKey, and
+// puts the channel in confirm mode.
 func (e *testEnv) openBroker() {
 	t := e.t
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		t.Fatalf("RabbitMQ unreachable (set RELAY_TEST_AMQP_URL): %v", redactURL(err, amqpURL()))
-	}
-	e.conn = conn
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("opening channel: %v", err)
-	}
+	_, ch := testenv.Dial(t)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatalf("confirm mode: %v", err)
 	}
 	e.ch = ch
-	e.exchange, e.queue = randName("inbox_test_x_"), randName("inbox_test_q_")
+	e.exchange, e.queue = testenv.UniqueName("inbox_test_x"), testenv.UniqueName("inbox_test_q")
 	if err := ch.ExchangeDeclare(e.exchange, "direct", true, false, false, false, nil); err != nil {
 		t.Fatalf("declaring exchange: %v", err)
 	}
@@ -152,10 +89,11 @@ func (e *testEnv) openBroker() {
 	if err := ch.QueueBind(e.queue, routingKey, e.exchange, false, nil); err != nil {
 		t.Fatalf("binding queue: %v", err)
 	}
+	// A fresh connection: the test may have closed its own.
 	t.Cleanup(func() {
-		c, err := amqp.Dial(amqpURL())
+		c, err := amqp.Dial(testenv.AMQPURL)
 		if err != nil {
-			t.Errorf("cleanup: %v", err)
+			t.Errorf("cleanup: %v", redactURL(err, testenv.AMQPURL))
 			return
 		}
 		defer c.Close()
@@ -170,15 +108,13 @@ func (e *testEnv) openBroker() {
 
 func (e *testEnv) exec(query string, args ...any) {
 	e.t.Helper()
-	if _, err := e.db.Exec(query, args...); err != nil {
-		e.t.Fatalf("exec %q: %v", strings.SplitN(query, "\n", 2)[0], err)
-	}
+	e.d.Exec(e.t, query, args...)
 }
 
 // config is a Config with test-sized intervals.
 func (e *testEnv) config() Config {
 	return Config{
-		URL: amqpURL(), Queue: e.queue, ConsumerName: "inventory",
+		URL: testenv.AMQPURL, Queue: e.queue, ConsumerName: "inventory",
 		Workers: 4, ReconnectDelay: 50 * time.Millisecond, RequeueDelay: 50 * time.Millisecond,
 		ShutdownTimeout: 20 * time.Second,
 		RetryBackoff:    20 * time.Millisecond, RetryMaxBackoff: 100 * time.Millisecond,
@@ -223,15 +159,9 @@ func (e *testEnv) publishMany(msgs []amqp.Publishing) {
 	}
 }
 
-// queueDepth is the number of ready messages (unACKed ones return to ready when their
-// consumer's connection closes).
 func (e *testEnv) queueDepth() int {
 	e.t.Helper()
-	q, err := e.ch.QueueDeclarePassive(e.queue, true, false, false, false, nil)
-	if err != nil {
-		e.t.Fatalf("inspecting queue: %v", err)
-	}
-	return q.Messages
+	return testenv.QueueDepth(e.t, e.ch, e.queue)
 }
 
 func (e *testEnv) stock() int {
@@ -243,13 +173,27 @@ func (e *testEnv) stock() int {
 	return q
 }
 
+// expectStock marks the test failed (and lets it go on) unless the stock is
+// want; why is added to the message.
+func (e *testEnv) expectStock(t testing.TB, want int, why string) {
+	t.Helper()
+	if got := e.stock(); got != want {
+		t.Errorf("stock = %d, want %d%s", got, want, why)
+	}
+}
+
+// expectQueueDepth marks the test failed (and lets it go on) unless the
+// queue holds want ready messages; why is added to the message.
+func (e *testEnv) expectQueueDepth(t testing.TB, want int, why string) {
+	t.Helper()
+	if d := e.queueDepth(); d != want {
+		t.Errorf("queue holds %d messages, want %d%s", d, want, why)
+	}
+}
+
 func (e *testEnv) count(query string, args ...any) int {
 	e.t.Helper()
-	var n int
-	if err := e.db.QueryRow(query, args...).Scan(&n); err != nil {
-		e.t.Fatalf("count %q: %v", query, err)
-	}
-	return n
+	return e.d.Count(e.t, query, args...)
 }
 
 type inboxRow struct {
@@ -360,41 +304,4 @@ func (rc *runningConsumer) stop(t testing.TB) {
 			t.Errorf("consumer did not stop within 30s")
 		}
 	})
-}
-
-// waitFor polls cond until it holds or the deadline passes; state describes what was
-// last seen, for the failure message.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func newRedis(t testing.TB) (*redis.Client, string) {
-	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis unreachable at %s (set RELAY_TEST_REDIS_ADDR): %v", redisAddr(), err)
-	}
-	prefix := randName("inbox_test_") + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := client.Scan(ctx, 0, prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			client.Del(ctx, iter.Val())
-		}
-		_ = client.Close()
-	})
-	return client, prefix
 }

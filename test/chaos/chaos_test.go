@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -58,7 +59,7 @@ func TestChaos(t *testing.T) {
 	f.replicas[1] = proxy(t, addr(testenv.ReplicaDSN))
 	for i := range f.cfgs {
 		f.ids[i] = 300000 + rand.Uint32N(1<<20)
-		f.cfgs[i] = testenv.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))
+		f.cfgs[i] = relaytest.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))
 	}
 
 	// The consumer, through the inbox, as a service would run it.
@@ -147,16 +148,14 @@ func TestChaos(t *testing.T) {
 // relayConfig is one relay of the pair: HA on, every server behind a proxy,
 // both replicas in source.hosts (replica2 first).
 func relayConfig(f *fleet, dbName string, serverID uint32) string {
-	ph, pp := testenv.HostPort(testenv.PrimaryDSN)
-	return fmt.Sprintf(`name: %s
-source: {hosts: ["%s", "%s"], user: root, server_id: %d}
-primary: {host: %s, port: %d, user: root}
-broker: {url: "%s"}
-redis: {addr: "%s"}
-ha: {enabled: true, lease_ttl: %s}
-http: {addr: "off"}
-log: {level: info, format: json}
-tables:
-  - {preset: producer-message, schema: %s}
-`, f.name, f.replicas[0].Addr(), f.replicas[1].Addr(), serverID, ph, pp, f.brokerURL, f.redis.Addr(), *leaseTTL, dbName)
+	return relaytest.Config{Name: f.name, Tables: relaytest.SeedTable(dbName), Sections: map[string]string{
+		"source": fmt.Sprintf(`{hosts: ["%s", "%s"], user: root, server_id: %d}`, f.replicas[0].Addr(), f.replicas[1].Addr(), serverID),
+		"broker": fmt.Sprintf(`{url: "%s"}`, f.brokerURL),
+		"redis":  fmt.Sprintf(`{addr: "%s"}`, f.redis.Addr()),
+		"ha":     fmt.Sprintf("{enabled: true, lease_ttl: %s}", *leaseTTL),
+		"http":   `{addr: "off"}`,
+		// The shipped checkpoint and flush intervals: chaos runs as in production.
+		"checkpoint": "",
+		"relay":      "",
+	}}.YAML()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // fleet is the relays under test and the proxies between them and the
@@ -28,7 +29,7 @@ type fleet struct {
 	start     time.Time
 	cfgs      [2]string
 	ids       [2]uint32 // the relays' replica server ids
-	procs     [2]*testenv.Process
+	procs     [2]*relaytest.Process
 	broker    *faultproxy.Proxy
 	brokerURL string // the broker's URL through the proxy
 	redis     *faultproxy.Proxy
@@ -62,7 +63,7 @@ func (f *fleet) note(format string, args ...any) {
 }
 
 func (f *fleet) run(i int) {
-	f.procs[i] = testenv.StartProcess(f.t, f.cfgs[i])
+	f.procs[i] = relaytest.StartProcess(f.t, f.cfgs[i])
 }
 
 func (f *fleet) kill(i int) {

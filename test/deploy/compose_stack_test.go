@@ -21,6 +21,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/inventory"
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/order"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -48,7 +49,7 @@ func TestComposeDemoOnTheStack(t *testing.T) {
 
 	relayURL := brokerURL(t, users, "relay", c.Services["relay"].Environment["RELAY_BROKER_PASSWORD"], vhost)
 	shopURL := brokerURL(t, users, "shop", "shop", vhost)
-	testenv.StartRelay(t, stackRelayConfig(t, c, db.Name, relayURL))
+	relaytest.StartRelay(t, stackRelayConfig(t, c, db.Name, relayURL))
 
 	// The inventory service declares its topology as the definitions did: RabbitMQ
 	// refuses a declaration that differs (406).

@@ -95,29 +95,17 @@ func decode(t *testing.T, stream string) (*rendered, error) {
 			err = strict(&o)
 			r.Secrets[o.Metadata.Name] = o
 		case "v1 Service":
-			var o service
-			err = strict(&o)
-			r.Services = append(r.Services, o)
+			err = decodeAppend(strict, &r.Services)
 		case "v1 ServiceAccount":
-			var o serviceAccount
-			err = strict(&o)
-			r.ServiceAccounts = append(r.ServiceAccounts, o)
+			err = decodeAppend(strict, &r.ServiceAccounts)
 		case "apps/v1 Deployment":
-			var o deployment
-			err = strict(&o)
-			r.Deployments = append(r.Deployments, o)
+			err = decodeAppend(strict, &r.Deployments)
 		case "policy/v1 PodDisruptionBudget":
-			var o pdb
-			err = strict(&o)
-			r.PDBs = append(r.PDBs, o)
+			err = decodeAppend(strict, &r.PDBs)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			var o serviceMonitor
-			err = strict(&o)
-			r.ServiceMonitors = append(r.ServiceMonitors, o)
+			err = decodeAppend(strict, &r.ServiceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			var o prometheusRule
-			err = strict(&o)
-			r.PrometheusRules = append(r.PrometheusRules, o)
+			err = decodeAppend(strict, &r.PrometheusRules)
 		default:
 			err = fmt.Errorf("document %d: unexpected %s (%s)", i, kind, head.Metadata.Name)
 		}
@@ -126,6 +114,15 @@ func decode(t *testing.T, stream string) (*rendered, error) {
 		}
 	}
 	return r, nil
+}
+
+// decodeAppend decodes the document strictly into a new T and appends it
+// to list (also on an error, which the caller returns).
+func decodeAppend[T any](strict func(any) error, list *[]T) error {
+	var o T
+	err := strict(&o)
+	*list = append(*list, o)
+	return err
 }
 
 // deployment returns the one Deployment and its one container.

@@ -19,6 +19,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // noSweeper turns the sweeper off so every delivery comes from the binlog
@@ -44,15 +45,14 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	px, err := faultproxy.Listen(fmt.Sprintf("%s:%d", sh, sp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = px.Close() })
-	testenv.StartRelay(t, viaProxy(t, testenv.RelayConfig(testenv.UniqueName("twocuts"), testenv.SeedTable(db.Name), noSweeper), px))
+	relaytest.StartRelay(t, viaProxy(t, relaytest.RelayConfig(testenv.UniqueName("twocuts"), relaytest.SeedTable(db.Name), noSweeper), px))
 
 	const rows, perStmt = 50_000, 1_000
 	var want []string
@@ -105,9 +105,8 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 func TestXACommitAndRollback(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("xa"), testenv.SeedTable(db.Name), noSweeper))
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("xa"), relaytest.SeedTable(db.Name), noSweeper))
 
 	ctx := context.Background()
 	xidC, xidR := testenv.UniqueName("xc"), testenv.UniqueName("xr")
@@ -245,11 +244,10 @@ const localDomain = 77
 func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("localwrite")
-	cfg := testenv.RelayConfig(name, testenv.SeedTable(db.Name), noSweeper)
-	r := testenv.StartRelay(t, cfg)
+	cfg := relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), noSweeper)
+	r := relaytest.StartRelay(t, cfg)
 
 	ctx := context.Background()
 	replica := testenv.Open(t, testenv.ReplicaDSN, "")
@@ -350,7 +348,7 @@ func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 	}
 
 	// The relay starts again from that checkpoint, and check passes.
-	r2 := testenv.StartRelay(t, cfg)
+	r2 := relaytest.StartRelay(t, cfg)
 	for _, p := range r2.App.Check(ctx) {
 		if p.Severity == "ERROR" {
 			t.Errorf("check after the restart: %s", p)
@@ -449,10 +447,9 @@ func saveCheckpointRaw(t *testing.T, key string, cp checkpoint.Checkpoint) {
 func TestXAPreparedAcrossARestart(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("xarestart"), testenv.SeedTable(db.Name), noSweeper)
-	first := testenv.StartRelay(t, cfg)
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.RelayConfig(testenv.UniqueName("xarestart"), relaytest.SeedTable(db.Name), noSweeper)
+	first := relaytest.StartRelay(t, cfg)
 
 	ctx := context.Background()
 	xid := testenv.UniqueName("xp")
@@ -472,7 +469,7 @@ func TestXAPreparedAcrossARestart(t *testing.T) {
 		t.Fatalf("stopping the first relay: %v", err)
 	}
 
-	testenv.StartRelay(t, cfg)
+	relaytest.StartRelay(t, cfg)
 	if _, err := db.Primary.ExecContext(ctx, "XA COMMIT '"+xid+"'"); err != nil {
 		t.Fatalf("XA COMMIT: %v", err)
 	}

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // Rows to 1,000 distinct exchanges, through the relay: every row arrives,
@@ -19,20 +18,11 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 	testenv.Integration(t)
 	const exchanges, limit = 1000, 20
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	table := db.Name + ".producer_message"
 
 	// One connection for all of them: the broker is shared with other tests.
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	names := make([]string, exchanges)
 	prefix := testenv.UniqueName("ex_many")
 	t.Cleanup(func() {
@@ -49,7 +39,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 			t.Fatalf("binding %s: %v", names[i], err)
 		}
 	}
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("bounded"), testenv.SeedTable(db.Name),
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("bounded"), relaytest.SeedTable(db.Name),
 		map[string]string{"metrics": fmt.Sprintf("{max_label_values: %d}", limit)}))
 	base := httpAddr(t, r.App)
 
@@ -96,9 +86,8 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 func TestBinlogPositionOneSeriesAcrossRotations(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("rotate"), testenv.SeedTable(db.Name), nil))
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), nil))
 	base := httpAddr(t, r.App)
 
 	want := insertOrders(t, db, br.Exchange, "rot0", 1, 10)

@@ -12,6 +12,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 func runCheck(t *testing.T, yaml string) []string {
@@ -52,7 +53,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 
 	t.Run("healthy stack", func(t *testing.T) {
-		lines := runCheck(t, testenv.RelayConfig(testenv.UniqueName("chk"), testenv.SeedTable(db.Name), ""))
+		lines := runCheck(t, relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(db.Name), ""))
 		for _, l := range lines {
 			if strings.HasPrefix(l, "ERROR") {
 				t.Fatalf("unexpected problem on the healthy stack: %s", l)
@@ -73,7 +74,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, p := testenv.HostPort(testenv.MisconfDSN)
-		yaml := strings.Replace(testenv.RelayConfig(testenv.UniqueName("chk"), testenv.SeedTable(name), ""),
+		yaml := strings.Replace(relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(name), ""),
 			"source: {host: 127.0.0.1, port: 3308, user: root}", fmt.Sprintf("source: {host: %s, port: %d, user: root}", h, p), 1)
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", "binlog_format is STATEMENT", "set binlog_format=ROW") {
@@ -82,7 +83,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 	})
 
 	t.Run("missing table", func(t *testing.T) {
-		yaml := testenv.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf("  - {preset: producer-message, schema: %s, name: no_such_outbox}\n", db.Name), "")
+		yaml := relaytest.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf("  - {preset: producer-message, schema: %s, name: no_such_outbox}\n", db.Name), "")
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", db.Name+".no_such_outbox does not exist") {
 			t.Fatalf("no line about the missing table in:\n%s", strings.Join(lines, "\n"))
@@ -90,7 +91,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 	})
 
 	t.Run("missing trace context column", func(t *testing.T) {
-		yaml := testenv.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf("  - {preset: producer-message, schema: %s, trace: {format: traceparent}}\n", db.Name), "")
+		yaml := relaytest.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf("  - {preset: producer-message, schema: %s, trace: {format: traceparent}}\n", db.Name), "")
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", `no column "traceparent"`, "trace.column") {
 			t.Fatalf("no line about the missing trace column in:\n%s", strings.Join(lines, "\n"))
@@ -103,7 +104,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 		db.Exec(t, fmt.Sprintf("GRANT SELECT, UPDATE ON %s.* TO '%s'@'127.0.0.1'", db.Name, user))
 		t.Cleanup(func() { _, _ = db.Primary.Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'127.0.0.1'", user)) })
 		db.WaitReplicated(t, 30e9)
-		yaml := strings.Replace(testenv.RelayConfig(testenv.UniqueName("chk"), testenv.SeedTable(db.Name), ""),
+		yaml := strings.Replace(relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(db.Name), ""),
 			"port: 3308, user: root}", fmt.Sprintf("port: 3308, user: %s, password: pw-%s}", user, user), 1)
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", "lacks REPLICATION SLAVE", "GRANT REPLICATION SLAVE") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // orderInsert builds one multi-row INSERT of perTx outbox rows for
@@ -74,9 +75,8 @@ func statusCounts(t *testing.T, db *sql.DB) map[string]int {
 func TestRelayDeliversInCommitOrder(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	r := testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("core"), testenv.SeedTable(db.Name), ""))
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("core"), relaytest.SeedTable(db.Name), ""))
 
 	start := time.Now()
 	want := insertOrders(t, db, br.Exchange, "ord", 100, 100)
@@ -107,9 +107,8 @@ func TestRelayDeliversInCommitOrder(t *testing.T) {
 func TestRelayIgnoresRolledBackTransactions(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("rollback"), testenv.SeedTable(db.Name), ""))
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("rollback"), relaytest.SeedTable(db.Name), ""))
 
 	tx, err := db.Primary.Begin()
 	if err != nil {
@@ -144,10 +143,9 @@ func TestRelayIgnoresRolledBackTransactions(t *testing.T) {
 func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t) // exists, but no queue is bound
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("unroutable"), testenv.SeedTable(db.Name), ""))
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("unroutable"), relaytest.SeedTable(db.Name), ""))
 
 	missing := testenv.UniqueName("no_such_exchange")
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES
@@ -197,11 +195,10 @@ func TestRelayUnroutableRowsAreNotMarkedSent(t *testing.T) {
 func TestRelayStrictOrderingHoldsTheStream(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("strict"), testenv.SeedTable(db.Name),
-		"retry: {base: 100ms, max: 400ms} #strict\n"))
+	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("strict"),
+		Tables: relaytest.SeedTable(db.Name), Strict: true, Extra: "retry: {base: 100ms, max: 400ms}\n"}.YAML())
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES
 		('s1', ?, 'k', '1'), ('s2', ?, 'k', '2'), ('s3', ?, 'k', '3')`, br.Exchange, unbound, br.Exchange)
 	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "s1 did not arrive")

@@ -16,6 +16,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // producer inserts txs transactions of perTx rows in the background.
@@ -121,12 +122,10 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("kill")
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(name, testenv.SeedTable(db.Name), ""))
-	p1 := testenv.StartProcess(t, cfg)
-	waitStarted(t, p1)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
+	p1 := relaytest.StartedProcess(t, cfg)
 
 	prod := startProducer(t, db, br.Exchange, "k", 500, 100)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 15000 }, "only %d delivered before the kill", got.Len())
@@ -137,8 +136,7 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	beforeKill := got.Len()
-	p2 := testenv.StartProcess(t, cfg)
-	waitStarted(t, p2)
+	relaytest.StartedProcess(t, cfg)
 	want := prod.wait(t)
 	last := primaryGTID(t, db)
 	waitAllDistinct(t, got, want, 120*time.Second)
@@ -158,12 +156,10 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("term")
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(name, testenv.SeedTable(db.Name), ""))
-	p1 := testenv.StartProcess(t, cfg)
-	waitStarted(t, p1)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
+	p1 := relaytest.StartedProcess(t, cfg)
 
 	prod := startProducer(t, db, br.Exchange, "s", 300, 100)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 8000 }, "only %d delivered", got.Len())
@@ -174,8 +170,7 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, %v\n%s", code, err, p1.LogText())
 	}
-	p2 := testenv.StartProcess(t, cfg)
-	waitStarted(t, p2)
+	relaytest.StartedProcess(t, cfg)
 	want := prod.wait(t)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= len(want) }, "delivered %d of %d", got.Len(), len(want))
 	// Anything extra would have arrived with the rest: the last row's
@@ -204,9 +199,8 @@ func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 func TestRelayFollowsBinlogRotation(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("rotate"), testenv.SeedTable(db.Name), ""))
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), ""))
 	prod := startProducer(t, db, br.Exchange, "r", 200, 50)
 	for i := 0; i < 5; i++ {
 		// Rotate on the replica (the relay's source) and on the primary.
@@ -231,11 +225,9 @@ func TestRelayLargeTransactionMemory(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(testenv.UniqueName("bigtx"), testenv.SeedTable(db.Name), ""))
-	p := testenv.StartProcess(t, cfg)
-	waitStarted(t, p)
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(testenv.UniqueName("bigtx"), relaytest.SeedTable(db.Name), ""))
+	p := relaytest.StartedProcess(t, cfg)
 
 	const rows = 100000
 	tx, err := db.Primary.Begin()
@@ -288,14 +280,4 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc status")
 	return 0
-}
-
-// waitStarted waits until a relay process logs that it streams and is
-// connected to the broker.
-func waitStarted(t *testing.T, p *testenv.Process) {
-	t.Helper()
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		l := p.LogText()
-		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
-	}, "relay did not start:\n%s", p.LogText())
 }

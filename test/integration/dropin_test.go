@@ -17,19 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // startDropin starts a relay over the given tables YAML.
-func startDropin(t *testing.T, tablesYAML string) *testenv.Relay {
+func startDropin(t *testing.T, tablesYAML string) *relaytest.Relay {
 	t.Helper()
-	return testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("dropin"), tablesYAML, ""))
+	return relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("dropin"), tablesYAML, ""))
 }
 
 // dropinWait waits for n deliveries and fails if more than n arrive.
@@ -83,8 +80,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("producer-message", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/producer_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", db.Name))
 
 		// The seed's producers insert SENDING as well as PENDING; a row
@@ -111,8 +107,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("local-message", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/local_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		// A preset overridden field by field: the routing key becomes a
 		// template over columns; everything else stays the preset's.
 		startDropin(t, fmt.Sprintf("  - preset: local-message\n    schema: %s\n    route: {routing_key: \"{biz_type}.{status}\"}\n", db.Name))
@@ -140,8 +135,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("message-record", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/message_record.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: message-record, schema: %s}\n", db.Name))
 
 		db.Exec(t, `INSERT INTO t_message_record (message_id, topic, tag, message_body) VALUES
@@ -164,8 +158,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("debezium", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		// Aggregate types map to exchanges; one not in the map falls back to
 		// the preset's {aggregatetype} template.
 		startDropin(t, fmt.Sprintf(`  - preset: debezium
@@ -203,8 +196,7 @@ func TestPresets(t *testing.T) {
 
 	t.Run("eventuate", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/eventuate_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		startDropin(t, fmt.Sprintf("  - {preset: eventuate, schema: %s}\n", db.Name))
 
 		ids := []string{"0000018c2f1a7b3e-0242ac1100020000", "0000018c2f1a7b3f-0242ac1100020000"}
@@ -256,8 +248,7 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 	testenv.Integration(t)
 	dbA := testenv.NewDB(t, "schema/producer_message.sql", "schema/local_message.sql")
 	dbB := testenv.NewDB(t, "schema/message_record.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r := startDropin(t, fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - preset: local-message
     schema: %[1]s
@@ -380,11 +371,10 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	// A column that exists before and is dropped halfway.
 	db.Exec(t, "ALTER TABLE producer_message ADD COLUMN legacy_note VARCHAR(32) NOT NULL DEFAULT 'legacy' AFTER routing_key")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("alter"),
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.RelayConfig(testenv.UniqueName("alter"),
 		fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {headers: [message_id]}}\n", db.Name), "")
-	r := testenv.StartRelay(t, cfg)
+	r := relaytest.StartRelay(t, cfg)
 
 	const total, perTx = 20000, 50
 	alters := []struct {
@@ -462,7 +452,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db.Exec(t, "ALTER TABLE producer_message MODIFY COLUMN content LONGTEXT NOT NULL FIRST, ADD COLUMN extra INT NOT NULL DEFAULT 7 AFTER content, DROP COLUMN tenant")
 	insert(300, 600)
 	db.WaitReplicated(t, 30*time.Second)
-	testenv.StartRelay(t, cfg)
+	relaytest.StartRelay(t, cfg)
 	msgs = dropinWait(t, got, total+600, 60*time.Second)
 	for k, m := range msgs[total:] {
 		id, rk, body := fmt.Sprintf("late-%05d", k), fmt.Sprintf("late.%05d", k), fmt.Sprintf(`{"late":%d}`, k)
@@ -536,8 +526,7 @@ func TestPayloadsByteForByte(t *testing.T) {
 		db.Exec(t, fmt.Sprintf("CREATE TABLE %s (%s, %s) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", name, cols, payload))
 	}
 	db.WaitReplicated(t, 30*time.Second)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	var tables strings.Builder
 	for _, name := range []string{"p_text", "p_json", "p_blob", "p_varchar"} {
 		zone := "UTC"
@@ -660,7 +649,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	cfgFor := func(tables, extra string) string {
-		return testenv.RelayConfig(testenv.UniqueName("cfg"), tables, extra)
+		return relaytest.RelayConfig(testenv.UniqueName("cfg"), tables, extra)
 	}
 	for _, c := range []struct {
 		name, tables, extra, want string
@@ -684,15 +673,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 	// A mapped column the table lacks: the config is well-formed, so the
 	// start-up check (which connects) names the field and the column.
-	cfg, err := config.Parse([]byte(cfgFor(fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {routing_key: route_key}}\n", db.Name), "")), os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := relaytest.OpenApp(t, cfgFor(fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {routing_key: route_key}}\n", db.Name), ""))
 	var lines []string
 	for _, p := range a.Check(context.Background()) {
 		lines = append(lines, p.String())

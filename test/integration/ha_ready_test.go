@@ -20,17 +20,18 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // haRelay is a relay process and its HTTP base URL.
 type haRelay struct {
-	p    *testenv.Process
+	p    *relaytest.Process
 	base string
 }
 
 func startHARelay(t *testing.T, cfg string) *haRelay {
 	t.Helper()
-	p := testenv.StartProcess(t, cfg)
+	p := relaytest.StartProcess(t, cfg)
 	m := waitLogged(t, p, "metrics and health endpoints listening", 1, 30*time.Second)
 	return &haRelay{p: p, base: "http://" + m["addr"].(string)}
 }
@@ -140,10 +141,9 @@ func waitOneLeader(t *testing.T, within time.Duration, what, name string, lead i
 func TestHAReadinessAndLeaderGauge(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("haready")
-	cfg := testenv.WriteConfig(t, testenv.RelayConfig(name, testenv.SeedTable(db.Name), fmt.Sprintf(
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), fmt.Sprintf(
 		"ha: {enabled: true, lease_ttl: %s}\nhttp: {addr: \"127.0.0.1:0\", backlog_interval: 300ms}\n", haTTL)))
 	a := startHARelay(t, cfg)
 	waitLogged(t, a.p, "leader lease acquired", 1, 30*time.Second)

@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +26,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // haTTL is the lease TTL in these tests: a standby takes over about this
@@ -36,11 +36,12 @@ const haTTL = 3 * time.Second
 // relayYAML is the stack config with the source line replaced (when source
 // is not empty) and extra top-level sections.
 func relayYAML(name, db, source, extra string) string {
-	y := testenv.RelayConfig(name, testenv.SeedTable(db), extra+"\nhttp: {addr: \"off\"}\n")
+	c := relaytest.Config{Name: name, Tables: relaytest.SeedTable(db), Extra: extra,
+		Sections: map[string]string{"http": `{addr: "off"}`}}
 	if source != "" {
-		y = regexp.MustCompile(`(?m)^source: .*$`).ReplaceAllString(y, "source: "+source)
+		c.Sections["source"] = source
 	}
-	return y
+	return c.YAML()
 }
 
 func haYAML(name, db string) string {
@@ -48,7 +49,7 @@ func haYAML(name, db string) string {
 }
 
 // logged returns the process's JSON log lines whose msg is msg.
-func logged(p *testenv.Process, msg string) []map[string]any {
+func logged(p *relaytest.Process, msg string) []map[string]any {
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(p.LogText()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -61,7 +62,7 @@ func logged(p *testenv.Process, msg string) []map[string]any {
 	return out
 }
 
-func waitLogged(t *testing.T, p *testenv.Process, msg string, n int, within time.Duration) map[string]any {
+func waitLogged(t *testing.T, p *relaytest.Process, msg string, n int, within time.Duration) map[string]any {
 	t.Helper()
 	testenv.Eventually(t, within, func() bool { return len(logged(p, msg)) >= n },
 		"relay did not log %q (%d times):\n%s", msg, n, tailText(p.LogText(), 3000))
@@ -130,7 +131,7 @@ func waitAllDistinct(t *testing.T, got *testenv.Collector, want []string, within
 		"distinct delivered %d of %d", func() int { d, _ := got.Distinct(); return d }(), len(want))
 }
 
-func signal(t *testing.T, p *testenv.Process, sig syscall.Signal) {
+func signal(t *testing.T, p *relaytest.Process, sig syscall.Signal) {
 	t.Helper()
 	if err := p.Cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("sending %s: %v", sig, err)
@@ -142,14 +143,13 @@ func signal(t *testing.T, p *testenv.Process, sig syscall.Signal) {
 func TestLeaderTakeoverAfterKill(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("ha")
-	cfg := testenv.WriteConfig(t, haYAML(name, db.Name))
-	a := testenv.StartProcess(t, cfg)
+	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
+	a := relaytest.StartProcess(t, cfg)
 	waitLogged(t, a, "leader lease acquired", 1, 30*time.Second)
-	waitStarted(t, a)
-	b := testenv.StartProcess(t, cfg)
+	a.WaitStarted(t)
+	b := relaytest.StartProcess(t, cfg)
 	waitLogged(t, b, "standby: another relay holds the leader lease; waiting", 1, 30*time.Second)
 
 	gtids := map[string]string{}
@@ -174,7 +174,7 @@ func TestLeaderTakeoverAfterKill(t *testing.T) {
 	// too. Anything the standby has already republished by now is a second
 	// copy of one of these and counts once below.
 	beforeKill := got.Len()
-	waitStarted(t, b)
+	b.WaitStarted(t)
 	takeover := time.Since(killed)
 	if takeover > 10*time.Second {
 		t.Fatalf("standby streaming %s after the leader was killed, want within 10s", takeover)
@@ -219,15 +219,14 @@ func TestLeaderTakeoverAfterKill(t *testing.T) {
 func TestDeposedLeaderIsFenced(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("deposed")
 	key := "binlog-relay:" + name + ":checkpoint"
-	cfg := testenv.WriteConfig(t, haYAML(name, db.Name))
-	a := testenv.StartProcess(t, cfg)
+	cfg := relaytest.WriteConfig(t, haYAML(name, db.Name))
+	a := relaytest.StartProcess(t, cfg)
 	acq := waitLogged(t, a, "leader lease acquired", 1, 30*time.Second)
-	waitStarted(t, a)
-	b := testenv.StartProcess(t, cfg)
+	a.WaitStarted(t)
+	b := relaytest.StartProcess(t, cfg)
 	waitLogged(t, b, "standby: another relay holds the leader lease; waiting", 1, 30*time.Second)
 
 	first := startProducer(t, db, br.Exchange, "d1", 50, 20).wait(t)
@@ -239,7 +238,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	signal(t, a, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = a.Cmd.Process.Signal(syscall.SIGCONT) })
 	waitLogged(t, b, "leader lease acquired", 1, 3*haTTL)
-	waitStarted(t, b)
+	b.WaitStarted(t)
 	second := startProducer(t, db, br.Exchange, "d2", 50, 20).wait(t)
 	waitAllDistinct(t, got, append(first, second...), 30*time.Second)
 	waitCheckpointCovers(t, key, primaryGTID(t, db))
@@ -313,25 +312,8 @@ func stack(t *testing.T, args ...string) {
 func binlogClientOn(t *testing.T, dsn string, serverID uint32) bool {
 	t.Helper()
 	db := testenv.Open(t, dsn, "")
-	rows, err := db.Query("SHOW SLAVE HOSTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		if id, ok := vals[0].([]byte); ok {
-			vals[0] = string(id)
-		}
-		if fmt.Sprint(vals[0]) == fmt.Sprint(serverID) {
+	for _, id := range testenv.FirstColumn(t, db, "SHOW SLAVE HOSTS") {
+		if id == fmt.Sprint(serverID) {
 			return true
 		}
 	}
@@ -346,14 +328,13 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	t.Cleanup(func() { stack(t, "start", "replica2") })
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	db.WaitReplicatedOn(t, testenv.Replica2DSN, 5*time.Minute)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
 	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
 	serverID := 200000 + rand.Uint32N(1<<20)
 	source := fmt.Sprintf("{hosts: [\"%s:%d\", \"%s:%d\"], user: root, server_id: %d}", r2h, r2p, r1h, r1p, serverID)
-	p := testenv.StartProcess(t, testenv.WriteConfig(t, relayYAML(testenv.UniqueName("failover"), db.Name, source, "")))
-	waitStarted(t, p)
+	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, relayYAML(testenv.UniqueName("failover"), db.Name, source, "")))
+	p.WaitStarted(t)
 	testenv.Eventually(t, 10*time.Second, func() bool { return binlogClientOn(t, testenv.Replica2DSN, serverID) },
 		"the relay does not stream from replica2 (the first in source.hosts)")
 
@@ -378,8 +359,7 @@ func TestFailoverToSecondReplica(t *testing.T) {
 func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
 	px, err := faultproxy.Listen(net.JoinHostPort(r1h, strconv.Itoa(r1p)))
 	if err != nil {
@@ -390,8 +370,8 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	t.Cleanup(func() { _, _ = r2.Exec("START SLAVE") })
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
 	source := fmt.Sprintf("{hosts: [\"%s\", \"%s:%d\"], user: root}", px.Addr(), r2h, r2p)
-	p := testenv.StartProcess(t, testenv.WriteConfig(t, relayYAML(testenv.UniqueName("lag"), db.Name, source, "")))
-	waitStarted(t, p)
+	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, relayYAML(testenv.UniqueName("lag"), db.Name, source, "")))
+	p.WaitStarted(t)
 
 	first := startProducer(t, db, br.Exchange, "l1", 50, 20).wait(t)
 	waitAllDistinct(t, got, first, 30*time.Second)
@@ -427,8 +407,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 func TestRedisOutageWindow(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	px, err := faultproxy.Listen(testenv.RedisAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -438,8 +417,8 @@ func TestRedisOutageWindow(t *testing.T) {
 	y := relayYAML(name, db.Name, "", "")
 	y = strings.Replace(y, "redis: {addr: \""+testenv.RedisAddr+"\"}", "redis: {addr: \""+px.Addr()+"\"}", 1)
 	y = strings.Replace(y, "checkpoint: {interval: 200ms}", "checkpoint: {interval: 200ms, outage_window: 3s}", 1)
-	p := testenv.StartProcess(t, testenv.WriteConfig(t, y))
-	waitStarted(t, p)
+	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, y))
+	p.WaitStarted(t)
 
 	prod := startPaced(t, db, br.Exchange, "rd", 1500, 2, 10*time.Millisecond) // 200 rows/s for 15 s
 	testenv.Eventually(t, 30*time.Second, func() bool { return got.Len() >= 400 }, "only %d delivered", got.Len())

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -21,14 +22,7 @@ import (
 // carries the key, into n queues with a single active consumer each.
 func hashTopology(t *testing.T, header string, n int) (string, []string) {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	ex := testenv.UniqueName("chx")
 	if err := ch.ExchangeDeclare(ex, "x-consistent-hash", true, false, false, false, amqp.Table{"hash-header": header}); err != nil {
 		t.Fatalf("declaring a consistent-hash exchange (plugin rabbitmq_consistent_hash_exchange, which scripts/stack.sh up enables): %v", err)
@@ -49,7 +43,6 @@ func hashTopology(t *testing.T, header string, n int) (string, []string) {
 			_, _ = ch.QueueDelete(q, false, false, false)
 		}
 		_ = ch.ExchangeDelete(ex, false, false)
-		_ = conn.Close()
 	})
 	return ex, queues
 }
@@ -95,8 +88,9 @@ func TestConsistentHashQueuesKeepKeyOrderThroughTheInbox(t *testing.T) {
 			<-done
 		}
 	})
-	testenv.StartRelay(t, testenv.RelayConfigWith(testenv.UniqueName("lanes_hash"),
-		fmt.Sprintf("  - {preset: local-message, schema: %s, route: {partition_key: biz_id}}\n", db.Name), "lanes: 4", ""))
+	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_hash"),
+		Tables:      fmt.Sprintf("  - {preset: local-message, schema: %s, route: {partition_key: biz_id}}\n", db.Name),
+		RelayFields: "lanes: 4"}.YAML())
 
 	const txs, perTx, keys = 100, 20, 40
 	n := 0

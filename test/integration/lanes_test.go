@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // lanesTable is the seed table keyed by its routing_key column, which the
@@ -134,12 +135,11 @@ type killed struct {
 // restartAfterWholeSecond waits past the second the kill happened in: the
 // router stamps every message with its routing time in whole seconds, so
 // the messages of each run of the relay can be told apart afterwards.
-func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*testenv.Process, time.Time) {
+func restartAfterWholeSecond(t *testing.T, cfg string, k killed) (*relaytest.Process, time.Time) {
 	t.Helper()
 	time.Sleep(time.Until(k.at.Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
 	started := time.Now()
-	p := testenv.StartProcess(t, cfg)
-	waitStarted(t, p)
+	p := relaytest.StartedProcess(t, cfg)
 	return p, started
 }
 
@@ -194,19 +194,17 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	began := time.Now()
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("lanes_kill")
 	key := "binlog-relay:" + name + ":checkpoint"
 	// The sweeper sends what the binlog path has not sent within its grace
 	// period; on a loaded machine this 200,000-row run can fall that far
 	// behind, and the sweeper's copies are not the in-flight duplicates this
 	// test bounds. A grace period longer than the test keeps it out.
-	cfg := testenv.WriteConfig(t, testenv.RelayConfigWith(name, lanesTable(db.Name), "lanes: 4",
-		"http: {addr: \"127.0.0.1:0\"}\nsweeper: {grace_period: 30m}\n"))
+	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: lanesTable(db.Name), RelayFields: "lanes: 4",
+		Extra: "http: {addr: \"127.0.0.1:0\"}\nsweeper: {grace_period: 30m}\n"}.YAML())
 	starts := []time.Time{time.Now()}
-	p := testenv.StartProcess(t, cfg)
-	waitStarted(t, p)
+	p := relaytest.StartedProcess(t, cfg)
 
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -263,7 +261,7 @@ func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 }
 
 // scrapeCounter sums a counter's series on a relay process's /metrics.
-func scrapeCounter(t *testing.T, p *testenv.Process, name string) int {
+func scrapeCounter(t *testing.T, p *relaytest.Process, name string) int {
 	t.Helper()
 	line := waitLogged(t, p, "metrics and health endpoints listening", 1, 10*time.Second)
 	_, body, err := get(fmt.Sprintf("http://%s/metrics", line["addr"]))
@@ -296,11 +294,10 @@ func keyLane(key string, n int) int {
 func TestStrictLanesHoldOnlyThePoisonedLane(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	missing := testenv.UniqueName("ex_later")
-	r := testenv.StartRelay(t, testenv.RelayConfigWith(testenv.UniqueName("lanes_strict"), lanesTable(db.Name),
-		"lanes: 4, ordering: strict", "retry: {base: 100ms, max: 400ms}\n"))
+	r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_strict"),
+		Tables: lanesTable(db.Name), RelayFields: "lanes: 4", Strict: true, Extra: "retry: {base: 100ms, max: 400ms}\n"}.YAML())
 
 	const lanes, poison = 4, "key-poison"
 	held := keyLane(poison, lanes)

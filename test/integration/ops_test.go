@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -16,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,40 +34,19 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // opsYAML is a relay config for the stack with sections replaced by the
 // caller (flow-style YAML bodies by top-level key). HTTP listens on a free
 // port and the sweeper is off, so the outbox counts are the binlog path's.
 func opsYAML(name, tables string, sections map[string]string) string {
-	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
-	ph, pp := testenv.HostPort(testenv.PrimaryDSN)
 	s := map[string]string{
-		"source":     fmt.Sprintf("{host: %s, port: %d, user: root}", sh, sp),
-		"primary":    fmt.Sprintf("{host: %s, port: %d, user: root}", ph, pp),
-		"broker":     fmt.Sprintf("{url: %q}", testenv.AMQPURL),
-		"redis":      fmt.Sprintf("{addr: %q}", testenv.RedisAddr),
-		"checkpoint": "{interval: 200ms}",
-		"relay":      "{flush_interval: 50ms}",
-		"log":        "{level: info, format: json}",
-		"http":       `{addr: "127.0.0.1:0", backlog_interval: 300ms, retry_ratio_interval: 300ms}`,
-		"sweeper":    "{enabled: false}",
+		"http":    `{addr: "127.0.0.1:0", backlog_interval: 300ms, retry_ratio_interval: 300ms}`,
+		"sweeper": "{enabled: false}",
 	}
-	for k, v := range sections {
-		s[k] = v
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\n", name)
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s: %s\n", k, s[k])
-	}
-	b.WriteString("tables:\n" + tables)
-	return b.String()
+	maps.Copy(s, sections)
+	return relaytest.Config{Name: name, Tables: tables, Sections: s}.YAML()
 }
 
 // httpAddr waits for the relay's HTTP server and returns its base URL.
@@ -164,8 +143,7 @@ func replicaCount(t *testing.T, db *sql.DB, q string, args ...any) float64 {
 func TestMetricsDuringRun(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	table := db.Name + ".producer_message"
 
 	// A backlog the binlog path leaves alone: rows inserted as SENT (not
@@ -179,7 +157,7 @@ func TestMetricsDuringRun(t *testing.T) {
 	db.Exec(t, "UPDATE producer_message SET status = 'SENDING' WHERE message_id BETWEEN 'fixed-12' AND 'fixed-14'")
 	db.Exec(t, "UPDATE producer_message SET status = 'FAILED', retry_count = 5, error_msg = 'test' WHERE message_id >= 'fixed-15'")
 
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("metrics"), testenv.SeedTable(db.Name), nil))
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("metrics"), relaytest.SeedTable(db.Name), nil))
 	base := httpAddr(t, r.App)
 
 	// Scrape all along the run: every scrape parses and the counter never
@@ -335,15 +313,14 @@ func TestMetricsDuringRun(t *testing.T) {
 func TestReadyzFollowsBrokerConnection(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	proxy, err := faultproxy.Listen(amqpHostPort(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
 	brokerURL := fmt.Sprintf("amqp://guest:guest@%s/", proxy.Addr())
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("ready"), testenv.SeedTable(db.Name),
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("ready"), relaytest.SeedTable(db.Name),
 		map[string]string{"broker": fmt.Sprintf("{url: %q}", brokerURL)}))
 	base := httpAddr(t, r.App)
 
@@ -558,10 +535,9 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 
 	t.Run("works", func(t *testing.T) {
 		db := testenv.NewDB(t, "schema/producer_message.sql")
-		br := testenv.NewBroker(t)
-		got := br.Consume(t, br.Queue)
+		br, got := testenv.NewCollectedBroker(t)
 		name := testenv.UniqueName("tls")
-		r := testenv.StartRelay(t, opsYAML(name, testenv.SeedTable(db.Name), sections(c.ca, "broker.test", "redis.test")))
+		r := relaytest.StartRelay(t, opsYAML(name, relaytest.SeedTable(db.Name), sections(c.ca, "broker.test", "redis.test")))
 		want := insertOrders(t, db, br.Exchange, "tls", 10, 20)
 		testenv.Eventually(t, 30*time.Second, func() bool { return got.Len() >= len(want) }, "over TLS: received %d of %d", got.Len(), len(want))
 		if amqpProxy.Live() == 0 || redisProxy.Live() == 0 {
@@ -582,7 +558,7 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 	check := func(t *testing.T, s map[string]string) []app.Problem {
 		t.Helper()
 		db := testenv.NewDB(t, "schema/producer_message.sql")
-		cfg, err := config.Parse([]byte(opsYAML(testenv.UniqueName("tlsbad"), testenv.SeedTable(db.Name), s)), os.LookupEnv)
+		cfg, err := config.Parse([]byte(opsYAML(testenv.UniqueName("tlsbad"), relaytest.SeedTable(db.Name), s)), os.LookupEnv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -632,8 +608,7 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 func TestPasswordsNeverLogged(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 
 	secret := func(what string) string { return fmt.Sprintf("Pw-%s-%d", what, time.Now().UnixNano()) }
 	userPW, wrongSourcePW, primaryPW, brokerPW, redisPW := secret("user"), secret("src"), secret("pri"), secret("amqp"), secret("redis")
@@ -673,22 +648,22 @@ func TestPasswordsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sourceProxy.Close()
-	good := opsYAML(testenv.UniqueName("secrets"), testenv.SeedTable(db.Name), map[string]string{
+	good := opsYAML(testenv.UniqueName("secrets"), relaytest.SeedTable(db.Name), map[string]string{
 		"source":  fmt.Sprintf("{host: 127.0.0.1, port: %d, user: %s, password_file: %q}", sourceProxy.Port(), user, writeSecret("source-pw", userPW)),
 		"primary": fmt.Sprintf("{host: %s, port: %d, user: %s, password: \"${RELAY_TEST_PRIMARY_PASSWORD}\"}", ph, pp, user),
 		"log":     "{level: debug, format: json}",
 	})
 	// Every connection fails: a wrong password on the replica, nothing
 	// listening for the primary and Redis, a wrong broker password.
-	bad := opsYAML(testenv.UniqueName("secrets-bad"), testenv.SeedTable(db.Name), map[string]string{
+	bad := opsYAML(testenv.UniqueName("secrets-bad"), relaytest.SeedTable(db.Name), map[string]string{
 		"source":  fmt.Sprintf("{host: %s, port: %d, user: %s, password_file: %q}", sh, sp, user, writeSecret("wrong-pw", wrongSourcePW)),
 		"primary": fmt.Sprintf("{host: 127.0.0.1, port: 1, user: %s, password: %q}", user, primaryPW),
 		"broker":  fmt.Sprintf("{url: \"amqp://guest@127.0.0.1:5672/\", password_file: %q}", writeSecret("amqp-pw", brokerPW)),
 		"redis":   fmt.Sprintf("{addr: \"127.0.0.1:1\", password_file: %q}", writeSecret("redis-pw", redisPW)),
 		"log":     "{level: debug, format: json}",
 	})
-	goodPath, badPath := testenv.WriteConfig(t, good), testenv.WriteConfig(t, bad)
-	bin := testenv.Binary(t)
+	goodPath, badPath := relaytest.WriteConfig(t, good), relaytest.WriteConfig(t, bad)
+	bin := relaytest.Binary(t)
 
 	var captured strings.Builder
 	runCmd := func(wantOK bool, args ...string) string {
@@ -704,7 +679,7 @@ func TestPasswordsNeverLogged(t *testing.T) {
 
 	// The good relay: check, run (rows delivered), status, and a stop.
 	runCmd(true, "check", "--config", goodPath)
-	p := testenv.StartProcess(t, goodPath)
+	p := relaytest.StartProcess(t, goodPath)
 	// Rows committed before the stream starts are the sweeper's (off here):
 	// wait for the relay to be streaming.
 	testenv.Eventually(t, 30*time.Second, func() bool {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // managementURL is the stack's RabbitMQ management API.
@@ -115,8 +116,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 	// Room for names over AMQP's 255-byte limit, and a headers JSON column
 	// expanded into AMQP headers.
 	db.Exec(t, "ALTER TABLE producer_message MODIFY message_id VARCHAR(400) NOT NULL, ADD COLUMN hdrs JSON NULL")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t)
 	denied := testenv.UniqueName("deny")
 	declareExchange(t, denied)
@@ -145,7 +145,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 	}
 	const drainTimeout = 10 * time.Second
 	tables := fmt.Sprintf("  - preset: producer-message\n    schema: %s\n    columns: {headers: [hdrs]}\n    route: {expand_headers: true}\n", db.Name)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("poison"), tables, map[string]string{
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("poison"), tables, map[string]string{
 		"broker": fmt.Sprintf("{url: %q, max_message_bytes: %d}", brokerURL, bodyLimit),
 		// Retries far in the future: each poison row is tried once here.
 		"retry": "{base: 1h, max: 2h}",
@@ -352,19 +352,12 @@ func (l lastAnswer) String() string { return l() }
 func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
+	br, got := testenv.NewCollectedBroker(t)
+	dl, dead := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
-	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
-	bad := debeziumID("noroute", 1)
-	debeziumInsert(t, db, good[0], br.Exchange)
-	debeziumInsert(t, db, bad, "")
-	debeziumInsert(t, db, good[1], br.Exchange)
-	debeziumInsert(t, db, good[2], br.Exchange)
+	good, bad := insertUnroutableBetween(t, db, br.Exchange)
 
 	msgs := dropinWait(t, got, len(good), 30*time.Second)
 	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
@@ -380,6 +373,20 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	}
 }
 
+// insertUnroutableBetween inserts debezium rows good-1 to exchange, then
+// one with no exchange (unroutable), then good-2 and good-3, and returns the
+// good ids in commit order and the bad one.
+func insertUnroutableBetween(t *testing.T, db *testenv.DB, exchange string) (good []string, bad string) {
+	t.Helper()
+	good = []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
+	bad = debeziumID("noroute", 1)
+	debeziumInsert(t, db, good[0], exchange)
+	debeziumInsert(t, db, bad, "")
+	debeziumInsert(t, db, good[1], exchange)
+	debeziumInsert(t, db, good[2], exchange)
+	return good, bad
+}
+
 // Without a dead-letter exchange a debezium row that cannot be routed holds
 // the stream: /readyz names it, the hold gauge grows, nothing behind it is
 // published and the checkpoint stays before it. Restarted with a
@@ -388,20 +395,14 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("dbz-hold")
 	const drainTimeout = 10 * time.Second
 	relaySection := fmt.Sprintf("{flush_interval: 50ms, drain_timeout: %s}", drainTimeout)
-	r := testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
+	r := relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection}))
 	base := httpAddr(t, r.App)
 
-	good := []string{debeziumID("good", 1), debeziumID("good", 2), debeziumID("good", 3)}
-	bad := debeziumID("noroute", 1)
-	debeziumInsert(t, db, good[0], br.Exchange)
-	debeziumInsert(t, db, bad, "")
-	debeziumInsert(t, db, good[1], br.Exchange)
-	debeziumInsert(t, db, good[2], br.Exchange)
+	good, bad := insertUnroutableBetween(t, db, br.Exchange)
 
 	readyzNaming(t, base, 30*time.Second, bad, "exchange is empty")
 	fams, _ := scrape(t, base)
@@ -421,9 +422,8 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 		t.Fatalf("the stop took %s, over relay.drain_timeout %s", d, drainTimeout)
 	}
 
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
-	testenv.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
+	dl, dead := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, opsYAML(name, debeziumTables(db.Name), map[string]string{"relay": relaySection,
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 	msgs := dropinWait(t, got, len(good), 30*time.Second)
 	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(good) {
@@ -439,11 +439,9 @@ func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	dl := testenv.NewBroker(t)
-	dead := dl.Consume(t, dl.Queue)
-	testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
+	br, got := testenv.NewCollectedBroker(t)
+	dl, dead := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-dlx404"), debeziumTables(db.Name), map[string]string{
 		"broker": fmt.Sprintf("{url: %q, dead_letter_exchange: %s}", testenv.AMQPURL, dl.Exchange)}))
 
 	missing := testenv.UniqueName("no_such_exchange")
@@ -470,9 +468,8 @@ func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	r := testenv.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{
 		"retry": "{base: 200ms, max: 1s}"}))
 	base := httpAddr(t, r.App)
 
@@ -514,11 +511,10 @@ func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	p := testenv.StartProcess(t, testenv.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), testenv.SeedTable(db.Name),
+	br, got := testenv.NewCollectedBroker(t)
+	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, opsYAML(testenv.UniqueName("deleted-ex"), relaytest.SeedTable(db.Name),
 		map[string]string{"http": `{addr: "off"}`})))
-	waitStarted(t, p)
+	p.WaitStarted(t)
 
 	deleted := testenv.UniqueName("no_such_exchange")
 	const n = 5000

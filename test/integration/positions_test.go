@@ -33,6 +33,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // topologyYAML is opsYAML reading switch2 and writing switch1.
@@ -76,7 +77,7 @@ func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx in
 	return ids
 }
 
-// startApp runs a relay in-process like testenv.StartRelay, with
+// startApp runs a relay in-process like relaytest.StartRelay, with
 // --accept-gap as asked; it returns the App and Run's result channel.
 func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.ObservedLogs, chan error) {
 	t.Helper()
@@ -152,12 +153,11 @@ func loggedText(logs *observer.ObservedLogs, s string) bool {
 func TestSwitchoverKeepsEveryRow(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("switch")
 	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
 
-	r := testenv.StartRelay(t, yaml)
+	r := relaytest.StartRelay(t, yaml)
 	want := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "before", 300, 10)
 	waitAllDistinct(t, got, want, 30*time.Second)
 
@@ -177,7 +177,7 @@ func TestSwitchoverKeepsEveryRow(t *testing.T) {
 
 	// Rows committed while the relay is down, then a restart.
 	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "restart", 200, 10)...)
-	r2 := testenv.StartRelay(t, yaml)
+	r2 := relaytest.StartRelay(t, yaml)
 	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
 		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
 	}
@@ -195,14 +195,13 @@ func TestSwitchoverKeepsEveryRow(t *testing.T) {
 func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	const maxLag = 3 * time.Second
 	yaml := topologyYAML(tp, testenv.UniqueName("sqlstop"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB), map[string]string{
 		"http":    fmt.Sprintf(`{addr: "127.0.0.1:0", ready_max_lag: %s}`, maxLag),
 		"sweeper": "{enabled: true, interval: 500ms, grace_period: 2s}",
 	})
-	r := testenv.StartRelay(t, yaml)
+	r := relaytest.StartRelay(t, yaml)
 	base := httpAddr(t, r.App)
 	testenv.Eventually(t, 15*time.Second, func() bool { code, _, _ := get(base + "/readyz"); return code == http.StatusOK }, "the relay is not ready")
 
@@ -281,8 +280,7 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 func TestSameServerIDNeverJumps(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	id := 300000 + rand.Uint32N(1<<20)
 	source := fmt.Sprintf("{host: %s, port: %d, user: root, server_id: %d}", sh, sp, id)
@@ -360,11 +358,10 @@ func TestSameServerIDNeverJumps(t *testing.T) {
 func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	testenv.Integration(t)
 	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("purged")
 	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
-	r := testenv.StartRelay(t, yaml)
+	r := relaytest.StartRelay(t, yaml)
 	first := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "first", 50, 10)
 	waitAllDistinct(t, got, first, 30*time.Second)
 	if err := r.Stop(); err != nil {
@@ -420,8 +417,8 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 		}
 	}
 	t.Logf("refused: %v", err)
-	cfgPath := testenv.WriteConfig(t, yaml)
-	p := testenv.StartProcess(t, cfgPath)
+	cfgPath := relaytest.WriteConfig(t, yaml)
+	p := relaytest.StartProcess(t, cfgPath)
 	if code, err := p.Wait(60 * time.Second); err != nil || code != 1 {
 		t.Fatalf("binlog-relay run: exit %d, %v", code, err)
 	}
@@ -430,7 +427,7 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	}
 
 	// With it: starts at the current position, counts the gap; new rows flow.
-	cmd := exec.Command(testenv.Binary(t), "run", "--accept-gap", "--config", cfgPath)
+	cmd := exec.Command(relaytest.Binary(t), "run", "--accept-gap", "--config", cfgPath)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &syncWriter{w: &out}, &syncWriter{w: &out}
 	if err := cmd.Start(); err != nil {
@@ -485,8 +482,7 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 	for _, ha := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ha=%v", ha), func(t *testing.T) {
 			db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-			br := testenv.NewBroker(t)
-			got := br.Consume(t, br.Queue)
+			br, got := testenv.NewCollectedBroker(t)
 			sections := map[string]string{}
 			if ha {
 				sections["ha"] = "{enabled: true, lease_ttl: 2s}"

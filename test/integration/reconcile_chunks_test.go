@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // Reconcile walks every table in key ranges of reconcile.chunk_size rows:
@@ -103,7 +99,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
 	db.WaitReplicated(t, 30*time.Second)
 
 	rh, rp := testenv.HostPort(testenv.ReplicaDSN)
-	yaml := testenv.RelayConfig(testenv.UniqueName("chunks"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
+	yaml := relaytest.RelayConfig(testenv.UniqueName("chunks"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {schema: %[1]s, name: events, columns: {id: id, payload: body, status: state, created_at: created},
      statuses: {pending: NEW, sent: DONE, publishable: [NEW]}, route: {exchange: ex}}
@@ -116,15 +112,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
     - {name: lm, schema: %[1]s, mysql: {host: %[2]s, port: %[3]d, user: root}, tables: [%[1]s.local_message]}
     - {name: ev, schema: %[1]s, mysql: {host: %[2]s, port: %[3]d, user: root}, tables: [%[1]s.events]}
 `, db.Name, rh, rp))
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := relaytest.OpenApp(t, yaml)
 	rep, err := a.Reconcile(context.Background(), app.ReconcileOptions{Format: "json"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

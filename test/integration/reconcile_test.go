@@ -23,6 +23,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -34,10 +35,10 @@ const msgDedupDDL = "CREATE TABLE `t_msg_dedup` (`msg_id` varchar(64) NOT NULL, 
 	"CREATE TABLE audit_entries (message_id VARCHAR(64) NOT NULL) ENGINE=InnoDB"
 
 // runInbox runs a pkg/inbox consumer until the test ends.
-func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler) {
+func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler, opts ...inbox.Option) {
 	t.Helper()
 	cfg.URL = testenv.AMQPURL
-	c, err := inbox.New(cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	c, err := inbox.New(cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +52,7 @@ func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler) {
 // (a consumer with a bug) until stop; it returns the ids it swallowed.
 func rogueConsumer(t *testing.T, queue string) (got func() []string, stop func()) {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := testenv.Dial(t)
 	deliveries, err := ch.Consume(queue, "rogue", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +95,7 @@ func seqIDs(prefix string, from, to int) []string {
 // exit code and report.
 func reconcileCLI(t *testing.T, cfgPath string, extra ...string) (int, *reconcile.Report) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), append([]string{"reconcile", "--config", cfgPath, "--format", "json"}, extra...)...)
+	cmd := exec.Command(relaytest.Binary(t), append([]string{"reconcile", "--config", cfgPath, "--format", "json"}, extra...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -158,11 +152,11 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
   {name: inventory, dsn: %q, schema: %s, consumer: inventory},
   {name: audit, mysql: {host: %s, port: %d, user: root}, schema: %s, preset: msg-dedup, log_table: t_message_log, routing_keys: ["order.paid"]}]}`,
 		testenv.ReplicaDSN, db.Name, rh, rp, audit.Name)
-	yaml := opsYAML(testenv.UniqueName("recon"), testenv.SeedTable(db.Name), map[string]string{
+	yaml := opsYAML(testenv.UniqueName("recon"), relaytest.SeedTable(db.Name), map[string]string{
 		"sweeper": "{interval: 200ms, grace_period: 3s}", "retry": "{base: 200ms, factor: 2, max: 5s}",
 		"reconcile": reconcileYAML})
-	cfgPath := testenv.WriteConfig(t, yaml)
-	r := testenv.StartRelay(t, yaml)
+	cfgPath := relaytest.WriteConfig(t, yaml)
+	r := relaytest.StartRelay(t, yaml)
 
 	// The audit service handles order.paid through t_msg_dedup and its log;
 	// one message is malformed for it.
@@ -328,14 +322,6 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
 // amqpChannel opens a channel to the stack's broker for the test.
 func amqpChannel(t *testing.T) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(testenv.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := testenv.Dial(t)
 	return ch
 }

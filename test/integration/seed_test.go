@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 const seedDDL = "testdata/seed/seed-ddl.sql"
@@ -22,8 +23,7 @@ const seedDDL = "testdata/seed/seed-ddl.sql"
 func TestSeedTablesThroughPresets(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, seedDDL)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	startDropin(t, fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {preset: message-record, schema: %[1]s}
@@ -123,8 +123,7 @@ func TestNullExchangeOrMessageIDIsFailed(t *testing.T) {
 		created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`)
 	db.WaitReplicated(t, 30*time.Second)
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	startDropin(t, fmt.Sprintf(`  - schema: %s
     name: events
     columns: {id: id, message_id: msg_id, exchange: target, payload: body, status: state, retry_count: retries, error: err, created_at: created}
@@ -163,7 +162,7 @@ func TestCheckWarnsMessageIDWithoutUniqueIndex(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, seedDDL)
 	old := testenv.NewDB(t, seedDDL) // mapped the way the preset used to be
-	lines := runCheck(t, testenv.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
+	lines := runCheck(t, relaytest.RelayConfig(testenv.UniqueName("chk"), fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s}
   - {preset: local-message, schema: %[1]s}
   - {preset: message-record, schema: %[1]s}
   - {preset: local-message, schema: %[2]s, columns: {message_id: biz_id}}

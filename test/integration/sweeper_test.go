@@ -8,14 +8,12 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -24,13 +22,11 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
 // lifecycleYAML is the retry and sweeper sections: a fast backoff and the
@@ -101,40 +97,16 @@ func deliveredCounts(got *testenv.Collector) map[string]int {
 
 // sweeperProcess is `binlog-relay sweep` run in-process.
 type sweeperProcess struct {
-	App    *app.App
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
+	App *app.App
+	*relaytest.Background
 }
 
 func startSweeper(t *testing.T, yaml string) *sweeperProcess {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &sweeperProcess{App: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- a.Sweep(ctx) }()
-	t.Cleanup(func() { _ = s.Stop(); a.Close() })
+	a := relaytest.OpenApp(t, yaml)
+	s := &sweeperProcess{App: a, Background: relaytest.Go("sweeper", 30*time.Second, a.Sweep)}
+	t.Cleanup(func() { _ = s.Stop() })
 	return s
-}
-
-func (s *sweeperProcess) Stop() error {
-	s.once.Do(func() {
-		s.cancel()
-		select {
-		case s.err = <-s.done:
-		case <-time.After(30 * time.Second):
-			s.err = errors.New("sweeper did not stop within 30s")
-		}
-	})
-	return s.err
 }
 
 // Test 1: the broker goes away for 30 s while 5,000 rows are committed, then
@@ -148,17 +120,16 @@ func (s *sweeperProcess) Stop() error {
 func TestBrokerOutageThirtySeconds(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	proxy, err := faultproxy.Listen(amqpAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := testenv.RelayConfig(testenv.UniqueName("outage"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("outage"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 200ms, grace_period: 60s"))
 	cfg = strings.Replace(cfg, testenv.AMQPURL, "amqp://guest:guest@"+proxy.Addr()+"/", 1)
-	r := testenv.StartRelay(t, cfg)
+	r := relaytest.StartRelay(t, cfg)
 
 	proxy.Cut()
 	cutAt := time.Now()
@@ -207,9 +178,8 @@ func amqpAddr(t *testing.T) string {
 func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("noexch"), testenv.SeedTable(db.Name),
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("noexch"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s")))
 
 	missing := testenv.UniqueName("no_such_exchange")
@@ -263,12 +233,11 @@ func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("purge"), testenv.SeedTable(db.Name),
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.RelayConfig(testenv.UniqueName("purge"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 200ms, grace_period: 1s"))
 
-	r1 := testenv.StartRelay(t, cfg)
+	r1 := relaytest.StartRelay(t, cfg)
 	first := insertOrders(t, db, br.Exchange, "before", 1, 10)
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		_, saved := r1.App.Relay().LastCheckpoint()
@@ -284,7 +253,7 @@ func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	purgeReplicaBinlogs(t, db.Replica)
 
 	start := time.Now()
-	r2 := testenv.StartRelay(t, cfg)
+	r2 := relaytest.StartRelay(t, cfg)
 	total := len(first) + len(gap)
 	testenv.Eventually(t, 90*time.Second, func() bool { d, _ := got.Distinct(); return d >= total },
 		"%d of %d distinct messages after the purge", got.Len(), total)
@@ -330,25 +299,7 @@ func purgeReplicaBinlogs(t *testing.T, replica *sql.DB) {
 
 func binaryLogs(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query("SHOW BINARY LOGS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var names []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, fmt.Sprintf("%s", vals[0]))
-	}
-	return names
+	return testenv.FirstColumn(t, db, "SHOW BINARY LOGS")
 }
 
 // Test 4: three sweepers drain one backlog of 30,000 PENDING rows while 8
@@ -359,8 +310,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	const backlog = 30000
 	want := insertAged(t, db, br.Exchange, "bl", "PENDING", backlog, time.Hour)
 	db.WaitReplicated(t, 60*time.Second)
@@ -418,7 +368,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 
-	cfg := testenv.RelayConfig(testenv.UniqueName("sweepers"), testenv.SeedTable(db.Name),
+	cfg := relaytest.RelayConfig(testenv.UniqueName("sweepers"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s, batch_size: 500"))
 	start := time.Now()
 	for i := 0; i < 3; i++ {
@@ -480,15 +430,14 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	// Committed before the relay starts (at the current position), so only
 	// the sweeper can see them.
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, create_time, update_time) VALUES
 		('zombie-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3) - INTERVAL 10 MINUTE),
 		('busy-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3))`, br.Exchange, br.Exchange)
 	db.WaitReplicated(t, 10*time.Second)
-	testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("zombie"), testenv.SeedTable(db.Name),
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("zombie"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s, zombie_timeout: 1m")))
 
 	var z rowState
@@ -518,9 +467,8 @@ func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
-	cfg := testenv.RelayConfig(testenv.UniqueName("noselect"), testenv.SeedTable(db.Name),
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.RelayConfig(testenv.UniqueName("noselect"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, archive: {mode: delete, interval: 1s}"))
 	// Both of the relay's MySQL connections go through counting proxies: the
 	// primary's must see no SELECT, the replica's shows the sweeper kept
@@ -532,7 +480,7 @@ func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	// shows the proxy sees the sweeper's SELECTs when there is work.
 	old := insertAged(t, db, br.Exchange, "old", "PENDING", 1, time.Hour)
 	db.WaitReplicated(t, 10*time.Second)
-	testenv.StartRelay(t, cfg)
+	relaytest.StartRelay(t, cfg)
 	testenv.Eventually(t, 20*time.Second, func() bool { return got.Len() >= 1 }, "the old row was not swept")
 	if counter.Count("SELECT") == 0 {
 		t.Fatal("the sweeper claimed a row but the proxy counted no SELECT: it is not on the relay's primary connection")
@@ -602,16 +550,15 @@ func comSelect(t *testing.T, db *sql.DB) int64 {
 func TestRequeueFailedRowIsDelivered(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br := testenv.NewBroker(t)
-	got := br.Consume(t, br.Queue)
+	br, got := testenv.NewCollectedBroker(t)
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, retry_count, error_msg, create_time) VALUES
 		('failed-1', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR),
 		('failed-2', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR)`, br.Exchange, br.Exchange)
-	yaml := testenv.RelayConfig(testenv.UniqueName("requeue"), testenv.SeedTable(db.Name),
+	yaml := relaytest.RelayConfig(testenv.UniqueName("requeue"), relaytest.SeedTable(db.Name),
 		lifecycleYAML("interval: 100ms, grace_period: 1s"))
-	testenv.StartRelay(t, yaml)
-	cfgPath := testenv.WriteConfig(t, yaml)
-	bin := testenv.Binary(t)
+	relaytest.StartRelay(t, yaml)
+	cfgPath := relaytest.WriteConfig(t, yaml)
+	bin := relaytest.Binary(t)
 
 	out, err := exec.Command(bin, "requeue", "--config", cfgPath).CombinedOutput()
 	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--failed is required") {
@@ -667,7 +614,7 @@ func TestArchiveOnlyOldSentRows(t *testing.T) {
 			insertAged(t, db, "ex", "oldfailed", "FAILED", 20, week+24*time.Hour)
 			db.WaitReplicated(t, 20*time.Second)
 
-			startSweeper(t, testenv.RelayConfig(testenv.UniqueName("archive"), testenv.SeedTable(db.Name),
+			startSweeper(t, relaytest.RelayConfig(testenv.UniqueName("archive"), relaytest.SeedTable(db.Name),
 				lifecycleYAML("interval: 100ms, archive: {mode: "+mode+", retention: 168h, batch_size: 1000, pause: 50ms, interval: 200ms}")))
 			count := func(q string) int { return db.Count(t, q) }
 			testenv.Eventually(t, 30*time.Second, func() bool {

@@ -16,10 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox/otelinbox"
@@ -53,7 +52,7 @@ func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
     trace: {format: debezium}
     cloudevents: {enabled: true, source: "/shop/{aggregatetype}", type: "shop.{type}", subject: "{aggregateid}"}
 `, db.Name)
-	r := testenv.StartRelay(t, testenv.RelayConfig(testenv.UniqueName("trace"), tables, ""))
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("trace"), tables, ""))
 
 	var mu sync.Mutex
 	var seen []attempt
@@ -72,17 +71,9 @@ func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
 		}
 		return nil
 	}
-	c, err := inbox.New(inbox.Config{URL: testenv.AMQPURL, Queue: br.Queue, ConsumerName: "traced",
+	runInbox(t, inbox.Config{Queue: br.Queue, ConsumerName: "traced",
 		RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
-		DisableRetention: true}, db.Primary, handle, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		otelinbox.WithPropagator(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+		DisableRetention: true}, db.Primary, handle, otelinbox.WithPropagator(nil))
 
 	const (
 		tp1 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

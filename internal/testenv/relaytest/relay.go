@@ -1,7 +1,12 @@
-package testenv
+// Package relaytest owns the relay under test: its config for the local
+// test stack (Config), the relay run in-process (StartRelay) or as a child
+// process (StartProcess), and the relay configs shown in the documentation
+// (DocConfigs). It sits above internal/testenv, which owns the servers and
+// stays free of the relay's packages so that pkg/inbox's own tests can use
+// it.
+package relaytest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,108 +16,53 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
-
-// RelayConfig returns a config YAML for the stack streaming the given
-// tables YAML (a list under "tables:"), with a unique name and checkpoint
-// key. extra is appended at top level.
-func RelayConfig(name, tablesYAML, extra string) string {
-	return RelayConfigWith(name, tablesYAML, relayExtra(extra), extra)
-}
-
-// RelayConfigWith is RelayConfig with relayFields (e.g. "lanes: 4,
-// ordering: strict") added to the relay section.
-func RelayConfigWith(name, tablesYAML, relayFields, extra string) string {
-	sh, sp := HostPort(ReplicaDSN)
-	ph, pp := HostPort(PrimaryDSN)
-	if relayFields != "" && !strings.HasPrefix(relayFields, ",") {
-		relayFields = ", " + relayFields
-	}
-	return fmt.Sprintf(`name: %s
-source: {host: %s, port: %d, user: root}
-primary: {host: %s, port: %d, user: root}
-broker: {url: "%s"}
-redis: {addr: "%s"}
-checkpoint: {interval: 200ms}
-relay: {flush_interval: 50ms%s}
-log: {level: info, format: json}
-tables:
-%s
-%s`, name, sh, sp, ph, pp, AMQPURL, RedisAddr, relayFields, tablesYAML, extra)
-}
-
-// relayExtra lets a test add "ordering: strict" to the relay section.
-func relayExtra(extra string) string {
-	if strings.Contains(extra, "#strict") {
-		return ", ordering: strict"
-	}
-	return ""
-}
-
-// SeedTable is the tables YAML for the seed producer_message table.
-func SeedTable(db string) string {
-	return fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", db)
-}
 
 // Relay is an in-process relay.
 type Relay struct {
-	App    *app.App
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
+	App *app.App
+	*Background
 }
 
 // StartRelay parses the config and runs the relay until Stop or the end of
 // the test.
 func StartRelay(t testing.TB, yaml string) *Relay {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	a, err := app.Open(cfg, log)
-	if err != nil {
-		t.Fatalf("opening relay: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Relay{App: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { _ = r.Stop(); a.Close() })
-	Eventually(t, 20*time.Second, func() bool {
-		select {
-		case err := <-r.done:
-			r.done <- err
+	a := OpenApp(t, yaml)
+	r := &Relay{App: a, Background: Go("relay", 60*time.Second, a.Run)}
+	t.Cleanup(func() { _ = r.Stop() })
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		if exited, _ := r.Exited(); exited {
 			return true
-		default:
 		}
 		return a.Relay() != nil && a.Relay().Started()
 	}, "relay did not start")
-	select {
-	case err := <-r.done:
+	if exited, err := r.Exited(); exited {
 		t.Fatalf("relay exited at start: %v", err)
-	default:
 	}
 	return r
 }
 
-// Stop stops gracefully and returns Run's error.
-func (r *Relay) Stop() error {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case r.err = <-r.done:
-		case <-time.After(60 * time.Second):
-			r.err = fmt.Errorf("relay did not stop within 60s")
-		}
-	})
-	return r.err
+// OpenApp parses the config and opens the app on it (connections, no
+// stage running yet), closed when the test ends.
+func OpenApp(t testing.TB, yaml string) *app.App {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.Open(cfg, zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)))
+	if err != nil {
+		t.Fatalf("opening relay: %v", err)
+	}
+	t.Cleanup(a.Close)
+	return a
 }
 
 // Binary builds cmd/binlog-relay once per test binary and returns its path.
@@ -133,7 +83,7 @@ func Binary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "binlog-relay")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/binlog-relay")
-		cmd.Dir = RepoPath("")
+		cmd.Dir = testenv.RepoPath("")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -185,6 +135,24 @@ func StartProcess(t testing.TB, cfgPath string) *Process {
 		}
 	})
 	return p
+}
+
+// StartedProcess is StartProcess, then WaitStarted.
+func StartedProcess(t testing.TB, cfgPath string) *Process {
+	t.Helper()
+	p := StartProcess(t, cfgPath)
+	p.WaitStarted(t)
+	return p
+}
+
+// WaitStarted waits until the process streams the binlog and is connected
+// to the broker.
+func (p *Process) WaitStarted(t testing.TB) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		l := p.LogText()
+		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
+	}, "relay did not start:\n%s", p.LogText())
 }
 
 // Wait waits for the process to exit.

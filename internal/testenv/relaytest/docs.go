@@ -1,13 +1,6 @@
-package testenv
+package relaytest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,11 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 var (
@@ -77,44 +70,19 @@ var fileKeyRe = regexp.MustCompile(`\b(password_file|ca_file|cert_file|key_file)
 // keyed by the config field that names each.
 func standInFiles(t testing.TB) map[string]string {
 	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "docs test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
+	pki := testenv.NewPKI(t)
+	password := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(password, []byte("dummy-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "relay"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	files := map[string]string{"password_file": filepath.Join(dir, "secret"), "ca_file": filepath.Join(dir, "ca.pem"),
-		"cert_file": filepath.Join(dir, "cert.pem"), "key_file": filepath.Join(dir, "key.pem")}
-	for name, content := range map[string][]byte{
-		"password_file": []byte("dummy-secret\n"),
-		"ca_file":       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		"cert_file":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		"key_file":      pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	} {
-		if err := os.WriteFile(files[name], content, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return files
+	return map[string]string{"password_file": password, "ca_file": pki.CAFile,
+		"cert_file": pki.CertFile, "key_file": pki.KeyFile}
 }
 
 func docBlocks(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, _ := filepath.Glob(RepoPath("docs/*.md"))
-	files = append(files, RepoPath("README.md"))
+	files, _ := filepath.Glob(testenv.RepoPath("docs/*.md"))
+	files = append(files, testenv.RepoPath("README.md"))
 	known := map[string]bool{}
 	for _, f := range yamlKeys(config.Config{}) {
 		known[f] = true
