@@ -338,7 +338,7 @@ func testRelay(t *testing.T, tb *outbox.Table, dlx string) (*Relay, *observer.Ob
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := New(Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{pub}, nil, nil, zap.New(core))
+	r := mustNew(t, Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{pub}, nil, nil, zap.New(core))
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	return r, logs
 }
@@ -377,4 +377,15 @@ func holds(t *testing.T, d time.Duration, check func() error) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// mustNew builds a relay over the fakes, failing the test on a config New
+// refuses.
+func mustNew(t *testing.T, cfg Config, reader Reader, rt *router.Router, lanes []Lane, marker Marker, store CheckpointStore, log *zap.Logger) *Relay {
+	t.Helper()
+	r, err := New(cfg, reader, rt, lanes, marker, store, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -61,7 +61,7 @@ type lanePipeline struct {
 func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 	t.Helper()
 	store := &fakeStore{j: &journal{}}
-	r := New(Config{CheckpointInterval: 5 * time.Millisecond, FlushInterval: 5 * time.Millisecond, Buffer: 64},
+	r := mustNew(t, Config{CheckpointInterval: 5 * time.Millisecond, FlushInterval: 5 * time.Millisecond, Buffer: 64},
 		nil, nil, lanes, nil, store, zap.NewNop())
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -144,7 +144,7 @@ func TestLanesMergeInJobOrder(t *testing.T) {
 		}}
 		lanes[i] = fakes[i]
 	}
-	r := New(Config{Buffer: 16}, nil, nil, lanes, nil, nil, zap.NewNop())
+	r := mustNew(t, Config{Buffer: 16}, nil, nil, lanes, nil, nil, zap.NewNop())
 	jobs := make(chan publisher.Job)
 	g, ctx := errgroup.WithContext(context.Background())
 	results := r.publish(g, ctx, jobs)

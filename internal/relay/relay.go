@@ -186,12 +186,18 @@ func (r *Relay) BrokerConnected() bool {
 }
 
 // New wires a relay. Rows are published on lanes (at least one): with
-// several, each row goes to the lane its partition key hashes to.
+// several, each row goes to the lane its partition key hashes to. It fills
+// cfg's zero fields with their defaults and refuses an invalid cfg with
+// every bad field named by its YAML key, so a relay cannot be built
+// invalid.
 func New(cfg Config, reader Reader, rt *router.Router, lanes []Lane,
-	marker Marker, store CheckpointStore, log *zap.Logger) *Relay {
+	marker Marker, store CheckpointStore, log *zap.Logger) (*Relay, error) {
 	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, marker: marker, store: store, log: log,
-		warn: newThrottle(cfg.WarnEvery)}
+		warn: newThrottle(cfg.WarnEvery)}, nil
 }
 
 // LastCheckpoint returns the last saved checkpoint, if any.
