@@ -485,7 +485,9 @@ func fileMeta(ev *replication.BinlogEvent) bool {
 	return false
 }
 
-func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+// noteTime records when ev arrived and the time it speaks for, which Lag
+// compares.
+func (s *stream) noteTime(ev *replication.BinlogEvent) {
 	r := s.r
 	now := time.Now().UnixNano()
 	if _, hb := ev.Event.(*replication.HeartbeatEvent); !hb && ev.Header.Timestamp > 0 && !fileMeta(ev) {
@@ -495,6 +497,10 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		r.lastEventTime.Store(now / int64(time.Second))
 	}
 	r.lastRecvTime.Store(now)
+}
+
+func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	s.noteTime(ev)
 
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
@@ -547,7 +553,7 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		default:
 			// DDL (or a statement-format event): a whole transaction of its
 			// own unless inside BEGIN. Column layouts may change at this point.
-			r.noteDDL(string(e.Schema), q)
+			s.r.noteDDL(string(e.Schema), q)
 			if !s.inTx {
 				return s.commit(ctx, ev)
 			}

@@ -134,6 +134,15 @@ func decodeTable(in map[string][2]json.RawMessage) (amqp.Table, error) {
 
 // untyped reads one [type, value] pair back into the Go type the AMQP
 // client uses for that field type.
+// numberTypes makes a pointer to each numeric AMQP header type by its name.
+var numberTypes = map[string]func() any{
+	"int8": func() any { return new(int8) }, "uint8": func() any { return new(uint8) },
+	"int16": func() any { return new(int16) }, "uint16": func() any { return new(uint16) },
+	"int32": func() any { return new(int32) }, "uint32": func() any { return new(uint32) },
+	"int64": func() any { return new(int64) }, "float32": func() any { return new(float32) },
+	"float64": func() any { return new(float64) },
+}
+
 func untyped(tv [2]json.RawMessage) (any, error) {
 	var typ string
 	if err := json.Unmarshal(tv[0], &typ); err != nil {
@@ -143,6 +152,9 @@ func untyped(tv [2]json.RawMessage) (any, error) {
 	num := func(dst any) (any, error) {
 		err := json.Unmarshal(raw, dst)
 		return derefNum(dst), err
+	}
+	if mk, ok := numberTypes[typ]; ok {
+		return num(mk())
 	}
 	switch typ {
 	case "null":
@@ -163,24 +175,6 @@ func untyped(tv [2]json.RawMessage) (any, error) {
 	case "bool":
 		var b bool
 		return b, json.Unmarshal(raw, &b)
-	case "int8":
-		return num(new(int8))
-	case "uint8":
-		return num(new(uint8))
-	case "int16":
-		return num(new(int16))
-	case "uint16":
-		return num(new(uint16))
-	case "int32":
-		return num(new(int32))
-	case "uint32":
-		return num(new(uint32))
-	case "int64":
-		return num(new(int64))
-	case "float32":
-		return num(new(float32))
-	case "float64":
-		return num(new(float64))
 	case "decimal":
 		var pair [2]json.RawMessage
 		var d amqp.Decimal
