@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -129,9 +130,18 @@ func TestComposeServices(t *testing.T) {
 // a flag on both MySQL services, the replica logs what it applies, and GTIDs are on.
 func TestComposeMySQLFlagsSatisfyCheck(t *testing.T) {
 	c := loadCompose(t)
-	src, err := os.ReadFile(testenv.RepoPath("internal/app/check.go"))
-	if err != nil {
-		t.Fatal(err)
+	// The checks live in internal/app/check*.go.
+	files, err := filepath.Glob(testenv.RepoPath("internal/app/check*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no internal/app/check*.go: %v", err)
+	}
+	var src []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	// Each variable check reads, and the flag (with value) that satisfies it on MySQL 8.4.
 	flags := map[string]string{
@@ -145,13 +155,13 @@ func TestComposeMySQLFlagsSatisfyCheck(t *testing.T) {
 	}
 	read := regexp.MustCompile(`variable\(ctx, a\.Source, "([a-z_]+)"\)`).FindAllStringSubmatch(string(src), -1)
 	if len(read) < 5 {
-		t.Fatalf("found only %d server variables read in internal/app/check.go", len(read))
+		t.Fatalf("found only %d server variables read in internal/app/check*.go", len(read))
 	}
 	need := []string{"--enforce-gtid-consistency=ON"} // MySQL refuses gtid-mode=ON without it
 	for _, m := range read {
 		f, ok := flags[m[1]]
 		if !ok {
-			t.Errorf("internal/app/check.go reads %s: add the flag that sets it to this test and to docker-compose.yml", m[1])
+			t.Errorf("internal/app/check*.go reads %s: add the flag that sets it to this test and to docker-compose.yml", m[1])
 			continue
 		}
 		need = append(need, f)
