@@ -114,7 +114,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	}
 	a.watch(reader, lanes)
 	rc := relayConfig(cfg) // stages.go; validated by Open
-	rc.Server, rc.Observer, rc.Guard = server, a.observer(), guard
+	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
 	return relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
 }
 

@@ -120,16 +120,21 @@ func (a *App) ServerIdentity(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	q := "SELECT CONCAT('server_id=', @@server_id)"
-	if flavor == binlog.FlavorMySQL {
-		q = "SELECT @@server_uuid"
-	}
 	var server string
-	if err := a.Source.QueryRowContext(ctx, q).Scan(&server); err != nil {
+	if err := a.Source.QueryRowContext(ctx, identityQuery(flavor)).Scan(&server); err != nil {
 		return "", fmt.Errorf("reading the source's identity: %w", err)
 	}
 	a.server, a.serverAt = server, at
 	return server, nil
+}
+
+// identityQuery reads what names a server in the checkpoint: MySQL's
+// server_uuid, MariaDB's server_id (it has no UUID).
+func identityQuery(flavor string) string {
+	if flavor == binlog.FlavorMySQL {
+		return "SELECT @@server_uuid"
+	}
+	return "SELECT CONCAT('server_id=', @@server_id)"
 }
 
 // CurrentPosition is where the source's binlog ends now.

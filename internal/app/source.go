@@ -28,6 +28,9 @@ type sources struct {
 	conns []driver.Connector
 	cur   atomic.Int32
 	log   *zap.Logger
+	// ident is the identity (identityQuery) of the source choose picked
+	// last, for the checkpoints; nil until choose has run.
+	ident atomic.Pointer[string]
 
 	behind map[int]string // replicas reported as lagging, with what they had
 }
@@ -149,11 +152,38 @@ func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string
 					zap.String("gtid", pos.GTIDSet))
 			}
 			s.cur.Store(int32(idx))
+			s.readIdentity(ctx, idx, pos.Flavor)
 			return h.Host, uint16(h.Port), nil
 		}
 		if err := wait.Wait(ctx); err != nil {
 			return "", 0, err
 		}
+	}
+}
+
+// readIdentity records source idx's identity for the checkpoints. A source
+// that does not say is named by its address, with a warning: the checkpoint
+// must not keep naming the source before a failover.
+func (s *sources) readIdentity(ctx context.Context, idx int, flavor string) {
+	id, err := s.query(ctx, idx, identityQuery(flavor))
+	if err != nil {
+		id = s.hosts[idx].Addr()
+		s.log.Warn("reading the source's identity failed; checkpoints name it by its address",
+			zap.String("source", id), zap.Error(err))
+	}
+	s.ident.Store(&id)
+}
+
+// checkpointServer names the source in each checkpoint: the one read at
+// start, and after a failover the one choose moved to.
+func (a *App) checkpointServer(atStart string) func() string {
+	return func() string {
+		if a.src != nil {
+			if id := a.src.ident.Load(); id != nil {
+				return *id
+			}
+		}
+		return atStart
 	}
 }
 

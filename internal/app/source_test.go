@@ -182,6 +182,10 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	if id, err := a.ServerIdentity(ctx); err != nil || id != "server_id=r1" {
 		t.Fatalf("identity at start = %q, %v; want server_id=r1", id, err)
 	}
+	server := a.checkpointServer("server_id=r1")
+	if got := server(); got != "server_id=r1" {
+		t.Fatalf("checkpoints at start name %q, want server_id=r1", got)
+	}
 
 	// The binlog stream from r1 keeps failing: the reader asks choose.
 	host, port, err := s.choose(ctx, binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: "0-1-10"}, "r1:3307")
@@ -197,6 +201,9 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	}
 	if id, err := a.ServerIdentity(ctx); err != nil || id != "server_id=r2" {
 		t.Errorf("identity after the failover = %q, %v; want server_id=r2", id, err)
+	}
+	if got := server(); got != "server_id=r2" {
+		t.Errorf("checkpoints after the failover name %q, want server_id=r2 (the source streamed from)", got)
 	}
 	c := &checker{a: a}
 	c.checkSource(ctx)

@@ -59,7 +59,7 @@ func startPipeline(t *testing.T, tb *outbox.Table, reader *fakeReader, lanes ...
 		ls[i] = l
 	}
 	j := &journal{}
-	r := mustNew(t, Config{FlushInterval: 2 * time.Millisecond, CheckpointInterval: 2 * time.Millisecond, Buffer: 64, Server: "test"},
+	r := mustNew(t, Config{FlushInterval: 2 * time.Millisecond, CheckpointInterval: 2 * time.Millisecond, Buffer: 64, Server: func() string { return "test" }},
 		reader, rt, ls, &fakeMarker{j: j}, &fakeStore{j: j}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{r: r, j: j, cancel: cancel, done: make(chan error, 1)}

@@ -81,7 +81,11 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 	if !w.dirty {
 		return nil
 	}
-	cp := checkpoint.FromPosition(w.latest, w.r.cfg.Server, time.Now())
+	server := ""
+	if w.r.cfg.Server != nil {
+		server = w.r.cfg.Server()
+	}
+	cp := checkpoint.FromPosition(w.latest, server, time.Now())
 	err := w.r.store.Save(ctx, cp)
 	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {
 		if w.storeDown.IsZero() {

@@ -41,8 +41,9 @@ type Config struct {
 	// DrainTimeout bounds the graceful stop: in-flight messages are
 	// confirmed and marked and the checkpoint saved within it.
 	DrainTimeout time.Duration
-	// Server identifies the source in the checkpoint.
-	Server string
+	// Server names the source in each checkpoint (asked at each save: a
+	// failover changes it); nil names none.
+	Server func() string
 	// Observer receives per-row outcomes (metrics); nil means none.
 	Observer Observer
 	// Guard, when set, is asked before each row goes to the publisher; an
