@@ -327,7 +327,7 @@ func TestMetricsQueueDepthFromManagementAPI(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	m := New()
 	url := strings.Replace(srv.URL, "http://", "http://monitor:"+password+"@", 1)
-	q := &Queues{URL: url, Names: []string{"orders", "missing"}, Interval: 20 * time.Millisecond, Metrics: m, Log: zap.New(core)}
+	q := &Queues{URL: url, VHost: "/", Names: []string{"orders", "missing"}, Interval: 20 * time.Millisecond, Metrics: m, Log: zap.New(core)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
