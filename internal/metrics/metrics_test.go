@@ -243,6 +243,31 @@ func TestMetricsResetBacklog(t *testing.T) {
 	}
 }
 
+func TestMetricsFailureReason(t *testing.T) {
+	for _, c := range []struct {
+		exchange string
+		err      error
+		want     string
+	}{
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrReturned), "returned"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrNacked), "nacked"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrTooLarge), "too_large"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrNoExchange), "no_exchange"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrRefused), "refused"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrFieldTooLong), "field_too_long"},
+		// A broker error wins over a missing exchange, the first one tried wins.
+		{"", publisher.ErrNoExchange, "no_exchange"},
+		{"orders", errors.Join(publisher.ErrNacked, publisher.ErrReturned), "returned"},
+		{"", errors.New("no route matched"), "route"},
+		{"orders", errors.New("connection reset"), "other"},
+		{"orders", nil, "other"},
+	} {
+		if got := FailureReason(c.exchange, c.err); got != c.want {
+			t.Errorf("FailureReason(%q, %v) = %q, want %q", c.exchange, c.err, got, c.want)
+		}
+	}
+}
+
 func TestMetricsSplitGTID(t *testing.T) {
 	for _, c := range []struct {
 		in     string
