@@ -88,9 +88,13 @@ func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
 // http.queues, the queue depths from the management API.
 func (a *App) backlogPollers(m *metrics.Metrics) []func(context.Context) {
 	cfg := a.Cfg
-	backlog := &metrics.Backlog{DB: a.Source, Tables: cfg.Tables, Interval: cfg.HTTP.Backlog(),
-		RatioInterval: cfg.HTTP.RetryRatio(), Metrics: m, Log: a.Log.Named("backlog")}
-	out := []func(context.Context){func(ctx context.Context) { _ = backlog.Run(ctx) }}
+	backlog := &metrics.Backlog{DB: a.Source, Tables: cfg.Tables, Interval: cfg.HTTP.BacklogInterval,
+		RatioInterval: cfg.HTTP.RetryRatioInterval, Metrics: m, Log: a.Log.Named("backlog")}
+	out := []func(context.Context){func(ctx context.Context) {
+		if err := backlog.Run(ctx); err != nil {
+			a.Log.Warn("outbox backlog metrics are off", zap.Error(err))
+		}
+	}}
 	if len(cfg.HTTP.Queues) > 0 {
 		mgmt, err := cfg.HTTP.Management(cfg.Broker.URL)
 		if err != nil {
@@ -102,7 +106,7 @@ func (a *App) backlogPollers(m *metrics.Metrics) []func(context.Context) {
 			a.Log.Warn("queue depth metrics are off", zap.Error(err))
 			return out
 		}
-		q := &metrics.Queues{URL: mgmt, VHost: cfg.HTTP.QueueVHost(), Names: cfg.HTTP.Queues, Interval: cfg.HTTP.QueuePoll(),
+		q := &metrics.Queues{URL: mgmt, VHost: cfg.HTTP.VHost, Names: cfg.HTTP.Queues, Interval: cfg.HTTP.QueueInterval,
 			TLS: tc, Metrics: m, Log: a.Log.Named("queues")}
 		out = append(out, func(ctx context.Context) {
 			if err := q.Run(ctx); err != nil {

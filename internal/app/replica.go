@@ -477,8 +477,8 @@ func (c *checker) checkReplica(ctx context.Context) {
 			st.Master, st.Threads(), st.Fix())
 		return
 	}
-	if st.SecondsBehind != nil && time.Duration(*st.SecondsBehind)*time.Second > a.Cfg.HTTP.MaxLag() {
-		c.add(Warning, where, "the source replica is %ds behind its primary %s (over http.ready_max_lag %s)", *st.SecondsBehind, st.Master, a.Cfg.HTTP.MaxLag())
+	if st.SecondsBehind != nil && time.Duration(*st.SecondsBehind)*time.Second > a.Cfg.HTTP.ReadyMaxLag {
+		c.add(Warning, where, "the source replica is %ds behind its primary %s (over http.ready_max_lag %s)", *st.SecondsBehind, st.Master, a.Cfg.HTTP.ReadyMaxLag)
 	}
 }
 

@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -61,30 +62,14 @@ type Config struct {
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
-	if c.ServerID == 0 {
-		c.ServerID = 100000 + rand.Uint32N(1<<30)
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = time.Second
-	}
-	if c.ReconnectMin == 0 {
-		c.ReconnectMin = 200 * time.Millisecond
-	}
-	if c.ReconnectMax == 0 {
-		c.ReconnectMax = 10 * time.Second
-	}
-	if c.StopTimeout == 0 {
-		c.StopTimeout = 10 * time.Second
-	}
-	if c.FailoverAfter == 0 {
-		c.FailoverAfter = 3
-	}
-	if c.XABufferRows == 0 {
-		c.XABufferRows = 100_000
-	}
-	if c.XABufferBytes == 0 {
-		c.XABufferBytes = 64 << 20
-	}
+	c.ServerID = cmp.Or(c.ServerID, 100000+rand.Uint32N(1<<30))
+	c.Heartbeat = cmp.Or(c.Heartbeat, time.Second)
+	c.ReconnectMin = cmp.Or(c.ReconnectMin, 200*time.Millisecond)
+	c.ReconnectMax = cmp.Or(c.ReconnectMax, 10*time.Second)
+	c.StopTimeout = cmp.Or(c.StopTimeout, 10*time.Second)
+	c.FailoverAfter = cmp.Or(c.FailoverAfter, 3)
+	c.XABufferRows = cmp.Or(c.XABufferRows, 100_000)
+	c.XABufferBytes = cmp.Or(c.XABufferBytes, 64<<20)
 }
 
 // Validate reports every bad field, by its YAML key; it expects Defaults

@@ -14,6 +14,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -329,47 +330,26 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 // are derived from or checked against. Keys a stage owns stay zero (the
 // stage's default, applied by its constructor).
 func (c *Config) applyDefaults() {
-	if c.Name == "" {
-		c.Name = "binlog-relay"
-	}
+	c.Name = cmp.Or(c.Name, "binlog-relay")
 	for _, m := range []*MySQL{&c.Source, &c.Primary} {
-		if m.Port == 0 {
-			m.Port = 3306
-		}
-		if m.Flavor == "" {
-			m.Flavor = "auto"
-		}
+		m.Port = cmp.Or(m.Port, 3306)
+		m.Flavor = cmp.Or(m.Flavor, "auto")
 	}
 	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
 		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
 	}
-	if c.Redis.Addr == "" {
-		c.Redis.Addr = "127.0.0.1:6379"
-	}
-	if c.Checkpoint.Key == "" {
-		c.Checkpoint.Key = "binlog-relay:" + c.Name + ":checkpoint"
-	}
+	c.Redis.Addr = cmp.Or(c.Redis.Addr, "127.0.0.1:6379")
+	c.Checkpoint.Key = cmp.Or(c.Checkpoint.Key, "binlog-relay:"+c.Name+":checkpoint")
 	// Not the relay's default: its zero means "hold at once".
-	if c.Checkpoint.OutageWindow == 0 {
-		c.Checkpoint.OutageWindow = 30 * time.Second
-	}
-	if c.Relay.Ordering == "" {
-		c.Relay.Ordering = "relaxed"
-	}
-	if c.Relay.Lanes == 0 {
-		c.Relay.Lanes = 1
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "json"
-	}
+	c.Checkpoint.OutageWindow = cmp.Or(c.Checkpoint.OutageWindow, 30*time.Second)
+	c.Relay.Ordering = cmp.Or(c.Relay.Ordering, "relaxed")
+	c.Relay.Lanes = cmp.Or(c.Relay.Lanes, 1)
+	c.Log.Level = cmp.Or(c.Log.Level, "info")
+	c.Log.Format = cmp.Or(c.Log.Format, "json")
+	c.HTTP.defaults()
 	c.Reconcile.defaults(c.Name)
 	for _, t := range c.Tables {
-		if t.MaxRetries == 0 {
-			t.MaxRetries = 5
-		}
+		t.MaxRetries = cmp.Or(t.MaxRetries, 5)
 	}
 }
 

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const base = `name: test-relay
@@ -181,5 +183,42 @@ func TestMergeKeys(t *testing.T) {
 	_, err := parse(t, base+"tables:\n  - &t1 {preset: local-message, schema: shop}\n  - <<: {schemma: x}\n    preset: debezium\n    schema: b\n", nil)
 	if err == nil || !strings.Contains(err.Error(), "tables[1].schemma: unknown key") {
 		t.Fatalf("merged unknown key: %v", err)
+	}
+}
+
+// The config's own defaults fill the keys left out and keep the ones set.
+func TestDefaults(t *testing.T) {
+	tables := "tables:\n  - {preset: producer-message, schema: shop}\n"
+	c := mustParse(t, `
+source: {host: 127.0.0.1, user: relay}
+primary: {host: 127.0.0.1, user: relay}
+broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}
+`+tables)
+	keys := func(c *Config) []any {
+		return []any{c.Name, c.Source.Port, c.Source.Flavor, c.Primary.Port, c.Primary.Flavor, c.Redis.Addr, c.Checkpoint.Key,
+			c.Checkpoint.OutageWindow, c.Relay.Ordering, c.Relay.Lanes, c.Log.Level, c.Log.Format, c.Tables[0].MaxRetries}
+	}
+	got := keys(c)
+	want := []any{"binlog-relay", 3306, "auto", 3306, "auto", "127.0.0.1:6379", "binlog-relay:binlog-relay:checkpoint",
+		30 * time.Second, "relaxed", 1, "info", "json", 5}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults: %v, want %v", got, want)
+	}
+
+	c = mustParse(t, `name: r1
+source: {host: 127.0.0.1, port: 3308, user: relay, flavor: mariadb}
+primary: {host: 127.0.0.1, port: 3307, user: relay, flavor: mysql}
+broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}
+redis: {addr: "redis:6380"}
+checkpoint: {key: ck, outage_window: 1s}
+relay: {ordering: strict, lanes: 2}
+log: {level: debug, format: console}
+tables:
+  - {preset: producer-message, schema: shop, max_retries: 2, route: {partition_key: routing_key}}
+`)
+	got = keys(c)
+	want = []any{"r1", 3308, "mariadb", 3307, "mysql", "redis:6380", "ck", time.Second, "strict", 2, "debug", "console", 2}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("set keys: %v, want %v", got, want)
 	}
 }

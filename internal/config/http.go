@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -57,44 +58,14 @@ func (h HTTP) ListenAddr() (addr string, explicit bool) {
 	return a, true
 }
 
-// MaxLag is ReadyMaxLag with its default.
-func (h HTTP) MaxLag() time.Duration {
-	if h.ReadyMaxLag > 0 {
-		return h.ReadyMaxLag
-	}
-	return 30 * time.Second
-}
-
-// Backlog is BacklogInterval with its default.
-func (h HTTP) Backlog() time.Duration {
-	if h.BacklogInterval > 0 {
-		return h.BacklogInterval
-	}
-	return 15 * time.Second
-}
-
-// RetryRatio is RetryRatioInterval with its default.
-func (h HTTP) RetryRatio() time.Duration {
-	if h.RetryRatioInterval > 0 {
-		return h.RetryRatioInterval
-	}
-	return time.Minute
-}
-
-// QueuePoll is QueueInterval with its default.
-func (h HTTP) QueuePoll() time.Duration {
-	if h.QueueInterval > 0 {
-		return h.QueueInterval
-	}
-	return 15 * time.Second
-}
-
-// QueueVHost is VHost with its default.
-func (h HTTP) QueueVHost() string {
-	if h.VHost != "" {
-		return h.VHost
-	}
-	return "/"
+// defaults fills the section's unset fields: the relay's readiness and its
+// metric pollers read them as they are.
+func (h *HTTP) defaults() {
+	h.ReadyMaxLag = cmp.Or(h.ReadyMaxLag, 30*time.Second)
+	h.BacklogInterval = cmp.Or(h.BacklogInterval, 15*time.Second)
+	h.RetryRatioInterval = cmp.Or(h.RetryRatioInterval, time.Minute)
+	h.QueueInterval = cmp.Or(h.QueueInterval, 15*time.Second)
+	h.VHost = cmp.Or(h.VHost, "/")
 }
 
 // Management returns the management API URL (with credentials): the

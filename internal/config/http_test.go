@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,10 @@ func TestMetricsHTTPConfig(t *testing.T) {
 		}
 	}
 	var h HTTP
-	if h.MaxLag() != 30*time.Second || h.Backlog() != 15*time.Second || h.QueueVHost() != "/" {
-		t.Errorf("defaults: %s %s %q", h.MaxLag(), h.Backlog(), h.QueueVHost())
+	h.defaults()
+	if want := (HTTP{ReadyMaxLag: 30 * time.Second, BacklogInterval: 15 * time.Second, RetryRatioInterval: time.Minute,
+		QueueInterval: 15 * time.Second, VHost: "/"}); !reflect.DeepEqual(h, want) {
+		t.Errorf("defaults: %+v, want %+v", h, want)
 	}
 	for _, c := range []struct{ broker, want string }{
 		{"amqp://relay:pw@rabbit:5672/", "http://relay:pw@rabbit:15672"},
@@ -69,8 +72,8 @@ tables:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, explicit := cfg.HTTP.ListenAddr(); a != "127.0.0.1:0" || !explicit || cfg.HTTP.MaxLag() != 10*time.Second ||
-		cfg.HTTP.Backlog() != 500*time.Millisecond || len(cfg.HTTP.Queues) != 1 {
+	if a, explicit := cfg.HTTP.ListenAddr(); a != "127.0.0.1:0" || !explicit || cfg.HTTP.ReadyMaxLag != 10*time.Second ||
+		cfg.HTTP.BacklogInterval != 500*time.Millisecond || cfg.HTTP.QueueInterval != 15*time.Second || len(cfg.HTTP.Queues) != 1 {
 		t.Errorf("parsed http section: %+v", cfg.HTTP)
 	}
 }

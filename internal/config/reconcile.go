@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -83,37 +84,23 @@ type ReconcileConsumer struct {
 var consumerNameRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 func (r *Reconcile) defaults(name string) {
-	if r.Window == 0 {
-		r.Window = 24 * time.Hour
-	}
-	if r.GracePeriod == 0 {
-		r.GracePeriod = 5 * time.Minute
-	}
-	if r.PendingAfter == 0 {
-		r.PendingAfter = 15 * time.Minute
-	}
-	if r.ChunkSize == 0 {
-		r.ChunkSize = 5000
-	}
-	if r.MaxIDs == 0 {
-		r.MaxIDs = 100
-	}
-	if r.Key == "" {
-		r.Key = "binlog-relay:" + name + ":reconcile"
-	}
+	r.Window = cmp.Or(r.Window, 24*time.Hour)
+	r.GracePeriod = cmp.Or(r.GracePeriod, 5*time.Minute)
+	r.PendingAfter = cmp.Or(r.PendingAfter, 15*time.Minute)
+	r.ChunkSize = cmp.Or(r.ChunkSize, 5000)
+	r.MaxIDs = cmp.Or(r.MaxIDs, 100)
+	r.Key = cmp.Or(r.Key, "binlog-relay:"+name+":reconcile")
 	for i := range r.Consumers {
 		c := &r.Consumers[i]
-		if c.MySQL.Host != "" && c.MySQL.Port == 0 {
-			c.MySQL.Port = 3306
+		if c.MySQL.Host != "" {
+			c.MySQL.Port = cmp.Or(c.MySQL.Port, 3306)
 		}
 		if c.Schema == "" && c.DSN != "" {
 			if d, err := mysql.ParseDSN(c.DSN); err == nil {
 				c.Schema = d.DBName
 			}
 		}
-		if c.Consumer == "" {
-			c.Consumer = c.Name
-		}
+		c.Consumer = cmp.Or(c.Consumer, c.Name)
 	}
 }
 

@@ -22,12 +22,14 @@ const (
 // Backlog reads the outbox backlog from the replica on an interval: rows by
 // status, the oldest PENDING row's age and the retry ratio. It never
 // queries the primary: give it the replica's *sql.DB.
+// Interval and RatioInterval are http.backlog_interval and
+// http.retry_ratio_interval, which the config fills when unset.
 type Backlog struct {
 	DB       *sql.DB
 	Tables   []*outbox.Table
 	Interval time.Duration
-	// RatioInterval spaces the retry ratio query (default 1m): the one-hour
-	// window moves slowly and the query reads every row updated in it.
+	// RatioInterval spaces the retry ratio query: the one-hour window moves
+	// slowly and the query reads every row updated in it.
 	RatioInterval time.Duration
 	Metrics       *Metrics
 	Log           *zap.Logger
@@ -46,7 +48,7 @@ func (b *Backlog) Run(ctx context.Context) error {
 	}
 	interval := b.Interval
 	if interval <= 0 {
-		interval = 15 * time.Second
+		return fmt.Errorf("backlog interval %s: must be positive", interval)
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -164,11 +166,7 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 		b.Metrics.oldestPending.WithLabelValues(q.table).Set(outbox.CreatedAge(oldest, now).Seconds())
 	}
 
-	ratioEvery := b.RatioInterval
-	if ratioEvery <= 0 {
-		ratioEvery = time.Minute
-	}
-	if q.retries != "" && time.Since(q.lastRetries) >= ratioEvery {
+	if q.retries != "" && time.Since(q.lastRetries) >= b.RatioInterval {
 		var all, retried int64
 		if err := b.DB.QueryRowContext(ctx, q.retries, q.retryArg...).Scan(&all, &retried); err != nil {
 			return fmt.Errorf("reading the retry ratio: %w", err)

@@ -233,24 +233,29 @@ func (m *Metrics) Failed(t *outbox.Table, exchange string, reason error) {
 // exchange does not exist), refused (403/406 and other per-message channel
 // errors), field_too_long (a name or header over an AMQP limit) or other.
 func FailureReason(exchange string, err error) string {
-	switch {
-	case errors.Is(err, publisher.ErrReturned):
-		return "returned"
-	case errors.Is(err, publisher.ErrNacked):
-		return "nacked"
-	case errors.Is(err, publisher.ErrTooLarge):
-		return "too_large"
-	case errors.Is(err, publisher.ErrNoExchange):
-		return "no_exchange"
-	case errors.Is(err, publisher.ErrRefused):
-		return "refused"
-	case errors.Is(err, publisher.ErrFieldTooLong):
-		return "field_too_long"
-	case exchange == "":
-		return "route"
-	default:
-		return "other"
+	for _, r := range failureReasons {
+		if errors.Is(err, r.err) {
+			return r.label
+		}
 	}
+	if exchange == "" {
+		return "route"
+	}
+	return "other"
+}
+
+// failureReasons are the publisher's per-message errors and their reason
+// labels, in the order they are tried.
+var failureReasons = []struct {
+	err   error
+	label string
+}{
+	{publisher.ErrReturned, "returned"},
+	{publisher.ErrNacked, "nacked"},
+	{publisher.ErrTooLarge, "too_large"},
+	{publisher.ErrNoExchange, "no_exchange"},
+	{publisher.ErrRefused, "refused"},
+	{publisher.ErrFieldTooLong, "field_too_long"},
 }
 
 // DeadLettered counts a row sent to the dead-letter exchange.

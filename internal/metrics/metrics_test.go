@@ -243,6 +243,31 @@ func TestMetricsResetBacklog(t *testing.T) {
 	}
 }
 
+func TestMetricsFailureReason(t *testing.T) {
+	for _, c := range []struct {
+		exchange string
+		err      error
+		want     string
+	}{
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrReturned), "returned"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrNacked), "nacked"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrTooLarge), "too_large"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrNoExchange), "no_exchange"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrRefused), "refused"},
+		{"orders", fmt.Errorf("publishing: %w", publisher.ErrFieldTooLong), "field_too_long"},
+		// A broker error wins over a missing exchange, the first one tried wins.
+		{"", publisher.ErrNoExchange, "no_exchange"},
+		{"orders", errors.Join(publisher.ErrNacked, publisher.ErrReturned), "returned"},
+		{"", errors.New("no route matched"), "route"},
+		{"orders", errors.New("connection reset"), "other"},
+		{"orders", nil, "other"},
+	} {
+		if got := FailureReason(c.exchange, c.err); got != c.want {
+			t.Errorf("FailureReason(%q, %v) = %q, want %q", c.exchange, c.err, got, c.want)
+		}
+	}
+}
+
 func TestMetricsSplitGTID(t *testing.T) {
 	for _, c := range []struct {
 		in     string
@@ -327,7 +352,7 @@ func TestMetricsQueueDepthFromManagementAPI(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	m := New()
 	url := strings.Replace(srv.URL, "http://", "http://monitor:"+password+"@", 1)
-	q := &Queues{URL: url, Names: []string{"orders", "missing"}, Interval: 20 * time.Millisecond, Metrics: m, Log: zap.New(core)}
+	q := &Queues{URL: url, VHost: "/", Names: []string{"orders", "missing"}, Interval: 20 * time.Millisecond, Metrics: m, Log: zap.New(core)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()

@@ -19,7 +19,8 @@ import (
 // (GET /api/queues/{vhost}/{name}) on an interval. The management plugin
 // must be enabled on the broker (rabbitmq-plugins enable rabbitmq_management);
 // the user needs the "monitoring" tag (or "management" and access to the
-// vhost).
+// vhost). VHost and Interval are http.vhost and http.queue_interval, which
+// the config fills when unset.
 type Queues struct {
 	// URL is the management API base, e.g. http://user:pass@host:15672. The
 	// credentials are sent as basic auth, never logged.
@@ -49,13 +50,9 @@ func (q *Queues) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	vhost := q.VHost
-	if vhost == "" {
-		vhost = "/"
-	}
-	interval := q.Interval
-	if interval <= 0 {
-		interval = 15 * time.Second
+	vhost, interval := q.VHost, q.Interval
+	if vhost == "" || interval <= 0 {
+		return fmt.Errorf("queue depth: vhost %q and interval %s must be set", vhost, interval)
 	}
 	client := &http.Client{Timeout: max(interval, 5*time.Second),
 		Transport: &http.Transport{TLSClientConfig: q.TLS, Proxy: nil}}

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -32,5 +33,34 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 	}
 	if _, err := New(Config{}, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "broker.url: required") {
 		t.Errorf("no URL: %v", err)
+	}
+}
+
+// Defaults fills the zero fields and keeps the ones set; strict mode
+// without PerKey publishes one message at a time whatever the window.
+func TestConfigDefaults(t *testing.T) {
+	var c Config
+	c.Defaults()
+	want := Config{Window: 1024, MaxMessageSize: 128 << 20, ReconnectMin: 200 * time.Millisecond, ReconnectMax: 10 * time.Second,
+		ConnectionName: "binlog-relay", StrictRetryMin: time.Second, StrictRetryMax: time.Minute}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults: %+v, want %+v", c, want)
+	}
+	set := Config{Window: 8, MaxMessageSize: 1 << 10, ReconnectMin: time.Second, ReconnectMax: time.Minute,
+		ConnectionName: "relay-a", StrictRetryMin: time.Millisecond, StrictRetryMax: time.Second}
+	got := set
+	got.Defaults()
+	if !reflect.DeepEqual(got, set) {
+		t.Errorf("set fields changed: %+v, want %+v", got, set)
+	}
+	for _, c := range []struct {
+		perKey bool
+		window int
+	}{{false, 1}, {true, 8}} {
+		s := Config{Window: 8, Strict: true, PerKey: c.perKey}
+		s.Defaults()
+		if s.Window != c.window {
+			t.Errorf("strict, per key %v: window %d, want %d", c.perKey, s.Window, c.window)
+		}
 	}
 }

@@ -22,6 +22,7 @@
 package publisher
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -73,27 +74,13 @@ type Config struct {
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
-	if c.Window == 0 {
-		c.Window = 1024
-	}
-	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = 128 << 20
-	}
-	if c.ReconnectMin == 0 {
-		c.ReconnectMin = 200 * time.Millisecond
-	}
-	if c.ReconnectMax == 0 {
-		c.ReconnectMax = 10 * time.Second
-	}
-	if c.ConnectionName == "" {
-		c.ConnectionName = "binlog-relay"
-	}
-	if c.StrictRetryMin == 0 {
-		c.StrictRetryMin = time.Second
-	}
-	if c.StrictRetryMax == 0 {
-		c.StrictRetryMax = time.Minute
-	}
+	c.Window = cmp.Or(c.Window, 1024)
+	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, 128<<20)
+	c.ReconnectMin = cmp.Or(c.ReconnectMin, 200*time.Millisecond)
+	c.ReconnectMax = cmp.Or(c.ReconnectMax, 10*time.Second)
+	c.ConnectionName = cmp.Or(c.ConnectionName, "binlog-relay")
+	c.StrictRetryMin = cmp.Or(c.StrictRetryMin, time.Second)
+	c.StrictRetryMax = cmp.Or(c.StrictRetryMax, time.Minute)
 	if c.Strict && !c.PerKey {
 		c.Window = 1
 	}

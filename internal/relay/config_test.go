@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -29,3 +30,25 @@ func TestConfigValidateNamesTheKeys(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 }
+
+// Defaults fills the zero fields (the observer with one that records
+// nothing) and keeps the ones set.
+func TestConfigDefaults(t *testing.T) {
+	var c Config
+	c.Defaults()
+	want := Config{BatchSize: 1000, FlushInterval: 200 * time.Millisecond, CheckpointInterval: time.Second, Buffer: 1024,
+		DrainTimeout: 30 * time.Second, Observer: nopObserver{}, MaxInflightBytes: 64 << 20, WarnEvery: 10 * time.Second}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults: %+v, want %+v", c, want)
+	}
+	set := Config{BatchSize: 1, FlushInterval: time.Millisecond, CheckpointInterval: time.Minute, Buffer: 2,
+		DrainTimeout: time.Second, Observer: &ownObserver{}, MaxInflightBytes: 1, WarnEvery: time.Minute}
+	got := set
+	got.Defaults()
+	if !reflect.DeepEqual(got, set) {
+		t.Errorf("set fields changed: %+v, want %+v", got, set)
+	}
+}
+
+// ownObserver stands for a caller's observer, which Defaults must keep.
+type ownObserver struct{ nopObserver }

@@ -8,6 +8,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,30 +70,14 @@ type Config struct {
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = 1000
-	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = 200 * time.Millisecond
-	}
-	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = time.Second
-	}
-	if c.Buffer == 0 {
-		c.Buffer = 1024
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
-	if c.Observer == nil {
-		c.Observer = nopObserver{}
-	}
-	if c.MaxInflightBytes == 0 {
-		c.MaxInflightBytes = 64 << 20
-	}
-	if c.WarnEvery == 0 {
-		c.WarnEvery = 10 * time.Second
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, 1000)
+	c.FlushInterval = cmp.Or(c.FlushInterval, 200*time.Millisecond)
+	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, time.Second)
+	c.Buffer = cmp.Or(c.Buffer, 1024)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)
+	c.Observer = cmp.Or[Observer](c.Observer, nopObserver{})
+	c.MaxInflightBytes = cmp.Or(c.MaxInflightBytes, 64<<20)
+	c.WarnEvery = cmp.Or(c.WarnEvery, 10*time.Second)
 }
 
 // Validate reports every bad field, by its YAML key; it expects Defaults

@@ -1,6 +1,7 @@
 package sweeper
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,37 +57,17 @@ type Archive struct {
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
-	if c.Interval == 0 {
-		c.Interval = 5 * time.Second
-	}
-	if c.GracePeriod == 0 {
-		c.GracePeriod = 60 * time.Second
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 500
-	}
-	if c.ZombieTimeout == 0 {
-		c.ZombieTimeout = 5 * time.Minute
-	}
+	c.Interval = cmp.Or(c.Interval, 5*time.Second)
+	c.GracePeriod = cmp.Or(c.GracePeriod, 60*time.Second)
+	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.ZombieTimeout = cmp.Or(c.ZombieTimeout, 5*time.Minute)
 	a := &c.Archive
-	if a.Mode == "" {
-		a.Mode = ArchiveOff
-	}
-	if a.Retention == 0 {
-		a.Retention = 7 * 24 * time.Hour
-	}
-	if a.BatchSize == 0 {
-		a.BatchSize = 1000
-	}
-	if a.Pause == 0 {
-		a.Pause = 100 * time.Millisecond
-	}
-	if a.Interval == 0 {
-		a.Interval = time.Minute
-	}
-	if a.Table == "" {
-		a.Table = "{table}_archive"
-	}
+	a.Mode = cmp.Or(a.Mode, ArchiveOff)
+	a.Retention = cmp.Or(a.Retention, 7*24*time.Hour)
+	a.BatchSize = cmp.Or(a.BatchSize, 1000)
+	a.Pause = cmp.Or(a.Pause, 100*time.Millisecond)
+	a.Interval = cmp.Or(a.Interval, time.Minute)
+	a.Table = cmp.Or(a.Table, "{table}_archive")
 }
 
 // Validate reports every bad field at once.

@@ -8,16 +8,25 @@ import (
 	"time"
 )
 
+// Defaults fills the zero fields with valid values and keeps the ones set.
 func TestConfigDefaultsAreValid(t *testing.T) {
 	var c Config
 	c.Defaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.GracePeriod != time.Minute || c.ZombieTimeout != 5*time.Minute || c.BatchSize != 500 ||
-		c.Archive.Mode != ArchiveOff || c.Archive.Retention != 7*24*time.Hour || c.Archive.BatchSize != 1000 ||
-		c.Archive.Pause != 100*time.Millisecond || c.Archive.Table != "{table}_archive" {
-		t.Errorf("defaults: %+v", c)
+	want := Config{Interval: 5 * time.Second, GracePeriod: time.Minute, BatchSize: 500, ZombieTimeout: 5 * time.Minute,
+		Archive: Archive{Mode: ArchiveOff, Retention: 7 * 24 * time.Hour, BatchSize: 1000, Pause: 100 * time.Millisecond,
+			Interval: time.Minute, Table: "{table}_archive"}}
+	if c != want {
+		t.Errorf("defaults: %+v, want %+v", c, want)
+	}
+	set := Config{Interval: time.Second, GracePeriod: time.Second, BatchSize: 1, ZombieTimeout: time.Second,
+		Archive: Archive{Mode: ArchiveMove, Retention: time.Hour, BatchSize: 1, Pause: time.Second, Interval: time.Hour, Table: "old_{table}"}}
+	got := set
+	got.Defaults()
+	if got != set {
+		t.Errorf("set fields changed: %+v, want %+v", got, set)
 	}
 }
 
