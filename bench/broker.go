@@ -263,74 +263,29 @@ func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, err
 	prefix := e.nextPrefix("b")
 	s := e.consumer.expect(prefix, n, false)
 	body := []byte(payload(time.Time{}, e.o.payload))
-	type pub struct {
-		conn     *amqp.Connection
-		ch       *amqp.Channel
-		confirms chan amqp.Confirmation
-		returns  chan amqp.Return
-	}
-	pubs := make([]pub, channels)
+	pubs := make([]brokerPub, channels)
 	for i := range pubs {
 		conn, ch, err := dialChannel(e.o.amqpURL, true)
 		if err != nil {
 			return r, err
 		}
 		defer conn.Close()
-		pubs[i] = pub{conn: conn, ch: ch, confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window+16)),
-			returns: ch.NotifyReturn(make(chan amqp.Return, 16))}
+		pubs[i] = brokerPub{ch: ch, confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window+16)),
+			returns: ch.NotifyReturn(make(chan amqp.Return, 16)), outstanding: make(chan struct{}, window)}
 	}
 	var (
-		nacks         atomic.Int64
-		lastConfirmNs atomic.Int64
-		g             errgroup.Group
+		t brokerTally
+		g errgroup.Group
 	)
 	cpu0 := sampleCPU(e.procs)
 	start := time.Now()
 	for c, p := range pubs {
 		g.Go(func() error {
-			outstanding := make(chan struct{}, window)
 			mine := n / channels
 			if c < n%channels {
 				mine++
 			}
-			confirmed := make(chan struct{})
-			go func() {
-				defer close(confirmed)
-				for i := 0; i < mine; i++ {
-					cf, ok := <-p.confirms
-					if !ok {
-						return
-					}
-					if !cf.Ack {
-						nacks.Add(1)
-					}
-					<-outstanding
-				}
-				for now := time.Now().UnixNano(); ; {
-					if old := lastConfirmNs.Load(); old >= now || lastConfirmNs.CompareAndSwap(old, now) {
-						break
-					}
-				}
-			}()
-			for i := 0; i < mine; i++ {
-				select {
-				case outstanding <- struct{}{}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				err := p.ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
-					MessageId: prefix + strconv.Itoa(c) + "-" + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
-					Timestamp: time.Now(), AppId: "bench", Body: body,
-				})
-				if err != nil {
-					return fmt.Errorf("publishing: %w", err)
-				}
-			}
-			<-confirmed
-			if len(p.returns) > 0 {
-				return fmt.Errorf("%d returned", len(p.returns))
-			}
-			return nil
+			return e.publishShare(ctx, p, &t, prefix+strconv.Itoa(c)+"-", mine, body)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -339,13 +294,78 @@ func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, err
 	if err := s.wait(ctx, 120*time.Second); err != nil {
 		return r, err
 	}
-	if nacks.Load() > 0 {
-		return r, fmt.Errorf("%d nacked", nacks.Load())
+	if t.nacks.Load() > 0 {
+		return r, fmt.Errorf("%d nacked", t.nacks.Load())
 	}
 	_, last := s.span()
 	r.cpu = cpuBetween(cpu0, sampleCPU(e.procs))
 	r.elapsed = last.Sub(start)
 	r.rate = float64(n) / r.elapsed.Seconds()
-	r.confirmedRate = float64(n) / time.Unix(0, lastConfirmNs.Load()).Sub(start).Seconds()
+	r.confirmedRate = float64(n) / time.Unix(0, t.lastConfirmNs.Load()).Sub(start).Seconds()
 	return r, nil
+}
+
+// brokerPub is one of brokerRun's publishers: a confirming channel on its
+// own connection, and a slot in outstanding for each unconfirmed message.
+type brokerPub struct {
+	ch          *amqp.Channel
+	confirms    chan amqp.Confirmation
+	returns     chan amqp.Return
+	outstanding chan struct{}
+}
+
+// brokerTally is what brokerRun's publishers count together.
+type brokerTally struct {
+	nacks         atomic.Int64
+	lastConfirmNs atomic.Int64
+}
+
+// publishShare publishes one publisher's n messages, with message ids
+// idPrefix followed by a sequence number, and waits for their confirms.
+func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idPrefix string, n int, body []byte) error {
+	confirmed := make(chan struct{})
+	go func() {
+		defer close(confirmed)
+		p.awaitConfirms(t, n)
+	}()
+	for i := 0; i < n; i++ {
+		select {
+		case p.outstanding <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := p.ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
+			MessageId: idPrefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
+			Timestamp: time.Now(), AppId: "bench", Body: body,
+		})
+		if err != nil {
+			return fmt.Errorf("publishing: %w", err)
+		}
+	}
+	<-confirmed
+	if len(p.returns) > 0 {
+		return fmt.Errorf("%d returned", len(p.returns))
+	}
+	return nil
+}
+
+// awaitConfirms takes n confirms, freeing a slot of outstanding for each
+// and counting the nacks, then moves the time of the last confirm of the
+// run forward to now. It returns early when the channel closes.
+func (p brokerPub) awaitConfirms(t *brokerTally, n int) {
+	for i := 0; i < n; i++ {
+		cf, ok := <-p.confirms
+		if !ok {
+			return
+		}
+		if !cf.Ack {
+			t.nacks.Add(1)
+		}
+		<-p.outstanding
+	}
+	for now := time.Now().UnixNano(); ; {
+		if old := t.lastConfirmNs.Load(); old >= now || t.lastConfirmNs.CompareAndSwap(old, now) {
+			break
+		}
+	}
 }

@@ -47,26 +47,15 @@ func (e *env) drainRelay(ctx context.Context) (drainResult, error) {
 	if err := p.stop(); err != nil {
 		return r, err
 	}
-	prefix := e.nextPrefix("dr")
-	n := e.o.backlog
-	if err := e.insertRows(ctx, e.primary, prefix, n, 1000, "PENDING"); err != nil {
-		return r, err
-	}
-	if err := e.quiesce(ctx); err != nil {
-		return r, err
-	}
-	s = e.consumer.expect(prefix, n, false)
-	before, err := e.sampleLoad(ctx)
+	d, err := e.startDrain(ctx, "dr")
 	if err != nil {
 		return r, err
 	}
-	cpu0 := sampleCPU(e.procs)
-	start := time.Now()
 	if p, err = e.startRelay(ctx, name, true); err != nil {
 		return r, err
 	}
 	defer p.kill()
-	if err := s.wait(ctx, 10*time.Minute); err != nil {
+	if err := d.s.wait(ctx, 10*time.Minute); err != nil {
 		return r, err
 	}
 	if e.relayMarks() {
@@ -78,17 +67,16 @@ func (e *env) drainRelay(ctx context.Context) (drainResult, error) {
 	if err != nil {
 		return r, err
 	}
-	first, last := s.span()
-	r = drainResult{rate: float64(n) / last.Sub(start).Seconds(), first: first.Sub(start), load: loadBetween(before, after),
-		msgs: n, rss: p.peakRSS(), relayCPU: p.cpu(), totalTime: last.Sub(start)}
-	r.cpu = cpuBetween(cpu0, sampleCPU(e.procs))
+	r = d.result(after)
+	r.rss, r.relayCPU = p.peakRSS(), p.cpu()
+	r.cpu = cpuBetween(d.cpu0, sampleCPU(e.procs))
 	if r.relayCPU >= 0 {
 		r.cpu.by["relay"] = r.relayCPU
 	}
 	if err := p.stop(); err != nil {
 		return r, err
 	}
-	if _, dups := s.counts(); dups > 0 {
+	if _, dups := d.s.counts(); dups > 0 {
 		progress("relay drain: %d duplicates", dups)
 	}
 	return r, e.reset(ctx)
@@ -104,21 +92,10 @@ func (e *env) relayMarks() bool {
 // drainPoller: the backlog is committed, then the poller starts.
 func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 	var r drainResult
-	prefix := e.nextPrefix("dp")
-	n := e.o.backlog
-	if err := e.insertRows(ctx, e.primary, prefix, n, 1000, "PENDING"); err != nil {
-		return r, err
-	}
-	if err := e.quiesce(ctx); err != nil {
-		return r, err
-	}
-	s := e.consumer.expect(prefix, n, false)
-	before, err := e.sampleLoad(ctx)
+	d, err := e.startDrain(ctx, "dp")
 	if err != nil {
 		return r, err
 	}
-	cpu0 := sampleCPU(e.procs)
-	start := time.Now()
 	interval := e.o.scalePoll
 	if len(e.o.pollIntervals) > 0 {
 		interval = e.o.pollIntervals[0]
@@ -128,11 +105,11 @@ func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 		return r, err
 	}
 	p.start()
-	waitErr := s.wait(ctx, 10*time.Minute)
+	waitErr := d.s.wait(ctx, 10*time.Minute)
 	if waitErr == nil {
 		waitErr = e.waitAllSent(ctx, 60*time.Second)
 	}
-	cpu := cpuBetween(cpu0, sampleCPU(e.procs))
+	cpu := cpuBetween(d.cpu0, sampleCPU(e.procs))
 	after, err := e.sampleLoad(ctx)
 	if herr := p.halt(); herr != nil && waitErr == nil {
 		waitErr = herr
@@ -143,11 +120,55 @@ func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 	if err != nil {
 		return r, err
 	}
-	first, last := s.span()
-	r = drainResult{rate: float64(n) / last.Sub(start).Seconds(), first: first.Sub(start), load: loadBetween(before, after),
-		msgs: n, totalTime: last.Sub(start), cpu: cpu}
+	r = d.result(after)
+	r.cpu = cpu
 	progress("  poller: it counted %d statements; the proxy %d; the primary's counters %d", p.stmts.Load(), r.load.wire.questions, r.load.stmts.questions)
 	return r, e.reset(ctx)
+}
+
+// commitBacklog commits the backlog, -backlog PENDING rows under a new
+// prefix made from tag, and waits until the stack is quiet again. It
+// returns the prefix.
+func (e *env) commitBacklog(ctx context.Context, tag string) (string, error) {
+	prefix := e.nextPrefix(tag)
+	if err := e.insertRows(ctx, e.primary, prefix, e.o.backlog, 1000, "PENDING"); err != nil {
+		return "", err
+	}
+	return prefix, e.quiesce(ctx)
+}
+
+// drainClock is what a drain is measured from: the sink expecting the
+// backlog, and the primary's load, the stack's CPU and the time just before
+// the contender starts.
+type drainClock struct {
+	s      *sink
+	n      int
+	before sample
+	cpu0   cpuSample
+	start  time.Time
+}
+
+// startDrain commits the backlog and starts the clock on it.
+func (e *env) startDrain(ctx context.Context, tag string) (*drainClock, error) {
+	prefix, err := e.commitBacklog(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	d := &drainClock{s: e.consumer.expect(prefix, e.o.backlog, false), n: e.o.backlog}
+	if d.before, err = e.sampleLoad(ctx); err != nil {
+		return nil, err
+	}
+	d.cpu0 = sampleCPU(e.procs)
+	d.start = time.Now()
+	return d, nil
+}
+
+// result is the drain's rate, first delivery and load on the primary, from
+// the deliveries and the load sampled after the drain.
+func (d *drainClock) result(after sample) drainResult {
+	first, last := d.s.span()
+	return drainResult{rate: float64(d.n) / last.Sub(d.start).Seconds(), first: first.Sub(d.start), load: loadBetween(d.before, after),
+		msgs: d.n, totalTime: last.Sub(d.start)}
 }
 
 // drainStep is step 2 at the main table size.

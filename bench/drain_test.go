@@ -117,10 +117,7 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 		return st, err
 	}
 	n := e.o.backlog
-	if err := e.insertRows(ctx, e.primary, e.nextPrefix("prof"), n, 1000, "PENDING"); err != nil {
-		return st, err
-	}
-	if err := e.quiesce(ctx); err != nil {
+	if _, err := e.commitBacklog(ctx, "prof"); err != nil {
 		return st, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)

@@ -69,23 +69,46 @@ func envOr(name, def string) string {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	lists := o.define(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.setLists(lists); err != nil {
+		return nil, err
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// listFlags are the comma-separated flags, which setLists parses into
+// options once the flags are parsed.
+type listFlags struct {
+	extra, relayEnv, sizes, polls, only *string
+}
+
+// define declares the flags on fs: plain ones straight into o, lists into
+// the listFlags it returns.
+func (o *options) define(fs *flag.FlagSet) listFlags {
+	var lists listFlags
 	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
 	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
-	extra := fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused during the measurements, caught up between steps and resumed at the end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
+	lists.extra = fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused during the measurements, caught up between steps and resumed at the end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
 	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
 	fs.StringVar(&o.relayYAML, "relay-yaml", "", "extra top-level YAML appended to the relay's config (e.g. 'relay: {flush_interval: 100ms}')")
-	relayEnv := fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
+	lists.relayEnv = fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
 	fs.StringVar(&o.tableYAML, "relay-table", defaultTable, "the relay's table entry (schema is added); for experiments such as '{preset: producer-message, columns: {status: \"\"}}' (no SENT marks)")
 	fs.IntVar(&o.brokerMsgs, "broker-msgs", 100000, "messages published for the broker limit")
 	fs.IntVar(&o.backlog, "backlog", 100000, "PENDING rows in the backlog drain")
 	fs.IntVar(&o.rate, "rate", 1000, "rows/s committed in the fixed-rate runs")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "length of the main fixed-rate runs")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle time after each main fixed-rate run, for statements per minute when idle")
-	sizes := fs.String("scale", "10000,100000,1000000", "SENT rows already in the table, comma-separated; the first size is the table of the main runs")
+	lists.sizes = fs.String("scale", "10000,100000,1000000", "SENT rows already in the table, comma-separated; the first size is the table of the main runs")
 	fs.DurationVar(&o.scaleDuration, "scale-duration", 15*time.Second, "length of the fixed-rate runs at the larger table sizes")
-	polls := fs.String("poll-intervals", "1s,100ms", "poll intervals of the polling relay in the main latency runs (empty: the relay alone)")
+	lists.polls = fs.String("poll-intervals", "1s,100ms", "poll intervals of the polling relay in the main latency runs (empty: the relay alone)")
 	fs.DurationVar(&o.scalePoll, "scale-poll-interval", 100*time.Millisecond, "poll interval of the polling relay at the larger table sizes")
 	fs.IntVar(&o.pollBatch, "poll-batch", 500, "rows one poll claims")
 	fs.BoolVar(&o.pollEager, "poll-eager", false, "the poller polls again at once after any non-empty claim (default: only after a full batch)")
@@ -95,58 +118,68 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	fs.IntVar(&o.lanesBacklog, "lanes-backlog", 40000, "PENDING rows in each drain of the lanes step (and messages in its broker runs)")
 	fs.IntVar(&o.lanesKeys, "lanes-keys", 10000, "partition keys the lanes step's rows are spread over")
-	only := fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
+	lists.only = fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	for _, kv := range strings.Split(*relayEnv, ",") {
-		if kv = strings.TrimSpace(kv); kv != "" {
-			o.relayEnv = append(o.relayEnv, kv)
+	return lists
+}
+
+// commaList is s split at commas, each item trimmed, empty items left out.
+func commaList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
 		}
 	}
-	for _, d := range strings.Split(*extra, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			o.extraReplicas = append(o.extraReplicas, d)
-		}
-	}
-	for _, s := range strings.Split(*sizes, ",") {
+	return out
+}
+
+// setLists parses the comma-separated flags into o.
+func (o *options) setLists(lists listFlags) error {
+	o.relayEnv = append(o.relayEnv, commaList(*lists.relayEnv)...)
+	o.extraReplicas = append(o.extraReplicas, commaList(*lists.extra)...)
+	for _, s := range strings.Split(*lists.sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("-scale: %q is not a row count", s)
+			return fmt.Errorf("-scale: %q is not a row count", s)
 		}
 		o.scaleSizes = append(o.scaleSizes, n)
 	}
 	slices.Sort(o.scaleSizes)
-	for _, s := range strings.Split(*polls, ",") {
+	for _, s := range strings.Split(*lists.polls, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("-poll-intervals: %q is not a duration", s)
+			return fmt.Errorf("-poll-intervals: %q is not a duration", s)
 		}
 		o.pollIntervals = append(o.pollIntervals, d)
 	}
 	o.phases = map[string]bool{}
-	for _, p := range strings.Split(*only, ",") {
+	for _, p := range strings.Split(*lists.only, ",") {
 		p = strings.TrimSpace(p)
 		if !slices.Contains(allPhases, p) {
-			return nil, fmt.Errorf("-only: unknown step %q (have %s)", p, strings.Join(allPhases, ","))
+			return fmt.Errorf("-only: unknown step %q (have %s)", p, strings.Join(allPhases, ","))
 		}
 		o.phases[p] = true
 	}
+	return nil
+}
+
+// validate checks the figures the flags set.
+func (o *options) validate() error {
 	switch {
 	case len(o.scaleSizes) == 0:
-		return nil, fmt.Errorf("-scale: at least one size")
+		return fmt.Errorf("-scale: at least one size")
 	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.reconcileRows < 1 ||
 		o.lanesBacklog < 1 || o.lanesKeys < 1:
-		return nil, fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -reconcile-rows, -lanes-backlog and -lanes-keys must be positive")
+		return fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -reconcile-rows, -lanes-backlog and -lanes-keys must be positive")
 	case o.payload < 16:
-		return nil, fmt.Errorf("-payload: at least 16 bytes")
+		return fmt.Errorf("-payload: at least 16 bytes")
 	}
-	return o, nil
+	return nil
 }
 
 func main() {

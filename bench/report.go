@@ -89,48 +89,76 @@ func (r *report) print(w io.Writer, o *options) {
 	for _, f := range r.figures {
 		fmt.Fprintf(w, "%s %s %s\n", f.name, num(f.value), f.unit)
 	}
-	cell := func(name, suffix string) string {
-		if v, ok := r.get(name); ok {
-			return num(v) + suffix
-		}
-		return "-"
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
+	t := &tables{r: r, o: o, w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	t.drain()
+	t.cpu()
+	t.latency()
+	t.scale()
+	t.memory()
+	t.lanes()
+	t.targets()
+}
 
-	fmt.Fprintf(w, "\nbacklog drain: %d PENDING rows, %d SENT rows in the table\n", o.backlog, o.scaleSizes[0])
-	row("", "msg/s", "of broker", "primary stmts/1k", "primary cpu ms/1k", "first delivery ms")
-	row("broker limit", cell("broker_limit_msgs_per_s", ""), "100%", "", "", "")
-	row("binlog-relay", cell("drain_relay_msgs_per_s", ""), cell("drain_relay_vs_broker_pct", "%"), cell("drain_relay_primary_stmts_per_1k_msgs", ""),
-		cell("drain_relay_primary_cpu_ms_per_1k_msgs", ""), cell("drain_relay_first_delivery_ms", ""))
-	if _, ok := r.get("drain_relay_unmarked_msgs_per_s"); ok {
-		row("without SENT marks", cell("drain_relay_unmarked_msgs_per_s", ""), cell("drain_relay_unmarked_vs_broker_pct", "%"), "0", "", "")
-	}
-	row("poller", cell("drain_poller_msgs_per_s", ""), cell("drain_poller_vs_broker_pct", "%"), cell("drain_poller_primary_stmts_per_1k_msgs", ""),
-		cell("drain_poller_primary_cpu_ms_per_1k_msgs", ""), cell("drain_poller_first_delivery_ms", ""))
-	_ = tw.Flush()
+// tables writes the report's tables, one method a table. A title goes
+// straight to w, rows through tw, which each table flushes before the next
+// title so that the columns line up within a table only.
+type tables struct {
+	r  *report
+	o  *options
+	w  io.Writer
+	tw *tabwriter.Writer
+}
 
-	if len(r.cpu) > 0 {
-		fmt.Fprintf(w, "\nCPU ms per 1,000 messages, by process (%d cores; bench = consumer, and the poller in its drain)\n", runtime.NumCPU())
-		row(append(append([]string{""}, cpuOrder...), "total", "machine busy")...)
-		for _, c := range r.cpu {
-			cells := []string{c.title}
-			for _, name := range cpuOrder {
-				if d, ok := c.use.by[name]; ok {
-					cells = append(cells, num(per1kDur(d, c.msgs)))
-				} else {
-					cells = append(cells, "-")
-				}
+// cell is a figure with its suffix, or "-" when it was not measured.
+func (t *tables) cell(name, suffix string) string {
+	if v, ok := t.r.get(name); ok {
+		return num(v) + suffix
+	}
+	return "-"
+}
+
+func (t *tables) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")+"\t") }
+
+func (t *tables) drain() {
+	fmt.Fprintf(t.w, "\nbacklog drain: %d PENDING rows, %d SENT rows in the table\n", t.o.backlog, t.o.scaleSizes[0])
+	t.row("", "msg/s", "of broker", "primary stmts/1k", "primary cpu ms/1k", "first delivery ms")
+	t.row("broker limit", t.cell("broker_limit_msgs_per_s", ""), "100%", "", "", "")
+	t.row("binlog-relay", t.cell("drain_relay_msgs_per_s", ""), t.cell("drain_relay_vs_broker_pct", "%"), t.cell("drain_relay_primary_stmts_per_1k_msgs", ""),
+		t.cell("drain_relay_primary_cpu_ms_per_1k_msgs", ""), t.cell("drain_relay_first_delivery_ms", ""))
+	if _, ok := t.r.get("drain_relay_unmarked_msgs_per_s"); ok {
+		t.row("without SENT marks", t.cell("drain_relay_unmarked_msgs_per_s", ""), t.cell("drain_relay_unmarked_vs_broker_pct", "%"), "0", "", "")
+	}
+	t.row("poller", t.cell("drain_poller_msgs_per_s", ""), t.cell("drain_poller_vs_broker_pct", "%"), t.cell("drain_poller_primary_stmts_per_1k_msgs", ""),
+		t.cell("drain_poller_primary_cpu_ms_per_1k_msgs", ""), t.cell("drain_poller_first_delivery_ms", ""))
+	_ = t.tw.Flush()
+}
+
+func (t *tables) cpu() {
+	if len(t.r.cpu) == 0 {
+		return
+	}
+	fmt.Fprintf(t.w, "\nCPU ms per 1,000 messages, by process (%d cores; bench = consumer, and the poller in its drain)\n", runtime.NumCPU())
+	t.row(append(append([]string{""}, cpuOrder...), "total", "machine busy")...)
+	for _, c := range t.r.cpu {
+		cells := []string{c.title}
+		for _, name := range cpuOrder {
+			if d, ok := c.use.by[name]; ok {
+				cells = append(cells, num(per1kDur(d, c.msgs)))
+			} else {
+				cells = append(cells, "-")
 			}
-			cells = append(cells, num(per1kDur(c.use.total(), c.msgs)),
-				num(100*c.use.total().Seconds()/c.use.elapsed.Seconds()/float64(runtime.NumCPU()))+"%")
-			row(cells...)
 		}
-		_ = tw.Flush()
+		cells = append(cells, num(per1kDur(c.use.total(), c.msgs)),
+			num(100*c.use.total().Seconds()/c.use.elapsed.Seconds()/float64(runtime.NumCPU()))+"%")
+		t.row(cells...)
 	}
+	_ = t.tw.Flush()
+}
 
-	fmt.Fprintf(w, "\nfixed rate: %d rows/s for %s (commit to delivery), then idle %s\n", o.rate, o.duration, o.idle)
-	row("", "p50 ms", "p99 ms", "max ms", "primary stmts/1k", "select/1k", "update/1k", "primary cpu ms/1k", "idle stmts/min")
+func (t *tables) latency() {
+	o := t.o
+	fmt.Fprintf(t.w, "\nfixed rate: %d rows/s for %s (commit to delivery), then idle %s\n", o.rate, o.duration, o.idle)
+	t.row("", "p50 ms", "p99 ms", "max ms", "primary stmts/1k", "select/1k", "update/1k", "primary cpu ms/1k", "idle stmts/min")
 	labels := []string{"relay"}
 	for _, iv := range o.pollIntervals {
 		labels = append(labels, pollLabel(iv))
@@ -140,69 +168,79 @@ func (r *report) print(w io.Writer, o *options) {
 		if l == "relay" {
 			name = "binlog-relay"
 		}
-		row(name, cell("latency_"+l+"_p50_ms", ""), cell("latency_"+l+"_p99_ms", ""), cell("latency_"+l+"_max_ms", ""),
-			cell("primary_"+l+"_stmts_per_1k_msgs", ""), cell("primary_"+l+"_selects_per_1k_msgs", ""), cell("primary_"+l+"_updates_per_1k_msgs", ""),
-			cell("primary_"+l+"_cpu_ms_per_1k_msgs", ""), cell("primary_"+l+"_idle_stmts_per_min", ""))
+		t.row(name, t.cell("latency_"+l+"_p50_ms", ""), t.cell("latency_"+l+"_p99_ms", ""), t.cell("latency_"+l+"_max_ms", ""),
+			t.cell("primary_"+l+"_stmts_per_1k_msgs", ""), t.cell("primary_"+l+"_selects_per_1k_msgs", ""), t.cell("primary_"+l+"_updates_per_1k_msgs", ""),
+			t.cell("primary_"+l+"_cpu_ms_per_1k_msgs", ""), t.cell("primary_"+l+"_idle_stmts_per_min", ""))
 	}
-	_ = tw.Flush()
-	if _, ok := r.get("replica_apply_delay_p50_ms"); ok {
-		fmt.Fprintf(w, "(of binlog-relay's latency, the replica's apply delay: p50 %s ms, p99 %s ms)\n",
-			cell("replica_apply_delay_p50_ms", ""), cell("replica_apply_delay_p99_ms", ""))
+	_ = t.tw.Flush()
+	if _, ok := t.r.get("replica_apply_delay_p50_ms"); ok {
+		fmt.Fprintf(t.w, "(of binlog-relay's latency, the replica's apply delay: p50 %s ms, p99 %s ms)\n",
+			t.cell("replica_apply_delay_p50_ms", ""), t.cell("replica_apply_delay_p99_ms", ""))
 	}
+}
 
-	if len(r.scale) > 0 {
-		sizes := make([]int, 0, len(r.scale))
-		for s := range r.scale {
-			sizes = append(sizes, s)
-		}
-		slices.Sort(sizes)
-		fmt.Fprintf(w, "\nscale: SENT rows already in the table (fixed-rate runs: %s at the first size, %s at the others)\n", o.duration, o.scaleDuration)
-		head := []string{""}
+func (t *tables) scale() {
+	if len(t.r.scale) == 0 {
+		return
+	}
+	sizes := make([]int, 0, len(t.r.scale))
+	for s := range t.r.scale {
+		sizes = append(sizes, s)
+	}
+	slices.Sort(sizes)
+	fmt.Fprintf(t.w, "\nscale: SENT rows already in the table (fixed-rate runs: %s at the first size, %s at the others)\n", t.o.duration, t.o.scaleDuration)
+	head := []string{""}
+	for _, s := range sizes {
+		head = append(head, sizeLabel(s))
+	}
+	t.row(head...)
+	pl := pollLabel(t.o.scalePoll)
+	for _, k := range []struct{ key, name string }{
+		{"drain_relay", "drain binlog-relay msg/s"}, {"drain_poller", "drain poller msg/s"},
+		{"p50_relay", "p50 binlog-relay ms"}, {"p99_relay", "p99 binlog-relay ms"},
+		{"p50_" + pl, "p50 " + strings.ReplaceAll(pl, "_", " ") + " ms"}, {"p99_" + pl, "p99 " + strings.ReplaceAll(pl, "_", " ") + " ms"},
+	} {
+		cells := []string{k.name}
 		for _, s := range sizes {
-			head = append(head, sizeLabel(s))
-		}
-		row(head...)
-		pl := pollLabel(o.scalePoll)
-		for _, k := range []struct{ key, name string }{
-			{"drain_relay", "drain binlog-relay msg/s"}, {"drain_poller", "drain poller msg/s"},
-			{"p50_relay", "p50 binlog-relay ms"}, {"p99_relay", "p99 binlog-relay ms"},
-			{"p50_" + pl, "p50 " + strings.ReplaceAll(pl, "_", " ") + " ms"}, {"p99_" + pl, "p99 " + strings.ReplaceAll(pl, "_", " ") + " ms"},
-		} {
-			cells := []string{k.name}
-			for _, s := range sizes {
-				if v, ok := r.scale[s][k.key]; ok {
-					cells = append(cells, num(v))
-				} else {
-					cells = append(cells, "-")
-				}
+			if v, ok := t.r.scale[s][k.key]; ok {
+				cells = append(cells, num(v))
+			} else {
+				cells = append(cells, "-")
 			}
-			row(cells...)
 		}
-		_ = tw.Flush()
+		t.row(cells...)
 	}
+	_ = t.tw.Flush()
+}
 
-	fmt.Fprintln(w, "\nmemory: binlog-relay peak RSS")
-	row("steady (fixed-rate run)", cell("rss_relay_steady_peak_mb", " MB"))
-	row("backlog drain", cell("rss_relay_drain_peak_mb", " MB"))
-	row(fmt.Sprintf("one %d-row transaction", o.bigTx), cell("rss_relay_bigtx_peak_mb", " MB"))
-	_ = tw.Flush()
+func (t *tables) memory() {
+	fmt.Fprintln(t.w, "\nmemory: binlog-relay peak RSS")
+	t.row("steady (fixed-rate run)", t.cell("rss_relay_steady_peak_mb", " MB"))
+	t.row("backlog drain", t.cell("rss_relay_drain_peak_mb", " MB"))
+	t.row(fmt.Sprintf("one %d-row transaction", t.o.bigTx), t.cell("rss_relay_bigtx_peak_mb", " MB"))
+	_ = t.tw.Flush()
+}
 
-	if _, ok := r.get("lanes_4_drain_msgs_per_s"); ok {
-		fmt.Fprintf(w, "\nordered lanes: %d PENDING rows over %d keys (docs/ordering.md)\n", o.lanesBacklog, o.lanesKeys)
-		row("", "msg/s", "relay cpu ms/1k")
-		row("broker limit, 1 channel", cell("broker_limit_1ch_msgs_per_s", ""), "")
-		row("broker limit, 4 channels", cell("broker_limit_4ch_msgs_per_s", ""), "")
-		for _, l := range lanesRuns {
-			row(fmt.Sprintf("%s, %d lane(s)", l.ordering, l.lanes), cell(l.label+"_drain_msgs_per_s", ""), cell(l.label+"_relay_cpu_ms_per_1k_msgs", ""))
-		}
-		_ = tw.Flush()
+func (t *tables) lanes() {
+	if _, ok := t.r.get("lanes_4_drain_msgs_per_s"); !ok {
+		return
 	}
-
-	fmt.Fprintln(w, "\ntargets")
-	for _, t := range r.targets(o) {
-		row(t[0], t[1], t[2])
+	fmt.Fprintf(t.w, "\nordered lanes: %d PENDING rows over %d keys (docs/ordering.md)\n", t.o.lanesBacklog, t.o.lanesKeys)
+	t.row("", "msg/s", "relay cpu ms/1k")
+	t.row("broker limit, 1 channel", t.cell("broker_limit_1ch_msgs_per_s", ""), "")
+	t.row("broker limit, 4 channels", t.cell("broker_limit_4ch_msgs_per_s", ""), "")
+	for _, l := range lanesRuns {
+		t.row(fmt.Sprintf("%s, %d lane(s)", l.ordering, l.lanes), t.cell(l.label+"_drain_msgs_per_s", ""), t.cell(l.label+"_relay_cpu_ms_per_1k_msgs", ""))
 	}
-	_ = tw.Flush()
+	_ = t.tw.Flush()
+}
+
+func (t *tables) targets() {
+	fmt.Fprintln(t.w, "\ntargets")
+	for _, v := range t.r.targets(t.o) {
+		t.row(v[0], v[1], v[2])
+	}
+	_ = t.tw.Flush()
 }
 
 // targets checks the targets against the figures: what, measured,

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"io"
-	"net"
-	"strconv"
-	"sync"
+
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 )
 
 // wireProxy is a TCP proxy in front of the primary for the contenders (the
@@ -21,13 +19,8 @@ import (
 // (https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_basic_packets.html).
 // TLS and compression would hide that; the bench uses neither.
 type wireProxy struct {
-	ln     net.Listener
-	target string
-	n      stmtCount
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	proxy *faultproxy.Proxy // with forward as its tap
+	n     stmtCount
 }
 
 const (
@@ -36,82 +29,22 @@ const (
 )
 
 func startWireProxy(target string) (*wireProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p := &wireProxy{}
+	proxy, err := faultproxy.ListenTap(target, p.forward)
 	if err != nil {
 		return nil, err
 	}
-	p := &wireProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p.proxy = proxy
 	return p, nil
 }
 
 // hostPort is where contenders connect instead of the primary.
-func (p *wireProxy) hostPort() (string, int) {
-	a := p.ln.Addr().(*net.TCPAddr)
-	return a.IP.String(), a.Port
-}
+func (p *wireProxy) hostPort() (string, int) { return "127.0.0.1", p.proxy.Port() }
 
-func (p *wireProxy) addr() string {
-	h, port := p.hostPort()
-	return net.JoinHostPort(h, strconv.Itoa(port))
-}
-
-func (p *wireProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		if !p.track(c, s) {
-			return
-		}
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(c, s)
-			_ = c.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			p.forward(s, c)
-			_ = s.Close()
-			p.untrack(c, s)
-		}()
-	}
-}
-
-func (p *wireProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range cs {
-			_ = c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *wireProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-	}
-}
+func (p *wireProxy) addr() string { return p.proxy.Addr() }
 
 // forward copies client packets to the server, counting commands.
-func (p *wireProxy) forward(dst io.Writer, src net.Conn) {
+func (p *wireProxy) forward(dst io.Writer, src io.Reader) {
 	r := bufio.NewReaderSize(src, 64<<10)
 	w := bufio.NewWriterSize(dst, 64<<10)
 	var head [4]byte
@@ -148,17 +81,4 @@ func (p *wireProxy) forward(dst io.Writer, src net.Conn) {
 	}
 }
 
-func (p *wireProxy) close() error {
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-	err := p.ln.Close()
-	p.wg.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
+func (p *wireProxy) close() error { return p.proxy.Close() }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 )
 
 // fakeSchema is a SchemaSource whose table definition the test changes, as
@@ -88,18 +89,11 @@ func schemaOf(cols ...col) []Column {
 
 func seedTable(t *testing.T) *outbox.Table {
 	t.Helper()
-	p, err := outbox.Preset("producer-message")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Schema = "app"
-	// Only the columns the synthetic table has.
-	p.Columns = outbox.Columns{ID: "id", MessageID: "message_id", Exchange: "exchange", RoutingKey: "routing_key",
-		Payload: "content", Status: "status", CreatedAt: "create_time"}
-	if err := p.Validate("t"); err != nil {
-		t.Fatal(err)
-	}
-	return &p
+	return outboxtest.Preset(t, "producer-message", "app", func(p *outbox.Table) {
+		// Only the columns the synthetic table has.
+		p.Columns = outbox.Columns{ID: "id", MessageID: "message_id", Exchange: "exchange", RoutingKey: "routing_key",
+			Payload: "content", Status: "status", CreatedAt: "create_time"}
+	})
 }
 
 func newTestReader(t *testing.T, tb *outbox.Table, schemas SchemaSource) *Reader {

@@ -4,7 +4,8 @@
 // connection (RST, so the client notices at once instead of waiting for a
 // heartbeat) and resets new ones as they arrive, which is what a client sees
 // of a crashed or firewalled server. ListenTLS also terminates TLS, so a
-// plain-TCP server can stand behind a TLS client.
+// plain-TCP server can stand behind a TLS client; ListenTap lets the test
+// watch what clients send (count a protocol's commands, say).
 package faultproxy
 
 import (
@@ -22,6 +23,7 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 	tls    *tls.Config
+	tap    Tap
 
 	mu     sync.Mutex
 	cut    bool
@@ -34,7 +36,20 @@ type Proxy struct {
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) forwarding to target.
-func Listen(target string) (*Proxy, error) { return listen(target, nil) }
+func Listen(target string) (*Proxy, error) { return listen(target, nil, nil) }
+
+// Tap copies what a client sends on to the target, in place of the plain
+// copy, so that it sees the stream as it passes. It returns once reading
+// from client or writing to server fails; the proxy then ends the pair.
+type Tap func(server io.Writer, client io.Reader)
+
+// ListenTap is Listen with tap copying each client's bytes to the target.
+func ListenTap(target string, tap Tap) (*Proxy, error) {
+	if tap == nil {
+		return nil, errors.New("faultproxy: ListenTap needs a Tap")
+	}
+	return listen(target, nil, tap)
+}
 
 // ListenTLS is Listen with TLS terminated at the proxy: clients speak TLS to
 // it (with cfg's certificate), the target gets plain TCP.
@@ -42,15 +57,15 @@ func ListenTLS(target string, cfg *tls.Config) (*Proxy, error) {
 	if cfg == nil {
 		return nil, errors.New("faultproxy: ListenTLS needs a tls.Config")
 	}
-	return listen(target, cfg)
+	return listen(target, cfg, nil)
 }
 
-func listen(target string, cfg *tls.Config) (*Proxy, error) {
+func listen(target string, cfg *tls.Config, tap Tap) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, tls: cfg, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, tls: cfg, tap: tap, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -152,8 +167,12 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = tc.SetDeadline(time.Time{})
 		front = tc
 	}
+	up := func() { _, _ = io.Copy(server, front) }
+	if p.tap != nil {
+		up = func() { p.tap(server, front) }
+	}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(server, front); done <- struct{}{} }()
+	go func() { up(); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(front, server); done <- struct{}{} }()
 	<-done
 	// One side ended: end the other, so neither waits on a half-open pair.

@@ -2,7 +2,10 @@ package faultproxy
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,6 +50,21 @@ func roundTrip(c net.Conn, msg string) (string, error) {
 	return bufio.NewReader(c).ReadString('\n')
 }
 
+// dialEcho opens a connection through p, closed when the test ends, and
+// checks that msg comes back on it; when says when, for the failure.
+func dialEcho(t *testing.T, p *Proxy, msg, when string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if got, err := roundTrip(c, msg); err != nil || got != msg+"\n" {
+		t.Fatalf("%s: %q, %v", when, got, err)
+	}
+	return c
+}
+
 func TestCutResetsLiveAndNewConnectionsUntilRestore(t *testing.T) {
 	p, err := Listen(echo(t))
 	if err != nil {
@@ -54,14 +72,7 @@ func TestCutResetsLiveAndNewConnectionsUntilRestore(t *testing.T) {
 	}
 	defer p.Close()
 
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
+	c := dialEcho(t, p, "hello", "through the proxy")
 
 	p.Cut()
 	if _, err := roundTrip(c, "again"); err == nil {
@@ -76,12 +87,45 @@ func TestCutResetsLiveAndNewConnectionsUntilRestore(t *testing.T) {
 	}
 
 	p.Restore()
-	c3, err := net.Dial("tcp", p.Addr())
+	dialEcho(t, p, "back", "after Restore")
+}
+
+// A tap sees every byte a client sends, and what it writes is what the
+// target gets.
+func TestTapSeesWhatClientsSend(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	p, err := ListenTap(echo(t), func(server io.Writer, client io.Reader) {
+		r := bufio.NewReader(client)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, line)
+			mu.Unlock()
+			if _, err := io.WriteString(server, line); err != nil {
+				return
+			}
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c3.Close()
-	if got, err := roundTrip(c3, "back"); err != nil || got != "back\n" {
-		t.Fatalf("after Restore: %q, %v", got, err)
+	defer p.Close()
+	c := dialEcho(t, p, "hello", "through the tap")
+	if got, err := roundTrip(c, "again"); err != nil || got != "again\n" {
+		t.Fatalf("second line through the tap: %q, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, "") != "hello\nagain\n" {
+		t.Errorf("the tap saw %q, want hello and again", seen)
+	}
+	if _, err := ListenTap(echo(t), nil); err == nil {
+		t.Error("ListenTap without a tap: no error")
 	}
 }

@@ -147,13 +147,8 @@ func TestLeaseLostWhenTaken(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(context.Background()) }()
 	rc.Set(context.Background(), lease.LeaderKey(name), "999:intruder", 0)
-	select {
-	case err := <-done:
-		if !errors.Is(err, lease.ErrLost) {
-			t.Fatalf("Run: %v, want ErrLost", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("a did not notice the lease was taken")
+	if err := testenv.Receive(t, done, 3*time.Second, "a did not notice the lease was taken"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run: %v, want ErrLost", err)
 	}
 	if a.Held() == nil {
 		t.Fatal("a still counts itself leader")
@@ -184,13 +179,8 @@ func TestLeaseLostWhenRedisUnreachable(t *testing.T) {
 	go func() { done <- a.Run(context.Background()) }()
 	px.Cut()
 	start := time.Now()
-	select {
-	case err := <-done:
-		if !errors.Is(err, lease.ErrLost) {
-			t.Fatalf("Run: %v, want ErrLost", err)
-		}
-	case <-time.After(2 * ttl):
-		t.Fatal("leader kept its lease with redis unreachable")
+	if err := testenv.Receive(t, done, 2*ttl, "leader kept its lease with redis unreachable"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run: %v, want ErrLost", err)
 	}
 	if d := time.Since(start); d > ttl {
 		t.Fatalf("stepped down %s after the cut, later than the TTL %s", d, ttl)

@@ -23,16 +23,12 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 )
 
 func seedTable(t *testing.T) *outbox.Table {
 	t.Helper()
-	tb, err := outbox.Preset("producer-message")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.Schema = "shop"
-	return &tb
+	return outboxtest.Preset(t, "producer-message", "shop", nil)
 }
 
 func TestMetricsObserverCountsRows(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // acquired runs acquire in a goroutine and reports its result.
@@ -30,13 +31,8 @@ func wantBlocked(t *testing.T, done <-chan error, what string) {
 
 func wantAcquired(t *testing.T, done <-chan error, what string) {
 	t.Helper()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s still waits for the budget", what)
+	if err := testenv.Receive(t, done, 5*time.Second, what+" still waits for the budget"); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -63,12 +59,7 @@ func TestBudgetBackpressureAndOversizedRow(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	b.release(600)
-	var wHuge int64
-	select {
-	case wHuge = <-huge:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a row larger than the whole budget never passed: deadlock")
-	}
+	wHuge := testenv.Receive(t, huge, 5*time.Second, "a row larger than the whole budget never passed: deadlock")
 	if wHuge != 1000 {
 		t.Fatalf("the oversized row took %d, want the whole budget 1000", wHuge)
 	}
@@ -87,13 +78,8 @@ func TestBudgetWaitEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := acquired(ctx, b, 5)
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v, want context.Canceled", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("acquire did not return after cancel")
+	if err := testenv.Receive(t, done, 5*time.Second, "acquire did not return after cancel"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
 

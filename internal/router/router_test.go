@@ -9,22 +9,13 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 )
 
+// preset is the preset's table in schema app, changed by change.
 func preset(t *testing.T, name string, change func(*outbox.Table)) *outbox.Table {
 	t.Helper()
-	p, err := outbox.Preset(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Schema = "app"
-	if change != nil {
-		change(&p)
-	}
-	if err := p.Validate("tables[0]"); err != nil {
-		t.Fatal(err)
-	}
-	return &p
+	return outboxtest.Preset(t, name, "app", change)
 }
 
 func route(t *testing.T, tb *outbox.Table, values map[string]any) (*Message, error) {

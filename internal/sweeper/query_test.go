@@ -7,22 +7,13 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 )
 
+// table is the preset's table in schema app, changed by edit.
 func table(t *testing.T, preset string, edit func(*outbox.Table)) *outbox.Table {
 	t.Helper()
-	tb, err := outbox.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.Schema = "app"
-	if edit != nil {
-		edit(&tb)
-	}
-	if err := tb.Validate("tables[0]"); err != nil {
-		t.Fatalf("invalid test table: %v", err)
-	}
-	return &tb
+	return outboxtest.Preset(t, preset, "app", edit)
 }
 
 type stmt struct {

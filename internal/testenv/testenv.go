@@ -254,6 +254,20 @@ func Eventually(t testing.TB, within time.Duration, cond func() bool, format str
 	}
 }
 
+// Receive is the next value from ch. The test fails at once when none
+// comes within the time given; what says what did not happen.
+func Receive[T any](t testing.TB, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("after %s: %s", within, what)
+		var zero T
+		return zero
+	}
+}
+
 // WaitFor is Eventually for a condition that can say what it saw: the
 // failure names what was awaited and the last state cond reported.
 func WaitFor(t testing.TB, within time.Duration, what string, cond func() (ok bool, state string)) {
