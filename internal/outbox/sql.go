@@ -27,6 +27,15 @@ func Placeholders(n int) string {
 
 func q(col string) string { return QuoteIdent(col) }
 
+// quoteAll quotes each of cols and joins them with ", ".
+func quoteAll(cols []string) string {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = q(c)
+	}
+	return strings.Join(quoted, ", ")
+}
+
 // StatusIn is the condition "status is one of vs".
 func (t *Table) StatusIn(vs []string) string {
 	status := q(t.Columns.Status)

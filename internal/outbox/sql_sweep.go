@@ -80,12 +80,8 @@ func (s *Sweep) LookSQL(grace, zombieTimeout time.Duration) (string, []any) {
 // sweeper holds.
 func (s *Sweep) ClaimSQL(grace time.Duration, n int) (string, []any) {
 	due, args := s.due(grace)
-	cols := make([]string, len(s.Cols))
-	for i, c := range s.Cols {
-		cols[i] = q(c)
-	}
 	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED",
-		strings.Join(cols, ", "), s.T.QuotedName(), due), append(args, n)
+		quoteAll(s.Cols), s.T.QuotedName(), due), append(args, n)
 }
 
 // ClaimUpdateSQL marks n locked rows claimed (empty when the lock alone is
@@ -174,11 +170,7 @@ func (s *Sweep) ArchiveSelectSQL(retention time.Duration, n int) (string, []any)
 
 // ArchiveCopySQL copies n rows, by id, into the archive table.
 func (s *Sweep) ArchiveCopySQL(n int) string {
-	cols := make([]string, len(s.ArchiveCols))
-	for i, c := range s.ArchiveCols {
-		cols[i] = q(c)
-	}
-	list := strings.Join(cols, ", ")
+	list := quoteAll(s.ArchiveCols)
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s IN (%s)", s.ArchiveTable, list, list,
 		s.T.QuotedName(), q(s.T.Columns.ID), Placeholders(n))
 }

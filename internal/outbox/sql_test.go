@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -70,5 +71,30 @@ func TestStatements(t *testing.T) {
 	}
 	if len(failedArgs) != 2 {
 		t.Errorf("FAILED args %v, want the two ids", failedArgs)
+	}
+}
+
+// Reconcile's reads, for a table with updated_at and a version (the seed's)
+// and for one with neither a status nor a separate message id column
+// (Debezium's).
+func TestReconcileStatements(t *testing.T) {
+	seed, debezium := presetTable(t, "producer-message"), presetTable(t, "debezium")
+	lookup, lookupCols := seed.LookupSQL("message_id", 2)
+	byID, byIDCols := debezium.LookupSQL("id", 1)
+	if !slices.Equal(lookupCols, []string{"id", "message_id"}) || !slices.Equal(byIDCols, []string{"id"}) {
+		t.Errorf("lookup columns %v and %v", lookupCols, byIDCols)
+	}
+	debezium.Columns.CreatedAt = "created"
+	for _, c := range []struct{ got, want string }{
+		{lookup, "SELECT `id`, `message_id` FROM `app`.`producer_message` WHERE `message_id` IN (?,?)"},
+		{byID, "SELECT `id` FROM `app`.`outbox` WHERE `id` IN (?)"},
+		{seed.ReconcileChunkSQL([]string{"id", "message_id"}, "`id` > ?"),
+			"SELECT `id`, `message_id`, `status`, `version`, COALESCE(`update_time` >= ?, `create_time` >= ?), `create_time` < ? FROM `app`.`producer_message` WHERE `create_time` >= ? AND `create_time` < ? AND `id` > ? ORDER BY `id` LIMIT ?"},
+		{debezium.ReconcileChunkSQL([]string{"id"}, "1"),
+			"SELECT `id`, NULL, 0, `created` >= ?, `created` < ? FROM `app`.`outbox` WHERE `created` >= ? AND `created` < ? AND 1 ORDER BY `id` LIMIT ?"},
+	} {
+		if c.got != c.want {
+			t.Errorf("\n got %s\nwant %s", c.got, c.want)
+		}
 	}
 }

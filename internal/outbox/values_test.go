@@ -19,9 +19,13 @@ func TestValueString(t *testing.T) {
 		{int16(2), "2"},
 		{int32(3), "3"},
 		{int64(math.MinInt64), "-9223372036854775808"},
+		{int(-7), "-7"},
 		{uint8(255), "255"},
+		{uint16(65535), "65535"},
+		{uint32(math.MaxUint32), "4294967295"},
 		{uint64(math.MaxUint64), "18446744073709551615"},
 		{float64(1.5), "1.5"},
+		{true, ""}, // not a type a column decodes to
 		{time.Date(2024, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), "2024-01-02T02:04:05Z"},
 	} {
 		if got := ValueString(c.v); got != c.want {
@@ -54,6 +58,10 @@ func TestValueUint64(t *testing.T) {
 		{uint64(math.MaxUint64), math.MaxUint64, true},
 		{int64(5), 5, true},
 		{int64(-5), 0, false},
+		{int8(-1), 0, false},
+		{int32(7), 7, true},
+		{uint16(9), 9, true},
+		{1.5, 0, false},
 		{"18446744073709551615", math.MaxUint64, true},
 		{[]byte("42"), 42, true},
 		{"uuid-ish", 0, false},

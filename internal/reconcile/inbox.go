@@ -9,6 +9,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
@@ -126,20 +127,16 @@ func (c *consumer) lookup(ctx context.Context, ids []string) ([]record, error) {
 }
 
 func (c *consumer) read(ctx context.Context, q string, args []any, log bool) ([]record, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []record
 	var id, status sql.RawBytes
-	for rows.Next() {
-		if err := rows.Scan(&id, &status); err != nil {
-			return nil, err
+	err := sqlrows.Each(ctx, c.db, q, args, func(rs *sql.Rows, _ []*sql.ColumnType) error {
+		if err := rs.Scan(&id, &status); err != nil {
+			return err
 		}
 		out = append(out, record{msgID: string(id), log: log, state: c.stateOf(string(status), log)})
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }
 
 // stateOf maps a status column's value. A dedup table's row means handled.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 )
 
 // finder looks message ids up in one outbox table, through the index on its
@@ -126,38 +127,14 @@ func (f *finder) find(ctx context.Context, db *sql.DB, ids []string) ([]string, 
 	if len(args) == 0 {
 		return nil, nil
 	}
-	cols := []string{f.t.Columns.ID}
-	if f.col != f.t.Columns.ID {
-		cols = append(cols, f.col)
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", quoteAll(cols), f.t.QuotedName(), outbox.QuoteIdent(f.col), placeholders(len(args)))
-	rs, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	types, err := rs.ColumnTypes()
-	if err != nil {
-		return nil, err
-	}
-	datetime := make([]bool, len(cols))
-	for i := range datetime {
-		datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
+	q, cols := f.t.LookupSQL(f.col, len(args))
 	var found []string
-	for rs.Next() {
-		if err := rs.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		found = append(found, router.MessageID(f.t.RowFromSQL(cols, vals, datetime)))
-	}
+	err := eachOutboxRow(ctx, db, f.t, q, args, cols, 0, func(row *outbox.Row, _ []any, _ bool) error {
+		found = append(found, router.MessageID(row))
+		return nil
+	})
 	slices.Sort(found)
-	return found, rs.Err()
+	return found, err
 }
 
 // subtract returns the ids of a (sorted) not in b (sorted).
@@ -174,14 +151,6 @@ func subtract(a, b []string) []string {
 		out = append(out, id)
 	}
 	return out
-}
-
-func quoteAll(cols []string) string {
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = outbox.QuoteIdent(c)
-	}
-	return strings.Join(q, ", ")
 }
 
 // inboxScan reads a consumer's inbox rows recorded in the window, range by
@@ -230,32 +199,26 @@ func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
 	}
 	q := "SELECT " + sc.key + ", " + outbox.QuoteIdent(c.layout.Columns.MessageID) + " FROM " + c.table +
 		" WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + sc.key + " LIMIT ?"
-	rs, err := c.db.QueryContext(ctx, q, append(args, sc.size)...)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rs.Close()
-	types, err := rs.ColumnTypes()
-	if err != nil {
-		return nil, false, err
-	}
 	ids := make([]string, 0, sc.size)
 	var k, id sql.RawBytes
 	var last []byte
+	var intKey bool
 	sc.read = 0
-	for rs.Next() {
+	err = sqlrows.Each(ctx, c.db, q, append(args, sc.size), func(rs *sql.Rows, types []*sql.ColumnType) error {
 		if err := rs.Scan(&k, &id); err != nil {
-			return nil, false, err
+			return err
 		}
 		sc.read++
 		ids = append(ids, string(id))
 		last = append(last[:0], k...)
-	}
-	if err := rs.Err(); err != nil {
+		intKey = sqlrows.IntType(types[0])
+		return nil
+	})
+	if err != nil {
 		return nil, false, err
 	}
 	if sc.read == sc.size {
-		sc.kr.more(keyValue(string(last), strings.Contains(types[0].DatabaseTypeName(), "INT")))
+		sc.kr.more(keyValue(string(last), intKey))
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids), true, nil

@@ -2,13 +2,14 @@ package reconcile
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
@@ -46,8 +47,7 @@ type scan struct {
 	cons    []*consumer
 	rowCols []string // what the router needs: id, message id, route columns
 	route   bool     // some consumer filters by route: rows are routed
-	bounds  []any    // recent, stale, since, until
-	intID   bool
+	bounds  []any    // ReconcileChunkSQL's first arguments: recent, stale, since, until
 	repair  bool
 }
 
@@ -129,72 +129,54 @@ func (tr *TableReport) pair(consumer string) *PairReport {
 	return p
 }
 
-// query selects a chunk of a key range: the router's columns, then status,
-// version, "sent within the grace period" and "created before
-// pending_after", of the rows created in the window.
-func (s *scan) query(keyRange string) string {
-	q := outbox.QuoteIdent
-	c := s.t.Columns
-	cols := make([]string, len(s.rowCols))
-	for i, col := range s.rowCols {
-		cols[i] = q(col)
-	}
-	status, version := "NULL", "0"
-	if c.Status != "" {
-		status = q(c.Status)
-	}
-	if c.Version != "" {
-		version = q(c.Version)
-	}
-	recent := q(c.CreatedAt) + " >= ?"
-	if c.UpdatedAt != "" {
-		// A NULL updated_at (the seed's DDL allows it) falls back on created_at.
-		recent = fmt.Sprintf("COALESCE(%s >= ?, %s >= ?)", q(c.UpdatedAt), q(c.CreatedAt))
-	}
-	return fmt.Sprintf("SELECT %[1]s, %[2]s, %[3]s, %[4]s, %[5]s < ? FROM %[6]s WHERE %[5]s >= ? AND %[5]s < ? AND %[7]s ORDER BY %[8]s LIMIT ?",
-		strings.Join(cols, ", "), status, version, recent, q(c.CreatedAt), s.t.QuotedName(), keyRange, q(c.ID))
-}
-
-// read reads the rows of the current key range (at most a chunk).
+// read reads the rows of the current key range (at most a chunk) created
+// in the window: the router's columns, then status, version, "sent within
+// the grace period" and "created before pending_after".
 func (s *scan) read(ctx context.Context, kr *keyRanges) ([]outRow, error) {
 	cond, rangeArgs := kr.cond()
 	args := append(append(append([]any(nil), s.bounds...), rangeArgs...), s.r.cfg.ChunkSize)
-	rs, err := s.r.replica.QueryContext(ctx, s.query(cond), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	types, err := rs.ColumnTypes()
-	if err != nil {
-		return nil, err
-	}
-	datetime := make([]bool, len(s.rowCols))
-	for i := range datetime {
-		datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
-	}
-	s.intID = strings.Contains(types[0].DatabaseTypeName(), "INT")
-	n := len(s.rowCols)
-	vals := make([]any, n+4)
+	rows := make([]outRow, 0, s.r.cfg.ChunkSize)
+	err := eachOutboxRow(ctx, s.r.replica, s.t, s.t.ReconcileChunkSQL(s.rowCols, cond), args, s.rowCols, 4,
+		func(row *outbox.Row, rest []any, intID bool) error {
+			rows = append(rows, s.outRow(row, rest, intID))
+			return nil
+		})
+	return rows, err
+}
+
+// eachOutboxRow runs q, which reads cols of t and then extra more columns,
+// and calls f with each row built from cols, the values of the extra
+// columns, and whether the id (the first column) is an integer.
+func eachOutboxRow(ctx context.Context, db *sql.DB, t *outbox.Table, q string, args []any, cols []string, extra int,
+	f func(row *outbox.Row, rest []any, intID bool) error) error {
+	n := len(cols)
+	vals := make([]any, n+extra)
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	rows := make([]outRow, 0, s.r.cfg.ChunkSize)
-	for rs.Next() {
+	var datetime []bool
+	return sqlrows.Each(ctx, db, q, args, func(rs *sql.Rows, types []*sql.ColumnType) error {
 		if err := rs.Scan(ptrs...); err != nil {
-			return nil, err
+			return err
 		}
-		rows = append(rows, s.outRow(vals, n, datetime))
-	}
-	return rows, rs.Err()
+		if datetime == nil {
+			datetime = make([]bool, n)
+			for i := range datetime {
+				datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
+			}
+		}
+		return f(t.RowFromSQL(cols, vals[:n], datetime), vals[n:], sqlrows.IntType(types[0]))
+	})
 }
 
-func (s *scan) outRow(vals []any, n int, datetime []bool) outRow {
-	row := s.t.RowFromSQL(s.rowCols, vals[:n], datetime)
-	o := outRow{id: row.ID, msgID: router.MessageID(row), class: s.classify(vals[n]),
-		recent: truth(vals[n+2]), stale: truth(vals[n+3])}
-	o.version, _ = strconv.ParseInt(outbox.ValueString(vals[n+1]), 10, 64)
-	o.id = keyValue(outbox.ValueString(row.ID), s.intID)
+// outRow is row with the values read after its columns: status, version,
+// "recent" and "stale".
+func (s *scan) outRow(row *outbox.Row, rest []any, intID bool) outRow {
+	o := outRow{id: row.ID, msgID: router.MessageID(row), class: s.classify(rest[0]),
+		recent: truth(rest[2]), stale: truth(rest[3])}
+	o.version, _ = strconv.ParseInt(outbox.ValueString(rest[1]), 10, 64)
+	o.id = keyValue(outbox.ValueString(row.ID), intID)
 	if s.route {
 		var err error
 		o.exchange, o.routingKey, err = s.r.router.Destination(row)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 )
 
 // keyRanges walks a table's key in ranges of at most n rows, so that no
@@ -49,29 +51,24 @@ func (k *keyRanges) next(ctx context.Context) (bool, error) {
 		args = append(args, k.lo)
 	}
 	q += fmt.Sprintf(" ORDER BY %s LIMIT 1 OFFSET %d", k.key, k.n-1)
-	rs, err := k.db.QueryContext(ctx, q, args...)
+	var hi any
+	err := sqlrows.Each(ctx, k.db, q, args, func(rs *sql.Rows, types []*sql.ColumnType) error {
+		var text sql.RawBytes
+		if err := rs.Scan(&text); err != nil {
+			return err
+		}
+		if text == nil {
+			return errors.New("a NULL primary key")
+		}
+		hi = keyValue(string(text), sqlrows.IntType(types[0]))
+		return nil
+	})
 	if err != nil {
 		return false, err
 	}
-	defer rs.Close()
-	types, err := rs.ColumnTypes()
-	if err != nil {
-		return false, err
-	}
-	var text sql.RawBytes
-	if !rs.Next() {
-		// Fewer than n rows left: the last range is open at the end.
-		k.hi, k.done = nil, true
-		return true, rs.Err()
-	}
-	if err := rs.Scan(&text); err != nil {
-		return false, err
-	}
-	if text == nil {
-		return false, errors.New("a NULL primary key")
-	}
-	k.hi = keyValue(string(text), strings.Contains(types[0].DatabaseTypeName(), "INT"))
-	return true, rs.Close()
+	// No row: fewer than n rows are left, and the last range is open at the end.
+	k.hi, k.done = hi, hi == nil
+	return true, nil
 }
 
 // cond is the current range as a condition on the key, with its arguments.

@@ -7,42 +7,37 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 )
 
 // Querier is what First needs of a *sql.DB or *sql.Conn.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
+type Querier = sqlrows.Querier
 
 // First returns the first row of query as column name -> text; a query
 // that returns no row is an error naming it.
 func First(ctx context.Context, db Querier, query string) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
+	var out map[string]string
+	err := sqlrows.Each(ctx, db, query, nil, func(rs *sql.Rows, types []*sql.ColumnType) error {
+		if out != nil {
+			return nil // a SHOW statement of several rows (replication channels): the first is wanted
 		}
-		return nil, fmt.Errorf("%s returned no row", query)
+		vals := make([]sql.RawBytes, len(types))
+		ptrs := make([]any, len(types))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			return err
+		}
+		out = make(map[string]string, len(types))
+		for i, t := range types {
+			out[t.Name()] = string(vals[i])
+		}
+		return nil
+	})
+	if err == nil && out == nil {
+		err = fmt.Errorf("%s returned no row", query)
 	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(cols))
-	for i, c := range cols {
-		out[c] = string(vals[i])
-	}
-	return out, nil
+	return out, err
 }

@@ -34,18 +34,7 @@ func (in *Inbox) processDedup(ctx context.Context, m Message) (Outcome, error) {
 	if in.dedup.seen(ctx, m.ID) {
 		return Duplicate, nil
 	}
-	var err error
-	for i := 1; i <= txAttempts; i++ {
-		var out Outcome
-		out, err = in.attemptDedup(ctx, m, i == txAttempts)
-		if err == nil || !isTransient(err) || ctx.Err() != nil {
-			return out, err
-		}
-		if werr := transientPause(ctx, i); werr != nil {
-			return 0, err
-		}
-	}
-	return 0, err
+	return in.runTx(ctx, m, in.attemptDedup)
 }
 
 func (in *Inbox) attemptDedup(ctx context.Context, m Message, last bool) (Outcome, error) {

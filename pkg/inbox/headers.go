@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,6 +56,9 @@ func encodeHeaders(h amqp.Table) any {
 
 // typed pairs a header value with its type name.
 func typed(v any) [2]any {
+	if t := reflect.TypeOf(v); t != nil && numberTypes[t.String()] == t {
+		return [2]any{t.String(), v}
+	}
 	switch x := v.(type) {
 	case nil:
 		return [2]any{"null", nil}
@@ -67,26 +71,8 @@ func typed(v any) [2]any {
 		return [2]any{"bytes", base64.StdEncoding.EncodeToString(x)}
 	case bool:
 		return [2]any{"bool", x}
-	case int8:
-		return [2]any{"int8", x}
-	case uint8:
-		return [2]any{"uint8", x}
-	case int16:
-		return [2]any{"int16", x}
-	case uint16:
-		return [2]any{"uint16", x}
-	case int32:
-		return [2]any{"int32", x}
-	case uint32:
-		return [2]any{"uint32", x}
 	case int:
 		return [2]any{"int64", int64(x)}
-	case int64:
-		return [2]any{"int64", x}
-	case float32:
-		return [2]any{"float32", x}
-	case float64:
-		return [2]any{"float64", x}
 	case amqp.Decimal:
 		return [2]any{"decimal", [2]any{x.Scale, x.Value}}
 	case time.Time:
@@ -132,29 +118,32 @@ func decodeTable(in map[string][2]json.RawMessage) (amqp.Table, error) {
 	return out, nil
 }
 
-// untyped reads one [type, value] pair back into the Go type the AMQP
-// client uses for that field type.
-// numberTypes makes a pointer to each numeric AMQP header type by its name.
-var numberTypes = map[string]func() any{
-	"int8": func() any { return new(int8) }, "uint8": func() any { return new(uint8) },
-	"int16": func() any { return new(int16) }, "uint16": func() any { return new(uint16) },
-	"int32": func() any { return new(int32) }, "uint32": func() any { return new(uint32) },
-	"int64": func() any { return new(int64) }, "float32": func() any { return new(float32) },
-	"float64": func() any { return new(float64) },
+// numberTypes are the numeric AMQP header types, by the name typed writes
+// them under: their Go type's, the one the AMQP client decodes the field
+// type into (a Go int, which AMQP has not, is written as int64).
+var numberTypes = typesByName(int8(0), uint8(0), int16(0), uint16(0), int32(0), uint32(0), int64(0), float32(0), float64(0))
+
+func typesByName(vs ...any) map[string]reflect.Type {
+	types := make(map[string]reflect.Type, len(vs))
+	for _, v := range vs {
+		t := reflect.TypeOf(v)
+		types[t.String()] = t
+	}
+	return types
 }
 
+// untyped reads one [type, value] pair back into the Go type the AMQP
+// client uses for that field type.
 func untyped(tv [2]json.RawMessage) (any, error) {
 	var typ string
 	if err := json.Unmarshal(tv[0], &typ); err != nil {
 		return nil, err
 	}
 	raw := tv[1]
-	num := func(dst any) (any, error) {
-		err := json.Unmarshal(raw, dst)
-		return derefNum(dst), err
-	}
-	if mk, ok := numberTypes[typ]; ok {
-		return num(mk())
+	if t, ok := numberTypes[typ]; ok {
+		p := reflect.New(t)
+		err := json.Unmarshal(raw, p.Interface())
+		return p.Elem().Interface(), err
 	}
 	switch typ {
 	case "null":
@@ -213,30 +202,6 @@ func untyped(tv [2]json.RawMessage) (any, error) {
 		return decodeTable(t)
 	}
 	return nil, fmt.Errorf("unknown type %q", typ)
-}
-
-func derefNum(p any) any {
-	switch x := p.(type) {
-	case *int8:
-		return *x
-	case *uint8:
-		return *x
-	case *int16:
-		return *x
-	case *uint16:
-		return *x
-	case *int32:
-		return *x
-	case *uint32:
-		return *x
-	case *int64:
-		return *x
-	case *float32:
-		return *x
-	case *float64:
-		return *x
-	}
-	return nil
 }
 
 // ContextFromHeaders derives the handler's context from a message's headers (see

@@ -64,10 +64,17 @@ func (in *Inbox) process(ctx context.Context, m Message) (Outcome, error) {
 	if in.dedup.seen(ctx, m.ID) {
 		return Duplicate, nil
 	}
+	return in.runTx(ctx, m, in.attempt)
+}
+
+// runTx runs a delivery's transaction, attempt, up to txAttempts times
+// while it fails with a transient error; last is set on the final run, which
+// handles such an error like any other.
+func (in *Inbox) runTx(ctx context.Context, m Message, attempt func(ctx context.Context, m Message, last bool) (Outcome, error)) (Outcome, error) {
 	var err error
 	for i := 1; i <= txAttempts; i++ {
 		var out Outcome
-		out, err = in.attempt(ctx, m, i == txAttempts)
+		out, err = attempt(ctx, m, i == txAttempts)
 		if err == nil || !isTransient(err) || ctx.Err() != nil {
 			return out, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 )
@@ -32,21 +31,14 @@ func NewPurger(cfg Config, db *sql.DB, log *zap.Logger) (*Purger, error) {
 // Run purges every RetentionInterval until ctx is done; errors are logged and retried
 // next round.
 func (p *Purger) Run(ctx context.Context) error {
-	t := time.NewTicker(p.cfg.RetentionInterval)
-	defer t.Stop()
-	for {
+	return every(ctx, p.cfg.RetentionInterval, func() {
 		n, err := p.PurgeOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("purging old SUCCESS rows failed", zap.String("consumer", p.cfg.ConsumerName), zap.Error(err))
 		} else if n > 0 {
 			p.log.Info("purged old SUCCESS rows", zap.String("consumer", p.cfg.ConsumerName), zap.Int64("rows", n))
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // PurgeOnce deletes SUCCESS rows older than Retention, RetentionBatch at a time, and

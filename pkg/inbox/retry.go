@@ -49,12 +49,21 @@ func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrie
 // Run calls RunOnce every RetryInterval until ctx is done. Errors are logged and the
 // next round tries again: a database or broker outage delays retries, nothing more.
 func (r *Retrier) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.RetryInterval)
-	defer t.Stop()
-	for {
+	return every(ctx, r.cfg.RetryInterval, func() {
 		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("retry round failed", zap.String("consumer", r.cfg.ConsumerName), zap.Error(err))
 		}
+	})
+}
+
+// every calls round at once, then every interval until ctx is done, and
+// returns nil: the background tasks (retry, retention) log their own
+// failures and try again next round.
+func every(ctx context.Context, interval time.Duration, round func()) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		round()
 		select {
 		case <-ctx.Done():
 			return nil

@@ -1,0 +1,50 @@
+package sqlrows_test
+
+import (
+	"database/sql"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+)
+
+// Each hands every row to the scan with the column types, and ends at the
+// first error: the query's or one a scan returns.
+func TestEach(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.Open(t, testenv.PrimaryDSN, "")
+	const three = "SELECT 1 AS n, 'a' AS s UNION ALL SELECT 2, 'b' UNION ALL SELECT 3, 'c'"
+	var got []string
+	var intCols []bool
+	err := sqlrows.Each(t.Context(), db, three, nil, func(rs *sql.Rows, types []*sql.ColumnType) error {
+		var n, s string
+		intCols = []bool{sqlrows.IntType(types[0]), sqlrows.IntType(types[1])}
+		err := rs.Scan(&n, &s)
+		got = append(got, n+s)
+		return err
+	})
+	if err != nil || !slices.Equal(got, []string{"1a", "2b", "3c"}) || !slices.Equal(intCols, []bool{true, false}) {
+		t.Errorf("Each read %v, integer columns %v, error %v; want [1a 2b 3c], [true false], nil", got, intCols, err)
+	}
+
+	stop := errors.New("stop")
+	calls := 0
+	err = sqlrows.Each(t.Context(), db, three, nil, func(*sql.Rows, []*sql.ColumnType) error {
+		if calls++; calls == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || calls != 2 {
+		t.Errorf("a failing scan: error %v after %d calls, want %v after 2", err, calls, stop)
+	}
+
+	if err := sqlrows.Each(t.Context(), db, "SELECT no_such_column", nil, func(*sql.Rows, []*sql.ColumnType) error {
+		t.Error("scan called for a query that failed")
+		return nil
+	}); err == nil {
+		t.Error("a failing query returned no error")
+	}
+}
