@@ -57,11 +57,7 @@ func (c *cuttingConn) Write(p []byte) (int, error) {
 func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 	testenv.Integration(t)
 	e := newTestEnv(t)
-	unbound := testenv.UniqueName("inbox_unbound")
-	if err := e.ch.ExchangeDeclare(unbound, "topic", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.ch.ExchangeDelete(unbound, false, false) })
+	unbound := testenv.NewExchange(t)
 	d := &cutOnWrite{}
 	pub := NewAMQPPublisher(testenv.AMQPURL, "inbox-publisher-test", d.dial)
 	defer pub.Close()

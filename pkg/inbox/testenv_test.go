@@ -70,40 +70,17 @@ func (e *testEnv) openDB() {
 	e.exec(`INSERT INTO stock VALUES (?, ?)`, testSKU, initialStock)
 }
 
-// openBroker declares a direct exchange with the test queue bound by routingKey, and
-// puts the channel in confirm mode.
+// openBroker binds the test queue to a fresh exchange by routingKey alone (a
+// republish with another key is unroutable), and opens a channel in confirm
+// mode for publishing and inspecting.
 func (e *testEnv) openBroker() {
-	t := e.t
-	_, ch := testenv.Dial(t)
+	b := testenv.NewKeyedBroker(e.t, routingKey)
+	e.exchange, e.queue = b.Exchange, b.Queue
+	_, ch := testenv.Dial(e.t)
 	if err := ch.Confirm(false); err != nil {
-		t.Fatalf("confirm mode: %v", err)
+		e.t.Fatalf("confirm mode: %v", err)
 	}
 	e.ch = ch
-	e.exchange, e.queue = testenv.UniqueName("inbox_test_x"), testenv.UniqueName("inbox_test_q")
-	if err := ch.ExchangeDeclare(e.exchange, "direct", true, false, false, false, nil); err != nil {
-		t.Fatalf("declaring exchange: %v", err)
-	}
-	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
-		t.Fatalf("declaring queue: %v", err)
-	}
-	if err := ch.QueueBind(e.queue, routingKey, e.exchange, false, nil); err != nil {
-		t.Fatalf("binding queue: %v", err)
-	}
-	// A fresh connection: the test may have closed its own.
-	t.Cleanup(func() {
-		c, err := amqp.Dial(testenv.AMQPURL)
-		if err != nil {
-			t.Errorf("cleanup: %v", redactURL(err, testenv.AMQPURL))
-			return
-		}
-		defer c.Close()
-		cch, err := c.Channel()
-		if err != nil {
-			return
-		}
-		_, _ = cch.QueueDelete(e.queue, false, false, false)
-		_ = cch.ExchangeDelete(e.exchange, false, false)
-	})
 }
 
 func (e *testEnv) exec(query string, args ...any) {
