@@ -97,8 +97,7 @@ func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 // A republish whose channel the broker closes (missing exchange) gives the
 // claim back without spending its last retry: the row is not FAILED.
 func TestClosedChannelRepublishKeepsTheRetry(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.insertRow("no-exchange", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET exchange = ?`, testenv.UniqueName("inbox_missing"))
 	cfg := e.config()
