@@ -27,70 +27,49 @@ func publishRange(e *testEnv, from, to int) {
 // After the broker connection dies the consumer reconnects and carries on; what was in
 // flight is redelivered and absorbed.
 func TestConsumerReconnectsAfterConnectionLoss(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.exec(`UPDATE stock SET quantity = 1000`)
 	var k testenv.ConnKiller
 	var calls atomic.Int64
 	rc := e.startConsumer(e.config(), deductHandler(&calls, nil), WithDialer(k.Dial))
 	publishRange(e, 0, 100)
-	testenv.WaitFor(t, 20*time.Second, "some messages processed", func() (bool, string) {
-		s := rc.counters.Snapshot()
-		return s.Processed >= 30, fmt.Sprintf("%+v", s)
-	})
+	rc.waitCounters(t, "some messages processed", func(s Snapshot) bool { return s.Processed >= 30 })
 	k.KillAll() // mid-stream: some deliveries are in flight
 	publishRange(e, 100, 200)
 	testenv.WaitFor(t, 30*time.Second, "all 200 messages SUCCESS", func() (bool, string) {
 		n := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
 		return n == 200, fmt.Sprintf("%d SUCCESS rows, dials %d", n, k.Dials())
 	})
-	testenv.WaitFor(t, 20*time.Second, "queue drained", func() (bool, string) {
-		d := e.queueDepth()
-		return d == 0, fmt.Sprintf("depth %d", d)
-	})
+	e.waitQueueDepth(t, 0)
 	rc.stop(t)
 	if k.Dials() < 2 {
 		t.Errorf("dialled %d times, want a reconnect", k.Dials())
 	}
 	e.expectStock(t, 1000-200, "")
-	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != 200 {
-		t.Errorf("stock_log rows = %d, want 200", got)
-	}
+	e.expectStockLog(t, 200)
 }
 
 // Cancelling Run lets the in-flight handler finish and ACKs it; deliveries not yet
 // started go back to the queue untouched.
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
-	cfg := e.config()
-	cfg.Workers, cfg.Prefetch = 1, 1
-	entered, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int64
-	rc := e.startConsumer(cfg, deductHandler(&calls, func(call int64) error {
-		if call == 1 {
-			close(entered)
-			<-release
-		}
-		return nil
-	}))
+	e := newParallelTestEnv(t)
+	held := e.holdFirstCall()
+	rc := e.startConsumer(held.cfg, held.h)
 	e.publish("g-1", itemBody(1))
 	e.publish("g-2", itemBody(1))
-	<-entered
+	<-held.entered
 	rc.cancel()
 	select {
 	case <-rc.done:
 		t.Fatalf("Run returned (%v) while a handler was in flight", rc.err)
 	default:
 	}
-	close(release)
-	select {
-	case <-rc.done:
-		if rc.err != nil {
-			t.Fatalf("Run returned %v, want nil after cancel", rc.err)
-		}
-	case <-time.After(20 * time.Second):
+	close(held.release)
+	if !rc.wait(20 * time.Second) {
 		t.Fatal("Run did not return after the in-flight handler finished")
+	}
+	if rc.err != nil {
+		t.Fatalf("Run returned %v, want nil after cancel", rc.err)
 	}
 	if rows := e.rows(); len(rows) != 1 || rows[0].MessageID != "g-1" || rows[0].Status != StatusSuccess {
 		t.Errorf("rows = %+v, want only g-1 SUCCESS", rows)
@@ -102,8 +81,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 // Past ShutdownTimeout a stuck handler is cancelled: its transaction rolls back and the
 // message is left for redelivery, not recorded as failed.
 func TestShutdownTimeoutCancelsStuckHandler(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	cfg := e.config()
 	cfg.ShutdownTimeout = 200 * time.Millisecond
 	entered := make(chan struct{})
@@ -128,19 +106,10 @@ func TestShutdownTimeoutCancelsStuckHandler(t *testing.T) {
 // When the inbox cannot write (here: its table is gone) nothing durable is known, so
 // the delivery is requeued, never ACKed, until the database recovers.
 func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	core, logs := observer.New(zap.InfoLevel)
 	var calls atomic.Int64
-	rc := &runningConsumer{counters: &Counters{}, done: make(chan struct{})}
-	c, err := New(e.config(), e.db, deductHandler(&calls, nil), zap.New(core), WithMetrics(rc.counters))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rc.c, rc.cancel = c, cancel
-	go rc.run(ctx)
-	t.Cleanup(func() { rc.stop(t) })
+	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), zap.New(core), nil)
 	testenv.WaitFor(t, 10*time.Second, "consumer started", func() (bool, string) {
 		return logs.FilterMessage("consuming").Len() == 1, "not yet"
 	})
@@ -152,10 +121,7 @@ func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
 		return n >= 2, fmt.Sprintf("%d requeues", n)
 	})
 	e.exec(`RENAME TABLE consumer_message_away TO consumer_message`)
-	testenv.WaitFor(t, 20*time.Second, "order-db processed after recovery", func() (bool, string) {
-		s := rc.counters.Snapshot()
-		return s.Processed == 1, fmt.Sprintf("%+v", s)
-	})
+	rc.waitCounters(t, "order-db processed after recovery", func(s Snapshot) bool { return s.Processed == 1 })
 	rc.stop(t)
 	e.expectStock(t, initialStock-2, "")
 	if n := calls.Load(); n != 1 {
@@ -167,37 +133,21 @@ func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
 // A consumer pointed at a queue that does not exist fails at start with an error that
 // names the queue, instead of reconnecting forever.
 func TestMissingQueueFailsFast(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	cfg := e.config()
 	cfg.Queue = e.queue + "_missing"
-	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
+	err := e.startError(t, cfg)
 	if err == nil || !strings.Contains(err.Error(), cfg.Queue) || !strings.Contains(err.Error(), "NOT_FOUND") {
 		t.Fatalf("Run() = %v, want a NOT_FOUND error naming the queue", err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("Run took until the deadline instead of failing fast")
 	}
 }
 
 // A consumer whose inbox table is missing refuses to start and says what to apply.
 func TestMissingTableFailsFast(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	cfg := e.config()
 	cfg.Table = "no_such_inbox"
-	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "schema/consumer_message.sql") {
+	if err := e.startError(t, cfg); err == nil || !strings.Contains(err.Error(), "schema/consumer_message.sql") {
 		t.Fatalf("Run() = %v, want an error pointing at the schema", err)
 	}
 }

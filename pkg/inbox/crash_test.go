@@ -25,8 +25,7 @@ import (
 // with the settings in its environment; it SIGKILLs itself in the window between the
 // commit and the ACK.
 func TestCrashAfterCommitBeforeAck(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.publish("order-5", itemBody(7))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -52,24 +51,18 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	// The ACK never left, so the broker puts the message back once it sees the
 	// connection die.
-	testenv.WaitFor(t, 20*time.Second, "the unACKed message back in the queue", func() (bool, string) {
-		d := e.queueDepth()
-		return d == 1, fmt.Sprintf("queue depth %d", d)
-	})
+	e.waitQueueDepth(t, 1)
 
 	var calls atomic.Int64
 	var redelivered atomic.Bool
-	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), func(c *Consumer) {
+	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), nil, func(c *Consumer) {
 		c.beforeAck = func(m Message, o Outcome) {
 			if m.ID == "order-5" && o == Duplicate {
 				redelivered.Store(m.Redelivered)
 			}
 		}
 	})
-	testenv.WaitFor(t, 20*time.Second, "the redelivery ACKed as a duplicate", func() (bool, string) {
-		s := rc.counters.Snapshot()
-		return s.Duplicates == 1, fmt.Sprintf("%+v", s)
-	})
+	rc.waitCounters(t, "the redelivery ACKed as a duplicate", func(s Snapshot) bool { return s.Duplicates == 1 })
 	rc.stop(t)
 
 	if n := calls.Load(); n != 0 {
@@ -79,9 +72,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 		t.Errorf("the duplicate was not flagged redelivered by the broker")
 	}
 	e.expectStock(t, initialStock-7, " (deducted once)")
-	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
-		t.Errorf("stock_log rows = %d, want 1", n)
-	}
+	e.expectStockLog(t, 1)
 	e.expectQueueDepth(t, 0, "")
 }
 

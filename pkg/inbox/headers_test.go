@@ -11,7 +11,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 
@@ -81,39 +80,58 @@ func TestHandlerContextFromHeaders(t *testing.T) {
 	}
 }
 
+// attempt is what a handler saw on one call.
+type attempt struct {
+	id      string
+	trace   string // the trace id in the handler's context
+	headers amqp.Table
+	retry   int
+}
+
+// failFirstAttempt is a handler that records every call and fails each
+// message's first attempt (retry count 0), so that each comes back once
+// through the retry task.
+type failFirstAttempt struct {
+	mu    sync.Mutex
+	calls []attempt
+}
+
+func (f *failFirstAttempt) handle(ctx context.Context, _ *sql.Tx, m Message) error {
+	sc, _ := tracecontext.FromContext(ctx)
+	f.mu.Lock()
+	f.calls = append(f.calls, attempt{m.ID, sc.TraceID.String(), m.Headers, m.RetryCount})
+	f.mu.Unlock()
+	if m.RetryCount == 0 {
+		return fmt.Errorf("first attempt fails")
+	}
+	return nil
+}
+
+func (f *failFirstAttempt) attempts() []attempt {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]attempt(nil), f.calls...)
+}
+
+// retriedOnce publishes p to a consumer on cfg whose handler fails the first
+// attempt, and returns the handler's calls once p is SUCCESS.
+func (e *testEnv) retriedOnce(t testing.TB, cfg Config, p amqp.Publishing) []attempt {
+	t.Helper()
+	var f failFirstAttempt
+	rc := e.startConsumer(cfg, f.handle)
+	e.publishMany([]amqp.Publishing{p})
+	e.waitOneRow(t, p.MessageId, StatusSuccess)
+	rc.stop(t)
+	return f.attempts()
+}
+
 // A message with a trace context and headers of several types: the handler's
 // context carries its trace id on the first attempt and on the retry the retry task
 // republished, which carries the original headers, types kept, and the retry count.
 func TestRetryKeepsHeadersAndTraceContext(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
-	var mu sync.Mutex
-	type seen struct {
-		trace   string
-		headers amqp.Table
-		retry   int
-	}
-	var attempts []seen
-	h := func(ctx context.Context, _ *sql.Tx, m Message) error {
-		sc, _ := tracecontext.FromContext(ctx)
-		mu.Lock()
-		defer mu.Unlock()
-		attempts = append(attempts, seen{sc.TraceID.String(), m.Headers, m.RetryCount})
-		if len(attempts) == 1 {
-			return fmt.Errorf("first attempt fails")
-		}
-		return nil
-	}
-	rc := e.startConsumer(e.config(), h)
-	e.publishMany([]amqp.Publishing{{MessageId: "traced-1", Body: itemBody(1), Headers: amqp.Table{
-		"traceparent": testTraceparent, "tracestate": "rojo=1", "tenant": "acme", "priority": int32(7)}}})
-	testenv.WaitFor(t, 20*time.Second, "traced-1 SUCCESS", func() (bool, string) {
-		rows := e.rows()
-		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
-	})
-	rc.stop(t)
-	mu.Lock()
-	defer mu.Unlock()
+	e := newParallelTestEnv(t)
+	attempts := e.retriedOnce(t, e.config(), amqp.Publishing{MessageId: "traced-1", Body: itemBody(1), Headers: amqp.Table{
+		"traceparent": testTraceparent, "tracestate": "rojo=1", "tenant": "acme", "priority": int32(7)}})
 	if len(attempts) != 2 {
 		t.Fatalf("%d attempts, want 2", len(attempts))
 	}
@@ -134,39 +152,17 @@ func TestRetryKeepsHeadersAndTraceContext(t *testing.T) {
 // TABLE that adds it; Columns.Headers "-" runs without it, retries then going out
 // without the original headers.
 func TestTableWithoutHeadersColumn(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.exec(`ALTER TABLE consumer_message DROP COLUMN headers`)
 	cfg := e.config()
-	c, err := New(cfg, e.db, func(context.Context, *sql.Tx, Message) error { return nil }, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Run(context.Background())
+	err := e.startError(t, cfg)
 	if err == nil || !strings.Contains(err.Error(), "ALTER TABLE `consumer_message` ADD COLUMN `headers` MEDIUMTEXT NULL") {
 		t.Fatalf("Run() = %v, want the ALTER TABLE that adds the column", err)
 	}
 	cfg.Columns.Headers = "-"
-	var mu sync.Mutex
-	var retried amqp.Table
-	calls := 0
-	rc := e.startConsumer(cfg, func(_ context.Context, _ *sql.Tx, m Message) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if calls++; calls == 1 {
-			return fmt.Errorf("first attempt fails")
-		}
-		retried = m.Headers
-		return nil
-	})
-	e.publishMany([]amqp.Publishing{{MessageId: "old-table-1", Body: itemBody(1), Headers: amqp.Table{"traceparent": testTraceparent}}})
-	testenv.WaitFor(t, 20*time.Second, "old-table-1 SUCCESS", func() (bool, string) {
-		rows := e.rows()
-		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
-	})
-	rc.stop(t)
-	mu.Lock()
-	defer mu.Unlock()
+	attempts := e.retriedOnce(t, cfg, amqp.Publishing{MessageId: "old-table-1", Body: itemBody(1),
+		Headers: amqp.Table{"traceparent": testTraceparent}})
+	retried := attempts[len(attempts)-1].headers
 	if _, ok := retried["traceparent"]; ok || retried[RetryCountHeader] != int32(1) {
 		t.Errorf("retry headers %v: want only the retry count without a headers column", retried)
 	}
@@ -177,19 +173,9 @@ func TestTableWithoutHeadersColumn(t *testing.T) {
 // inserts). That is retried in the failure record alone: the handler runs once per
 // delivery, so each message's failed attempt keeps its backoff.
 func TestConcurrentFailuresRunEachHandlerOncePerDelivery(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
-	var mu sync.Mutex
-	calls := map[string][]int{}
-	rc := e.startConsumer(e.config(), func(_ context.Context, _ *sql.Tx, m Message) error {
-		mu.Lock()
-		calls[m.ID] = append(calls[m.ID], m.RetryCount)
-		mu.Unlock()
-		if m.RetryCount == 0 {
-			return fmt.Errorf("first attempt fails")
-		}
-		return nil
-	})
+	e := newParallelTestEnv(t)
+	var f failFirstAttempt
+	rc := e.startConsumer(e.config(), f.handle)
 	const n = 40
 	var msgs []amqp.Publishing
 	for i := range n {
@@ -201,8 +187,10 @@ func TestConcurrentFailuresRunEachHandlerOncePerDelivery(t *testing.T) {
 		return done == n, fmt.Sprintf("%d of %d SUCCESS", done, n)
 	})
 	rc.stop(t)
-	mu.Lock()
-	defer mu.Unlock()
+	calls := map[string][]int{}
+	for _, a := range f.attempts() {
+		calls[a.id] = append(calls[a.id], a.retry)
+	}
 	for id, got := range calls {
 		if len(got) != 2 || got[0] != 0 || got[1] != 1 {
 			t.Errorf("%s: handler ran with retry counts %v, want [0 1]", id, got)

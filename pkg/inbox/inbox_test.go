@@ -27,8 +27,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t)
+			e := newParallelTestEnv(t)
 			cfg := e.config()
 			var opts []Option
 			var client *redis.Client
@@ -47,10 +46,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				e.publish("order-1", itemBody(3))
 			}
-			testenv.WaitFor(t, 20*time.Second, "10 deliveries ACKed", func() (bool, string) {
-				s := rc.counters.Snapshot()
-				return s.Total() == 10, fmt.Sprintf("%+v", s)
-			})
+			rc.waitCounters(t, "10 deliveries ACKed", func(s Snapshot) bool { return s.Total() == 10 })
 			rc.stop(t)
 
 			s := rc.counters.Snapshot()
@@ -61,9 +57,7 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 				t.Errorf("handler ran %d times, want 1", n)
 			}
 			e.expectStock(t, initialStock-3, " (deducted once)")
-			if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
-				t.Errorf("stock_log has %d rows, want 1", n)
-			}
+			e.expectStockLog(t, 1)
 			rows := e.rows()
 			if len(rows) != 1 || rows[0].Status != StatusSuccess || rows[0].MessageID != "order-1" {
 				t.Fatalf("inbox rows = %+v, want one SUCCESS row for order-1", rows)
@@ -84,29 +78,17 @@ func TestSameMessageTenTimesTakesEffectOnce(t *testing.T) {
 
 // Test 2: one message consumed by two consumers on two connections at the same time.
 func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
-	cfg := e.config()
-	cfg.Workers, cfg.Prefetch = 1, 1
-
+	e := newParallelTestEnv(t)
 	// Consumer A's first handler call blocks until released, holding the new row's
 	// unique key inside its transaction.
-	entered, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int64
-	blocking := deductHandler(&calls, func(call int64) error {
-		if call == 1 {
-			close(entered)
-			<-release
-		}
-		return nil
-	})
-	a := e.startConsumer(cfg, blocking)
+	held := e.holdFirstCall()
+	a := e.startConsumer(held.cfg, held.h)
 	e.publish("order-7", itemBody(5))
-	<-entered
+	<-held.entered
 
 	// A holds its only prefetch slot, so the broker must hand the copy to B, whose
 	// INSERT then waits on A's row lock.
-	b := e.startConsumer(cfg, blocking)
+	b := e.startConsumer(held.cfg, held.h)
 	e.publish("order-7", itemBody(5))
 	// B's INSERT cannot finish while A's transaction holds the key, so seeing it in the
 	// process list means it is waiting on A's lock. (MariaDB's INNODB_TRX does not list
@@ -116,7 +98,7 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 			WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO _consumer_message_%order-7%'`)
 		return n == 1, fmt.Sprintf("%d inbox inserts of order-7 running", n)
 	})
-	close(release)
+	close(held.release)
 	testenv.WaitFor(t, 20*time.Second, "both copies ACKed", func() (bool, string) {
 		sa, sb := a.counters.Snapshot(), b.counters.Snapshot()
 		return sa.Total()+sb.Total() == 2, fmt.Sprintf("A %+v, B %+v", sa, sb)
@@ -127,7 +109,7 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 	if sa, sb := a.counters.Snapshot(), b.counters.Snapshot(); sa.Processed != 1 || sb.Duplicates != 1 {
 		t.Errorf("A %+v, B %+v; want A processed 1, B duplicate 1", sa, sb)
 	}
-	if n := calls.Load(); n != 1 {
+	if n := held.calls.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
 	}
 	e.expectStock(t, initialStock-5, "")
@@ -136,8 +118,7 @@ func TestConcurrentConsumersTakeEffectOnce(t *testing.T) {
 
 // Test 2, in bulk: many messages, each published twice, raced by two consumers.
 func TestConcurrentConsumersBulk(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.exec(`UPDATE stock SET quantity = 100000`)
 	const n = 300
 	var msgs []amqp.Publishing
@@ -164,9 +145,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 		t.Errorf("one consumer processed nothing (A %+v, B %+v): the race was not exercised", sa, sb)
 	}
 	e.expectStock(t, 100000-n, "")
-	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != n {
-		t.Errorf("stock_log rows = %d, want %d", got, n)
-	}
+	e.expectStockLog(t, n)
 	if got := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`); got != n {
 		t.Errorf("SUCCESS rows = %d, want %d", got, n)
 	}
@@ -174,8 +153,7 @@ func TestConcurrentConsumersBulk(t *testing.T) {
 
 // Test 3: the handler fails twice, then succeeds on the second retry.
 func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	cfg := e.config()
 	cfg.MaxRetries = 5
 	var calls atomic.Int64
@@ -195,10 +173,7 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 	}
 	rc := e.startConsumer(cfg, observed)
 	e.publish("order-3", itemBody(4))
-	testenv.WaitFor(t, 20*time.Second, "order-3 SUCCESS", func() (bool, string) {
-		rows := e.rows()
-		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
-	})
+	e.waitOneRow(t, "order-3", StatusSuccess)
 	rc.stop(t)
 
 	rows := e.rows()
@@ -217,16 +192,13 @@ func TestHandlerFailsTwiceThenSucceeds(t *testing.T) {
 		t.Errorf("outcomes = %+v, want 2 retries then 1 processed", s)
 	}
 	e.expectStock(t, initialStock-4, ": failed attempts must roll back")
-	if n := e.count(`SELECT COUNT(*) FROM stock_log`); n != 1 {
-		t.Errorf("stock_log rows = %d, want 1", n)
-	}
+	e.expectStockLog(t, 1)
 	e.expectQueueDepth(t, 0, "")
 }
 
 // Test 4: the handler always fails: FAILED after MaxRetries with the last error.
 func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	cfg := e.config()
 	cfg.MaxRetries = 2
 	var calls atomic.Int64
@@ -234,10 +206,7 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 		return fmt.Errorf("attempt %d: warehouse rejects the request", call)
 	}))
 	e.publish("order-4", itemBody(2))
-	testenv.WaitFor(t, 20*time.Second, "order-4 FAILED", func() (bool, string) {
-		rows := e.rows()
-		return len(rows) == 1 && rows[0].Status == StatusFailed, fmt.Sprintf("%+v", rows)
-	})
+	e.waitOneRow(t, "order-4", StatusFailed)
 	rc.stop(t)
 
 	r := e.rows()[0]
@@ -260,8 +229,7 @@ func TestHandlerAlwaysFailsEndsFailed(t *testing.T) {
 // Test 6: a message without id and one with a malformed body are FAILED with their
 // reasons and ACKed; the consumer goes on.
 func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	var calls atomic.Int64
 	rc := e.startConsumer(e.config(), deductHandler(&calls, nil))
 	e.publishMany([]amqp.Publishing{
@@ -270,10 +238,7 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 		{MessageId: strings.Repeat("x", MaxMessageIDLen+1), Body: itemBody(1)},
 		{MessageId: "order-good", Body: itemBody(6)},
 	})
-	testenv.WaitFor(t, 20*time.Second, "four deliveries ACKed", func() (bool, string) {
-		s := rc.counters.Snapshot()
-		return s.Total() == 4, fmt.Sprintf("%+v", s)
-	})
+	rc.waitCounters(t, "four deliveries ACKed", func(s Snapshot) bool { return s.Total() == 4 })
 	rc.stop(t)
 
 	byReason := map[string]inboxRow{}
@@ -308,8 +273,7 @@ func TestUnusableMessagesFailedAndConsumingContinues(t *testing.T) {
 
 // A panicking handler costs a retry, not the worker.
 func TestHandlerPanicIsRetried(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	var calls atomic.Int64
 	h := deductHandler(&calls, func(call int64) error {
 		if call == 1 {
@@ -319,10 +283,7 @@ func TestHandlerPanicIsRetried(t *testing.T) {
 	})
 	rc := e.startConsumer(e.config(), h)
 	e.publish("order-p", itemBody(1))
-	testenv.WaitFor(t, 20*time.Second, "order-p SUCCESS", func() (bool, string) {
-		rows := e.rows()
-		return len(rows) == 1 && rows[0].Status == StatusSuccess, fmt.Sprintf("%+v", rows)
-	})
+	e.waitOneRow(t, "order-p", StatusSuccess)
 	rc.stop(t)
 	if r := e.rows()[0]; r.RetryCount != 1 || !strings.Contains(r.ErrorMsg, "handler panicked: nil map in pricing") {
 		t.Errorf("row = %+v, want one retry after the panic", r)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,8 +24,8 @@ type cutOnWrite struct {
 
 type cuttingConn struct {
 	net.Conn
-	d    *cutOnWrite
-	once sync.Once
+	d   *cutOnWrite
+	cut atomic.Bool // set before the cutting write: nothing is read after it
 }
 
 // cutMessageID marks the publish whose write cuts the connection.
@@ -42,11 +41,27 @@ func (d *cutOnWrite) dial(network, addr string) (net.Conn, error) {
 }
 
 func (c *cuttingConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
 	// Only the armed publish's own frames cut: a heartbeat written by the
 	// library's own goroutine meanwhile must not use up the cut.
-	if bytes.Contains(p, []byte(cutMessageID)) && c.d.armed.CompareAndSwap(true, false) {
-		c.once.Do(func() { _ = c.Conn.Close() })
+	cut := bytes.Contains(p, []byte(cutMessageID)) && c.d.armed.CompareAndSwap(true, false)
+	if cut {
+		// Closing right after the write is not enough: on a fast broker the
+		// reader goroutine can take the confirm in between.
+		c.cut.Store(true)
+	}
+	n, err := c.Conn.Write(p)
+	if cut {
+		_ = c.Conn.Close()
+	}
+	return n, err
+}
+
+// Read loses whatever arrives once the connection is being cut, the confirm
+// of the cutting publish included.
+func (c *cuttingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.cut.Load() {
+		return 0, net.ErrClosed
 	}
 	return n, err
 }
@@ -57,11 +72,7 @@ func (c *cuttingConn) Write(p []byte) (int, error) {
 func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 	testenv.Integration(t)
 	e := newTestEnv(t)
-	unbound := testenv.UniqueName("inbox_unbound")
-	if err := e.ch.ExchangeDeclare(unbound, "topic", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.ch.ExchangeDelete(unbound, false, false) })
+	unbound := testenv.NewExchange(t)
 	d := &cutOnWrite{}
 	pub := NewAMQPPublisher(testenv.AMQPURL, "inbox-publisher-test", d.dial)
 	defer pub.Close()
@@ -101,8 +112,7 @@ func TestAMQPPublisherTellsAClosedChannelFromAReturn(t *testing.T) {
 // A republish whose channel the broker closes (missing exchange) gives the
 // claim back without spending its last retry: the row is not FAILED.
 func TestClosedChannelRepublishKeepsTheRetry(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.insertRow("no-exchange", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET exchange = ?`, testenv.UniqueName("inbox_missing"))
 	cfg := e.config()

@@ -27,8 +27,7 @@ func (e *testEnv) insertRow(id, status string, retryCount, maxRetries int, nextR
 // Several retry tasks (separate connections, as in separate processes) claim each due
 // row exactly once.
 func TestRetriersClaimEachRowOnce(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	const n = 120
 	for i := 0; i < n; i++ {
 		e.insertRow(fmt.Sprintf("due-%d", i), StatusPendingRetry, 0, 5, "-1 SECOND", "0 SECOND")
@@ -70,10 +69,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 	if total != n {
 		t.Errorf("republished %d in total (%+v), want %d", total, stats, n)
 	}
-	testenv.WaitFor(t, 10*time.Second, "all republished copies in the queue", func() (bool, string) {
-		d := e.queueDepth()
-		return d == n, fmt.Sprintf("queue depth %d", d)
-	})
+	e.waitQueueDepth(t, n)
 	if got := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'RETRYING'
 		AND retry_count = 1 AND version = 1 AND next_retry_time > NOW(3)`); got != n {
 		t.Errorf("%d rows RETRYING with retry_count 1 and version 1, want %d", got, n)
@@ -87,8 +83,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 // RETRYING rows past their deadline are taken back: retried again if retries are left,
 // FAILED with the reason if not. A row locked by a consumer working on it is skipped.
 func TestStuckRetryingRowsAreTakenBack(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.insertRow("stuck-retry-left", StatusRetrying, 1, 3, "-1 SECOND", "0 SECOND")
 	e.insertRow("stuck-no-retry-left", StatusRetrying, 3, 3, "-1 SECOND", "0 SECOND")
 	e.insertRow("stuck-but-busy", StatusRetrying, 1, 3, "-1 SECOND", "0 SECOND")
@@ -137,8 +132,7 @@ func TestStuckRetryingRowsAreTakenBack(t *testing.T) {
 // A republish that the broker cannot route uses up a retry, so it ends FAILED rather
 // than circling forever.
 func TestUnroutableRepublishUsesRetries(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.insertRow("lost-route", StatusPendingRetry, 0, 1, "-1 SECOND", "0 SECOND")
 	e.exec(`UPDATE consumer_message SET routing_key = 'nobody-listens'`)
 	cfg := e.config()
@@ -160,8 +154,7 @@ func TestUnroutableRepublishUsesRetries(t *testing.T) {
 
 // The retention purge deletes old SUCCESS rows in batches and keeps everything else.
 func TestRetentionPurgesOldSuccessRows(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	for i := 0; i < 25; i++ {
 		e.insertRow(fmt.Sprintf("old-%d", i), StatusSuccess, 0, 5, "0 SECOND", "2 HOUR")
 	}

@@ -83,8 +83,7 @@ func (e *testEnv) publishTwice(prefix string, n int) {
 // every one is delivered twice, and handler failures are retried through the
 // table's own PENDING_RETRY / RETRYING states.
 func TestSeedConsumerMessageAppliesOnce(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.useSeedTables()
 	cfg := e.config()
 	cfg.Preset = "consumer-message"
@@ -99,10 +98,7 @@ func TestSeedConsumerMessageAppliesOnce(t *testing.T) {
 		success := e.count(`SELECT COUNT(*) FROM consumer_message WHERE status = 'SUCCESS'`)
 		return applied == n && success == n, fmt.Sprintf("%d applied, %d SUCCESS rows", applied, success)
 	})
-	testenv.WaitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
-		d := e.queueDepth()
-		return d == 0, fmt.Sprintf("%d ready", d)
-	})
+	e.waitQueueDepth(t, 0)
 	if got := e.count(`SELECT COUNT(DISTINCT message_id) FROM stock_log`); got != n {
 		t.Fatalf("%d distinct messages applied, want %d", got, n)
 	}
@@ -124,8 +120,7 @@ func TestSeedConsumerMessageAppliesOnce(t *testing.T) {
 // counted in the log (PROCESSING, then SUCCESS); one that never succeeds is
 // FAILED with its error after MaxRetries.
 func TestSeedMsgDedupAppliesOnce(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t)
+	e := newParallelTestEnv(t)
 	e.useSeedTables()
 	cfg := e.config()
 	cfg.Preset, cfg.LogTable, cfg.MaxRetries = "msg-dedup", "t_message_log", 2
@@ -147,10 +142,7 @@ func TestSeedMsgDedupAppliesOnce(t *testing.T) {
 		failed := e.count(`SELECT COUNT(*) FROM t_message_log WHERE status = 'FAILED'`)
 		return applied == n-1 && dedup == n-1 && failed == 1, fmt.Sprintf("%d applied, %d dedup rows, %d FAILED", applied, dedup, failed)
 	})
-	testenv.WaitFor(t, 30*time.Second, "the queue drained", func() (bool, string) {
-		d := e.queueDepth()
-		return d == 0, fmt.Sprintf("%d ready", d)
-	})
+	e.waitQueueDepth(t, 0)
 	if got := e.count(`SELECT COUNT(DISTINCT message_id) FROM stock_log`); got != n-1 {
 		t.Fatalf("%d distinct messages applied, want %d", got, n-1)
 	}

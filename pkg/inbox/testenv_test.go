@@ -51,6 +51,13 @@ func newTestEnv(t testing.TB) *testEnv {
 	return e
 }
 
+// newParallelTestEnv is newTestEnv for a test that runs beside the others.
+func newParallelTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	t.Parallel()
+	return newTestEnv(t)
+}
+
 func (e *testEnv) openDB() {
 	e.d = testenv.NewPrimaryDB(e.t, "schema/consumer_message.sql")
 	e.dsn = e.d.DSN
@@ -70,40 +77,17 @@ func (e *testEnv) openDB() {
 	e.exec(`INSERT INTO stock VALUES (?, ?)`, testSKU, initialStock)
 }
 
-// openBroker declares a direct exchange with the test queue bound by routingKey, and
-// puts the channel in confirm mode.
+// openBroker binds the test queue to a fresh exchange by routingKey alone (a
+// republish with another key is unroutable), and opens a channel in confirm
+// mode for publishing and inspecting.
 func (e *testEnv) openBroker() {
-	t := e.t
-	_, ch := testenv.Dial(t)
+	b := testenv.NewKeyedBroker(e.t, routingKey)
+	e.exchange, e.queue = b.Exchange, b.Queue
+	_, ch := testenv.Dial(e.t)
 	if err := ch.Confirm(false); err != nil {
-		t.Fatalf("confirm mode: %v", err)
+		e.t.Fatalf("confirm mode: %v", err)
 	}
 	e.ch = ch
-	e.exchange, e.queue = testenv.UniqueName("inbox_test_x"), testenv.UniqueName("inbox_test_q")
-	if err := ch.ExchangeDeclare(e.exchange, "direct", true, false, false, false, nil); err != nil {
-		t.Fatalf("declaring exchange: %v", err)
-	}
-	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
-		t.Fatalf("declaring queue: %v", err)
-	}
-	if err := ch.QueueBind(e.queue, routingKey, e.exchange, false, nil); err != nil {
-		t.Fatalf("binding queue: %v", err)
-	}
-	// A fresh connection: the test may have closed its own.
-	t.Cleanup(func() {
-		c, err := amqp.Dial(testenv.AMQPURL)
-		if err != nil {
-			t.Errorf("cleanup: %v", redactURL(err, testenv.AMQPURL))
-			return
-		}
-		defer c.Close()
-		cch, err := c.Channel()
-		if err != nil {
-			return
-		}
-		_, _ = cch.QueueDelete(e.queue, false, false, false)
-		_ = cch.ExchangeDelete(e.exchange, false, false)
-	})
 }
 
 func (e *testEnv) exec(query string, args ...any) {
@@ -191,6 +175,24 @@ func (e *testEnv) expectQueueDepth(t testing.TB, want int, why string) {
 	}
 }
 
+// expectStockLog marks the test failed (and lets it go on) unless the
+// handler logged want deductions.
+func (e *testEnv) expectStockLog(t testing.TB, want int) {
+	t.Helper()
+	if got := e.count(`SELECT COUNT(*) FROM stock_log`); got != want {
+		t.Errorf("stock_log rows = %d, want %d", got, want)
+	}
+}
+
+// waitQueueDepth waits until the queue holds want ready messages.
+func (e *testEnv) waitQueueDepth(t testing.TB, want int) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d messages in the queue", want), func() (bool, string) {
+		d := e.queueDepth()
+		return d == want, fmt.Sprintf("queue depth %d", d)
+	})
+}
+
 func (e *testEnv) count(query string, args ...any) int {
 	e.t.Helper()
 	return e.d.Count(e.t, query, args...)
@@ -224,6 +226,15 @@ func (e *testEnv) rows() []inboxRow {
 	return out
 }
 
+// waitOneRow waits until the inbox holds a single row, id's, with status.
+func (e *testEnv) waitOneRow(t testing.TB, id, status string) {
+	t.Helper()
+	testenv.WaitFor(t, 20*time.Second, id+" "+status, func() (bool, string) {
+		rows := e.rows()
+		return len(rows) == 1 && rows[0].MessageID == id && rows[0].Status == status, fmt.Sprintf("%+v", rows)
+	})
+}
+
 // deductHandler is the business handler of the tests: it deducts stock and logs the
 // deduction, then asks fail whether to fail this call (after the writes, so a failure
 // proves they roll back).
@@ -251,6 +262,47 @@ func deductHandler(calls *atomic.Int64, fail func(call int64) error) Handler {
 	}
 }
 
+// heldFirstCall is a single-slot consumer set-up (one worker, one prefetch)
+// whose handler, deductHandler counting in calls, holds its first call after
+// its writes: entered is closed once it holds, and it goes on once release is
+// closed.
+type heldFirstCall struct {
+	cfg              Config
+	h                Handler
+	calls            atomic.Int64
+	entered, release chan struct{}
+}
+
+func (e *testEnv) holdFirstCall() *heldFirstCall {
+	held := &heldFirstCall{cfg: e.config(), entered: make(chan struct{}), release: make(chan struct{})}
+	held.cfg.Workers, held.cfg.Prefetch = 1, 1
+	held.h = deductHandler(&held.calls, func(call int64) error {
+		if call == 1 {
+			close(held.entered)
+			<-held.release
+		}
+		return nil
+	})
+	return held
+}
+
+// startError runs a consumer on cfg that must refuse to start, and returns
+// what Run returned; Run still going after 20s fails the test.
+func (e *testEnv) startError(t testing.TB, cfg Config) error {
+	t.Helper()
+	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run took until the deadline instead of failing fast (%v)", err)
+	}
+	return err
+}
+
 type runningConsumer struct {
 	c        *Consumer
 	counters *Counters
@@ -268,13 +320,17 @@ func (rc *runningConsumer) run(ctx context.Context) {
 // startConsumer runs a Consumer until stop (or the end of the test).
 func (e *testEnv) startConsumer(cfg Config, h Handler, opts ...Option) *runningConsumer {
 	e.t.Helper()
-	return e.startConsumerWith(cfg, h, nil, opts...)
+	return e.startConsumerWith(cfg, h, nil, nil, opts...)
 }
 
-func (e *testEnv) startConsumerWith(cfg Config, h Handler, setup func(*Consumer), opts ...Option) *runningConsumer {
+// startConsumerWith is startConsumer logging to log (nil: the test's log)
+// and calling setup (if not nil) on the Consumer before it runs.
+func (e *testEnv) startConsumerWith(cfg Config, h Handler, log *zap.Logger, setup func(*Consumer), opts ...Option) *runningConsumer {
 	e.t.Helper()
 	rc := &runningConsumer{counters: &Counters{}, done: make(chan struct{})}
-	log := zaptest.NewLogger(e.t, zaptest.Level(zap.InfoLevel))
+	if log == nil {
+		log = zaptest.NewLogger(e.t, zaptest.Level(zap.InfoLevel))
+	}
 	c, err := New(cfg, e.db, h, log, append([]Option{WithMetrics(rc.counters)}, opts...)...)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
@@ -295,13 +351,29 @@ func (rc *runningConsumer) stop(t testing.TB) {
 	t.Helper()
 	rc.stopOnce.Do(func() {
 		rc.cancel()
-		select {
-		case <-rc.done:
-			if rc.err != nil {
-				t.Errorf("consumer Run returned %v", rc.err)
-			}
-		case <-time.After(30 * time.Second):
+		if !rc.wait(30 * time.Second) {
 			t.Errorf("consumer did not stop within 30s")
+		} else if rc.err != nil {
+			t.Errorf("consumer Run returned %v", rc.err)
 		}
+	})
+}
+
+// wait waits up to within for Run to return, and tells whether it did.
+func (rc *runningConsumer) wait(within time.Duration) bool {
+	select {
+	case <-rc.done:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+// waitCounters waits until the consumer's outcomes satisfy cond.
+func (rc *runningConsumer) waitCounters(t testing.TB, what string, cond func(Snapshot) bool) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, what, func() (bool, string) {
+		s := rc.counters.Snapshot()
+		return cond(s), fmt.Sprintf("%+v", s)
 	})
 }
