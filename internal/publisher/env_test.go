@@ -252,8 +252,8 @@ type harness struct {
 	t      *testing.T
 	e      env
 	p      *Publisher
-	in     chan Job
-	out    chan Result
+	in     chan Job[string]
+	out    chan Result[string]
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -270,8 +270,8 @@ func start(t *testing.T, e env, cfg Config) *harness {
 	}
 	p.dial = e.dial
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, e: e, p: p, in: make(chan Job, 4096), out: make(chan Result, 4096), cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- p.Run(ctx, h.in, h.out) }()
+	h := &harness{t: t, e: e, p: p, in: make(chan Job[string], 4096), out: make(chan Result[string], 4096), cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- Stream[string]{p}.Run(ctx, h.in, h.out) }()
 	t.Cleanup(h.stop)
 	return h
 }
@@ -286,7 +286,7 @@ func (h *harness) stop() {
 	}
 }
 
-func (h *harness) send(jobs ...Job) {
+func (h *harness) send(jobs ...Job[string]) {
 	for _, j := range jobs {
 		select {
 		case h.in <- j:
@@ -297,9 +297,9 @@ func (h *harness) send(jobs ...Job) {
 }
 
 // results waits for n results, in order.
-func (h *harness) results(n int) []Result {
+func (h *harness) results(n int) []Result[string] {
 	h.t.Helper()
-	var rs []Result
+	var rs []Result[string]
 	deadline := time.After(20 * time.Second)
 	for len(rs) < n {
 		select {
@@ -321,8 +321,8 @@ func (h *harness) results(n int) []Result {
 	return rs
 }
 
-func msg(id, exchange, key string) Job {
-	return Job{Msg: &router.Message{Exchange: exchange, RoutingKey: key,
+func msg(id, exchange, key string) Job[string] {
+	return Job[string]{Msg: &router.Message{Exchange: exchange, RoutingKey: key,
 		Publishing: amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte("body of " + id)}}, Tag: id}
 }
 
@@ -335,11 +335,11 @@ func ids(prefix string, n int) []string {
 }
 
 // wantOrder requires results to be for want, in order.
-func wantOrder(t *testing.T, rs []Result, want []string) {
+func wantOrder(t *testing.T, rs []Result[string], want []string) {
 	t.Helper()
 	got := make([]string, len(rs))
 	for i, r := range rs {
-		got[i], _ = r.Job.Tag.(string)
+		got[i] = r.Job.Tag
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results out of order:\n got %v\nwant %v", got, want)

@@ -9,7 +9,7 @@ import (
 // handOverHead hands over the results at the head of the queue, in job order.
 // A failed message that must not fail (MustDeliver, or any message in
 // strict mode) stays at the head: it is dead-lettered or held.
-func (m *machine) handOverHead() error {
+func (m *machine[T]) handOverHead() error {
 	for len(m.q) > 0 {
 		e := m.q[0]
 		if e.job.Msg != nil && e.state != done {
@@ -32,8 +32,8 @@ func (m *machine) handOverHead() error {
 	return nil
 }
 
-func (m *machine) emit(e *entry) error {
-	r := Result{Job: e.job, Err: e.err, DeadLettered: e.deadLettered, Reason: e.reason}
+func (m *machine[T]) emit(e *entry[T]) error {
+	r := Result[T]{Job: e.job, Err: e.err, DeadLettered: e.deadLettered, Reason: e.reason}
 	if e.job.Msg != nil {
 		if !e.sentAt.IsZero() {
 			r.Latency = time.Since(e.sentAt)
@@ -59,7 +59,7 @@ func (m *machine) emit(e *entry) error {
 // retryHead sends a failed MustDeliver message to the dead-letter exchange
 // if there is one and it has not just failed there; otherwise the stream
 // holds behind it and it is retried with backoff.
-func (m *machine) retryHead(e *entry) {
+func (m *machine[T]) retryHead(e *entry[T]) {
 	m.requeued = true
 	e.retryPending = false
 	if e.job.MustDeliver && m.cfg.DeadLetterExchange != "" && !e.viaDLX {
@@ -94,7 +94,7 @@ func (m *machine) retryHead(e *entry) {
 }
 
 // releaseHold lets the held head be published again.
-func (m *machine) releaseHold() {
+func (m *machine[T]) releaseHold() {
 	if len(m.q) > 0 {
 		m.q[0].holdUntil = time.Time{}
 	}

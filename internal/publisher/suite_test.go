@@ -69,18 +69,18 @@ func needFake(t *testing.T, e env, why string) *fakeBroker {
 	return f
 }
 
-func jobsTo(exchange string, names []string) []Job {
-	out := make([]Job, len(names))
+func jobsTo(exchange string, names []string) []Job[string] {
+	out := make([]Job[string], len(names))
 	for i, id := range names {
 		out[i] = msg(id, exchange, "k."+id)
 	}
 	return out
 }
 
-func wantErrs(t *testing.T, rs []Result, want map[string]error) {
+func wantErrs(t *testing.T, rs []Result[string], want map[string]error) {
 	t.Helper()
 	for _, r := range rs {
-		id := r.Job.Tag.(string)
+		id := r.Job.Tag
 		w := want[id]
 		switch {
 		case w == nil && r.Err != nil:
@@ -380,11 +380,11 @@ func testForeseeableRefusalsCostNoDuplicates(t *testing.T, e env) {
 	cc.Msg.Publishing.Headers = amqp.Table{"CC": "not-a-list"}
 	exp.Msg.Publishing.Expiration = "-1"
 	var all, good []string
-	for i, bad := range []Job{msg("trace", "amq.rabbitmq.trace", "k"), msg("denied", denied, "k"), cc, exp} {
+	for i, bad := range []Job[string]{msg("trace", "amq.rabbitmq.trace", "k"), msg("denied", denied, "k"), cc, exp} {
 		batch := ids(fmt.Sprintf("g%d", i), 300)
 		h.send(jobsTo(ex, batch)...)
 		h.send(bad)
-		all = append(append(all, batch...), bad.Tag.(string))
+		all = append(append(all, batch...), bad.Tag)
 		good = append(good, batch...)
 	}
 	// A fence: every copy of an earlier message that was ever published
@@ -477,7 +477,7 @@ func testNack(t *testing.T, e env) {
 func testReturnsForSameMessageID(t *testing.T, e env) {
 	ex, lost := e.bound(t), e.unbound(t)
 	h := start(t, e, Config{Window: 8})
-	job := func(tag, exchange string) Job {
+	job := func(tag, exchange string) Job[string] {
 		j := msg("same-id", exchange, "k")
 		j.Tag = tag
 		return j
@@ -619,7 +619,7 @@ func testMustDeliverDLX(t *testing.T, e env) {
 	if p := got[len(got)-1]; p.MessageId != "" || p.Headers["x-relay-original-message-id"] != longID.Msg.Publishing.MessageId {
 		t.Errorf("dead-letter copy of long-id: id %q, headers %v; want the id moved to a header", p.MessageId, p.Headers)
 	}
-	for i, j := range []Job{missing, unroutable} {
+	for i, j := range []Job[string]{missing, unroutable} {
 		p := got[i]
 		if p.MessageId != j.Msg.Publishing.MessageId || string(p.Body) != string(j.Msg.Publishing.Body) ||
 			p.Headers[HeaderOriginalExchange] != j.Msg.Exchange || p.Headers[HeaderOriginalRoutingKey] != j.Msg.RoutingKey ||
@@ -771,7 +771,7 @@ func testBrokerDownAtStart(t *testing.T, e env) {
 func testRunReturnsWhenInputCloses(t *testing.T, e env) {
 	ex := e.bound(t)
 	h := start(t, e, Config{})
-	h.send(msg("m1", ex, "k"), Job{Tag: "marker"})
+	h.send(msg("m1", ex, "k"), Job[string]{Tag: "marker"})
 	close(h.in)
 	rs := h.results(2)
 	wantOrder(t, rs, []string{"m1", "marker"})
