@@ -71,12 +71,17 @@ func (m *machine[T]) scheduleRedial() {
 	m.redialC = m.redial.C
 }
 
-// dropConn closes the connection, waiting a bounded time: a close on a
-// dead network waits for a close-ok that never comes.
+// dropConn closes the connection.
 func (m *machine[T]) dropConn() {
 	conn := m.conn
 	m.conn, m.check = nil, nil
 	m.p.connected.Store(false)
+	closeWithin(conn)
+}
+
+// closeWithin closes conn (if any), waiting a bounded time: a close on a dead
+// network waits for a close-ok that never comes.
+func closeWithin(conn amqpConn) {
 	if conn == nil {
 		return
 	}

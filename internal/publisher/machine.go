@@ -268,14 +268,5 @@ func (m *machine[T]) shutdown() {
 	if m.holdT != nil {
 		m.holdT.Stop()
 	}
-	conn := m.conn
-	if conn == nil {
-		return
-	}
-	closed := make(chan struct{})
-	go func() { _ = conn.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(2 * time.Second):
-	}
+	closeWithin(m.conn)
 }
