@@ -45,7 +45,7 @@ func (m *machine[T]) emit(e *entry[T]) error {
 		}
 		if m.p.hold.Load() != nil {
 			m.p.hold.Store(nil)
-			m.holdWait = m.cfg.StrictRetryMin
+			m.holdBackoff.Reset()
 		}
 	}
 	select {
@@ -69,10 +69,11 @@ func (m *machine[T]) retryHead(e *entry[T]) {
 		return
 	}
 	reason := e.err.Error()
+	wait := m.holdBackoff.Next()
 	e.attempts++
 	e.viaDLX, e.reason = false, ""
 	e.state, e.err = waiting, nil
-	e.holdUntil = time.Now().Add(m.holdWait)
+	e.holdUntil = time.Now().Add(wait)
 	m.next = 0
 	since := time.Now()
 	if h := m.p.hold.Load(); h != nil {
@@ -83,14 +84,13 @@ func (m *machine[T]) retryHead(e *entry[T]) {
 		Reason: reason, Since: since, Attempts: e.attempts})
 	m.p.warn.warn("publish failed; the stream holds behind this message and retries it",
 		zap.String("message_id", msg.Publishing.MessageId), zap.String("exchange", msg.Exchange),
-		zap.String("reason", reason), zap.Duration("retry_in", m.holdWait))
+		zap.String("reason", reason), zap.Duration("retry_in", wait))
 	if m.holdT == nil {
-		m.holdT = time.NewTimer(m.holdWait)
+		m.holdT = time.NewTimer(wait)
 	} else {
-		m.holdT.Reset(m.holdWait)
+		m.holdT.Reset(wait)
 	}
 	m.holdC = m.holdT.C
-	m.holdWait = min(m.holdWait*2, m.cfg.StrictRetryMax)
 }
 
 // releaseHold lets the held head be published again.

@@ -6,6 +6,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // entryState is where one job is in its life.
@@ -90,17 +92,21 @@ type machine[T any] struct {
 	check amqpChannel
 	// streak counts connections opened since the last confirmation: it
 	// drives the reconnect backoff.
-	streak   int
-	redial   *time.Timer
-	redialC  <-chan time.Time
-	holdT    *time.Timer
-	holdC    <-chan time.Time
-	holdWait time.Duration
+	streak  int
+	redial  *time.Timer
+	redialC <-chan time.Time
+	holdT   *time.Timer
+	holdC   <-chan time.Time
+	// holdBackoff spaces the retries of a held head (StrictRetryMin
+	// doubling to StrictRetryMax); a delivered head resets it. The pause
+	// is a timer in wait's select, which also ends on ctx, so the loop
+	// keeps taking confirmations and returns while the head waits.
+	holdBackoff backoff.Backoff
 }
 
 func newMachine[T any](ctx context.Context, p *Publisher, in <-chan Job[T], out chan<- Result[T]) *machine[T] {
 	m := &machine[T]{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
-		holdWait: p.cfg.StrictRetryMin}
+		holdBackoff: backoff.Backoff{Initial: p.cfg.StrictRetryMin, Max: p.cfg.StrictRetryMax}}
 	if p.cfg.Strict && p.cfg.PerKey {
 		m.keys = map[uint64]int{}
 	}
