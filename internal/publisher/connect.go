@@ -62,13 +62,7 @@ func (m *machine[T]) redialDelay() time.Duration {
 }
 
 func (m *machine[T]) scheduleRedial() {
-	d := m.redialDelay()
-	if m.redial == nil {
-		m.redial = time.NewTimer(d)
-	} else {
-		m.redial.Reset(d)
-	}
-	m.redialC = m.redial.C
+	m.redialC = arm(&m.redial, m.redialDelay())
 }
 
 // dropConn closes the connection.

@@ -85,12 +85,7 @@ func (m *machine[T]) retryHead(e *entry[T]) {
 	m.p.warn.warn("publish failed; the stream holds behind this message and retries it",
 		zap.String("message_id", msg.Publishing.MessageId), zap.String("exchange", msg.Exchange),
 		zap.String("reason", reason), zap.Duration("retry_in", wait))
-	if m.holdT == nil {
-		m.holdT = time.NewTimer(wait)
-	} else {
-		m.holdT.Reset(wait)
-	}
-	m.holdC = m.holdT.C
+	m.holdC = arm(&m.holdT, wait)
 }
 
 // releaseHold lets the held head be published again.

@@ -265,6 +265,17 @@ func (m *machine[T]) pump() error {
 	return nil
 }
 
+// arm sets *t to fire after d, making the timer on first use, and returns
+// its channel (the redial and the hold timer).
+func arm(t **time.Timer, d time.Duration) <-chan time.Time {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	return (*t).C
+}
+
 // shutdown closes the connection without waiting long for a dead peer.
 func (m *machine[T]) shutdown() {
 	m.p.connected.Store(false)
