@@ -94,7 +94,7 @@ func (f fakeEnv) received(t *testing.T, exchange string, n int) []amqp.Publishin
 				got = append(got, p.msg)
 			}
 		}
-		return distinct(got) >= n
+		return len(firstArrivals(got)) >= n
 	}, "%d messages routed via %s, want %d", len(got), exchange, n)
 	return got
 }
@@ -230,7 +230,7 @@ func (r *realEnv) received(t *testing.T, exchange string, n int) []amqp.Publishi
 	r.mu.Unlock()
 	var got []amqp.Publishing
 	eventually(t, 10*time.Second, func() bool {
-		for distinct(got) < n {
+		for len(firstArrivals(got)) < n {
 			d, ok, err := r.admin.Get(q, true)
 			if err != nil {
 				t.Fatalf("reading %s: %v", q, err)
@@ -296,6 +296,33 @@ func (h *harness) send(jobs ...Job[string]) {
 	}
 }
 
+// roundTrip sends jobs and waits for their results, which must come back
+// in the order the jobs were sent.
+func (h *harness) roundTrip(jobs ...Job[string]) []Result[string] {
+	h.t.Helper()
+	h.send(jobs...)
+	rs := h.results(len(jobs))
+	want := make([]string, len(jobs))
+	for i, j := range jobs {
+		want[i] = j.Tag
+	}
+	wantOrder(h.t, rs, want)
+	return rs
+}
+
+// waitHold waits until the stream holds behind a message tried at least
+// attempts times, and returns the hold.
+func (h *harness) waitHold(attempts int) Hold {
+	h.t.Helper()
+	var hold Hold
+	eventually(h.t, 5*time.Second, func() bool {
+		var ok bool
+		hold, ok = h.p.Holding()
+		return ok && hold.Attempts >= attempts
+	}, "the stream never held behind a message tried %d times", attempts)
+	return hold
+}
+
 // results waits for n results, in order.
 func (h *harness) results(n int) []Result[string] {
 	h.t.Helper()
@@ -354,10 +381,13 @@ func pubIDs(ps []amqp.Publishing) []string {
 	return out
 }
 
-func distinct(ps []amqp.Publishing) int {
+// firstArrivals returns the message ids in the order they first arrived,
+// each once.
+func firstArrivals(ps []amqp.Publishing) []string {
 	seen := map[string]bool{}
-	for _, p := range ps {
-		seen[p.MessageId] = true
-	}
-	return len(seen)
+	return slices.DeleteFunc(pubIDs(ps), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }
