@@ -166,7 +166,7 @@ func (ps publishers) Republished() uint64 {
 func (ps publishers) relayLanes() []relay.Lane {
 	out := make([]relay.Lane, len(ps))
 	for i, p := range ps {
-		out[i] = p
+		out[i] = publisher.Stream[relay.Ticket]{Publisher: p}
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
@@ -51,8 +52,8 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := sweeper.New(sweeperConfig(cfg.Sweeper), cfg.Tables, precheck, a.Primary, pub, rt,
-		status.NewWriter(a.Primary, retryBackoff(cfg)), a.Log.Named("sweeper"))
+	s, err := sweeper.New(sweeperConfig(cfg.Sweeper), cfg.Tables, precheck, a.Primary,
+		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(a.Primary, retryBackoff(cfg)), a.Log.Named("sweeper"))
 	if err != nil {
 		return nil, err
 	}

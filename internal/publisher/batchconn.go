@@ -29,7 +29,7 @@ type batchConn struct {
 	pending []byte
 	spare   []byte
 	err     error
-	wake    chan struct{} // capacity 1: the flusher has work
+	wake    wakeup        // the flusher has work
 	done    chan struct{} // closed by Close
 	once    sync.Once
 }
@@ -37,10 +37,34 @@ type batchConn struct {
 const maxPending = 4 << 20
 
 func newBatchConn(c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &batchConn{Conn: c, wake: newWakeup(), done: make(chan struct{})}
 	b.cond = sync.NewCond(&b.mu)
 	go b.flush()
 	return b
+}
+
+// wakeup tells one worker goroutine that there is work. notify never
+// blocks, and the notifications that come while the worker is busy merge
+// into one: each round the worker takes all the work there is.
+type wakeup chan struct{}
+
+func newWakeup() wakeup { return make(wakeup, 1) }
+
+func (w wakeup) notify() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until a notification (true) or until stop is closed (false).
+func (w wakeup) wait(stop <-chan struct{}) bool {
+	select {
+	case <-w:
+		return true
+	case <-stop:
+		return false
+	}
 }
 
 // batchDial is amqp.Config.Dial: a TCP connection with coalesced writes
@@ -73,20 +97,12 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	}
 	b.pending = append(b.pending, p...)
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.wake.notify()
 	return len(p), nil
 }
 
 func (b *batchConn) flush() {
-	for {
-		select {
-		case <-b.wake:
-		case <-b.done:
-			return
-		}
+	for b.wake.wait(b.done) {
 		b.mu.Lock()
 		out := b.pending
 		if len(out) == 0 {

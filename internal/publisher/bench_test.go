@@ -36,13 +36,13 @@ func BenchmarkPublishRabbitMQ(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			in, out := make(chan Job, 1024), make(chan Result, 1024)
-			go func() { _ = p.Run(ctx, in, out) }()
+			in, out := make(chan Job[string], 1024), make(chan Result[string], 1024)
+			go func() { _ = Stream[string]{p}.Run(ctx, in, out) }()
 			body := make([]byte, 1024)
 			b.ResetTimer()
 			go func() {
 				for i := range b.N {
-					in <- Job{Msg: &router.Message{Exchange: target.exchange, RoutingKey: "k",
+					in <- Job[string]{Msg: &router.Message{Exchange: target.exchange, RoutingKey: "k",
 						Publishing: amqp.Publishing{MessageId: fmt.Sprint(i), DeliveryMode: amqp.Persistent, Body: body}}}
 				}
 			}()

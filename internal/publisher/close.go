@@ -23,7 +23,7 @@ import (
 //     only the channel is reopened.
 //   - anything else is the connection's: it is closed and redialled with
 //     backoff, and every unconfirmed message is republished in order.
-func (m *machine) channelEnded() error {
+func (m *machine[T]) channelEnded() error {
 	s := m.sess
 	m.sess = nil // Connected() stays true unless the connection goes too
 	cerr, rets, confs := s.ended(m.ctx)
@@ -52,7 +52,7 @@ func (m *machine) channelEnded() error {
 
 // connectionFailed ends the session over an error of the connection: the
 // close shuts the channel down, and channelEnded drains and classifies it.
-func (m *machine) connectionFailed(err error) error {
+func (m *machine[T]) connectionFailed(err error) error {
 	m.p.warn.warn("broker connection failed", zap.Error(err))
 	m.dropConn()
 	if m.sess == nil {
@@ -64,8 +64,8 @@ func (m *machine) connectionFailed(err error) error {
 
 // unsend returns the entries in flight on the ended channel, in job order,
 // as waiting: their fate there is unknown.
-func (m *machine) unsend() []*entry {
-	var inflight []*entry
+func (m *machine[T]) unsend() []*entry[T] {
+	var inflight []*entry[T]
 	for _, e := range m.q {
 		if e.state == sent {
 			e.state, e.probe, e.unknown = waiting, false, true
@@ -80,7 +80,7 @@ func (m *machine) unsend() []*entry {
 }
 
 // refused settles the culprit of a refusal, or marks the suspects.
-func (m *machine) refused(cerr *amqp.Error, inflight []*entry) {
+func (m *machine[T]) refused(cerr *amqp.Error, inflight []*entry[T]) {
 	if len(inflight) > 1 {
 		for _, e := range inflight {
 			if !e.suspect {

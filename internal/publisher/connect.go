@@ -10,7 +10,7 @@ import (
 
 // connect opens the publishing channel, dialling first when there is no
 // open connection. On failure it schedules the next attempt.
-func (m *machine) connect() {
+func (m *machine[T]) connect() {
 	dialled := false
 	if m.conn == nil || m.conn.IsClosed() {
 		m.streak++
@@ -27,7 +27,7 @@ func (m *machine) connect() {
 		m.conn, dialled = conn, true
 		m.forgetProofs()
 	}
-	s, err := openChannel(m.conn, m.cfg.Window)
+	s, err := openChannel[T](m.conn, m.cfg.Window)
 	if err != nil {
 		m.p.warn.warn("opening the publishing channel failed, reconnecting", zap.Error(err))
 		m.dropConn()
@@ -49,7 +49,7 @@ func (m *machine) connect() {
 // next few back off from ReconnectMin, and from the fourth on at least a
 // second apart, so no failure can make the publisher open more than one
 // connection a second for long.
-func (m *machine) redialDelay() time.Duration {
+func (m *machine[T]) redialDelay() time.Duration {
 	if m.streak == 0 {
 		return 0
 	}
@@ -61,22 +61,21 @@ func (m *machine) redialDelay() time.Duration {
 	return d
 }
 
-func (m *machine) scheduleRedial() {
-	d := m.redialDelay()
-	if m.redial == nil {
-		m.redial = time.NewTimer(d)
-	} else {
-		m.redial.Reset(d)
-	}
-	m.redialC = m.redial.C
+func (m *machine[T]) scheduleRedial() {
+	m.redialC = arm(&m.redial, m.redialDelay())
 }
 
-// dropConn closes the connection, waiting a bounded time: a close on a
-// dead network waits for a close-ok that never comes.
-func (m *machine) dropConn() {
+// dropConn closes the connection.
+func (m *machine[T]) dropConn() {
 	conn := m.conn
 	m.conn, m.check = nil, nil
 	m.p.connected.Store(false)
+	closeWithin(conn)
+}
+
+// closeWithin closes conn (if any), waiting a bounded time: a close on a dead
+// network waits for a close-ok that never comes.
+func closeWithin(conn amqpConn) {
 	if conn == nil {
 		return
 	}
@@ -89,7 +88,7 @@ func (m *machine) dropConn() {
 }
 
 // unconfirmed counts messages whose outcome is not known yet.
-func (m *machine) unconfirmed() int {
+func (m *machine[T]) unconfirmed() int {
 	n := 0
 	for _, e := range m.q {
 		if e.job.Msg != nil && e.state != done {

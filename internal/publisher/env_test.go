@@ -94,7 +94,7 @@ func (f fakeEnv) received(t *testing.T, exchange string, n int) []amqp.Publishin
 				got = append(got, p.msg)
 			}
 		}
-		return distinct(got) >= n
+		return len(firstArrivals(got)) >= n
 	}, "%d messages routed via %s, want %d", len(got), exchange, n)
 	return got
 }
@@ -230,7 +230,7 @@ func (r *realEnv) received(t *testing.T, exchange string, n int) []amqp.Publishi
 	r.mu.Unlock()
 	var got []amqp.Publishing
 	eventually(t, 10*time.Second, func() bool {
-		for distinct(got) < n {
+		for len(firstArrivals(got)) < n {
 			d, ok, err := r.admin.Get(q, true)
 			if err != nil {
 				t.Fatalf("reading %s: %v", q, err)
@@ -252,8 +252,8 @@ type harness struct {
 	t      *testing.T
 	e      env
 	p      *Publisher
-	in     chan Job
-	out    chan Result
+	in     chan Job[string]
+	out    chan Result[string]
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -270,8 +270,8 @@ func start(t *testing.T, e env, cfg Config) *harness {
 	}
 	p.dial = e.dial
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, e: e, p: p, in: make(chan Job, 4096), out: make(chan Result, 4096), cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- p.Run(ctx, h.in, h.out) }()
+	h := &harness{t: t, e: e, p: p, in: make(chan Job[string], 4096), out: make(chan Result[string], 4096), cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- Stream[string]{p}.Run(ctx, h.in, h.out) }()
 	t.Cleanup(h.stop)
 	return h
 }
@@ -286,7 +286,7 @@ func (h *harness) stop() {
 	}
 }
 
-func (h *harness) send(jobs ...Job) {
+func (h *harness) send(jobs ...Job[string]) {
 	for _, j := range jobs {
 		select {
 		case h.in <- j:
@@ -296,10 +296,37 @@ func (h *harness) send(jobs ...Job) {
 	}
 }
 
-// results waits for n results, in order.
-func (h *harness) results(n int) []Result {
+// roundTrip sends jobs and waits for their results, which must come back
+// in the order the jobs were sent.
+func (h *harness) roundTrip(jobs ...Job[string]) []Result[string] {
 	h.t.Helper()
-	var rs []Result
+	h.send(jobs...)
+	rs := h.results(len(jobs))
+	want := make([]string, len(jobs))
+	for i, j := range jobs {
+		want[i] = j.Tag
+	}
+	wantOrder(h.t, rs, want)
+	return rs
+}
+
+// waitHold waits until the stream holds behind a message tried at least
+// attempts times, and returns the hold.
+func (h *harness) waitHold(attempts int) Hold {
+	h.t.Helper()
+	var hold Hold
+	eventually(h.t, 5*time.Second, func() bool {
+		var ok bool
+		hold, ok = h.p.Holding()
+		return ok && hold.Attempts >= attempts
+	}, "the stream never held behind a message tried %d times", attempts)
+	return hold
+}
+
+// results waits for n results, in order.
+func (h *harness) results(n int) []Result[string] {
+	h.t.Helper()
+	var rs []Result[string]
 	deadline := time.After(20 * time.Second)
 	for len(rs) < n {
 		select {
@@ -321,8 +348,8 @@ func (h *harness) results(n int) []Result {
 	return rs
 }
 
-func msg(id, exchange, key string) Job {
-	return Job{Msg: &router.Message{Exchange: exchange, RoutingKey: key,
+func msg(id, exchange, key string) Job[string] {
+	return Job[string]{Msg: &router.Message{Exchange: exchange, RoutingKey: key,
 		Publishing: amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte("body of " + id)}}, Tag: id}
 }
 
@@ -335,11 +362,11 @@ func ids(prefix string, n int) []string {
 }
 
 // wantOrder requires results to be for want, in order.
-func wantOrder(t *testing.T, rs []Result, want []string) {
+func wantOrder(t *testing.T, rs []Result[string], want []string) {
 	t.Helper()
 	got := make([]string, len(rs))
 	for i, r := range rs {
-		got[i], _ = r.Job.Tag.(string)
+		got[i] = r.Job.Tag
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results out of order:\n got %v\nwant %v", got, want)
@@ -354,10 +381,13 @@ func pubIDs(ps []amqp.Publishing) []string {
 	return out
 }
 
-func distinct(ps []amqp.Publishing) int {
+// firstArrivals returns the message ids in the order they first arrived,
+// each once.
+func firstArrivals(ps []amqp.Publishing) []string {
 	seen := map[string]bool{}
-	for _, p := range ps {
-		seen[p.MessageId] = true
-	}
-	return len(seen)
+	return slices.DeleteFunc(pubIDs(ps), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }

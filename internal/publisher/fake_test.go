@@ -165,7 +165,7 @@ func (c *fakeConn) Channel() (amqpChannel, error) {
 	if c.closed {
 		return nil, amqp.ErrClosed
 	}
-	ch := &fakeChannel{conn: c, b: c.b, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	ch := &fakeChannel{conn: c, b: c.b, wake: newWakeup(), stop: make(chan struct{})}
 	c.chans = append(c.chans, ch)
 	c.b.mu.Lock()
 	c.b.chans = append(c.b.chans, ch)
@@ -226,7 +226,7 @@ type fakeChannel struct {
 	unconf     int
 	withheld   []uint64
 	events     []event
-	wake       chan struct{}
+	wake       wakeup
 	stop       chan struct{}
 
 	notifyM  sync.RWMutex
@@ -237,21 +237,13 @@ type fakeChannel struct {
 
 func (c *fakeChannel) queue(ev event) {
 	c.events = append(c.events, ev)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wake.notify()
 }
 
 // deliver hands events over in order from one goroutine, like amqp091-go's
 // reader.
 func (c *fakeChannel) deliver() {
-	for {
-		select {
-		case <-c.wake:
-		case <-c.stop:
-			return
-		}
+	for c.wake.wait(c.stop) {
 		for {
 			c.mu.Lock()
 			if len(c.events) == 0 || c.closed {

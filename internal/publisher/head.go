@@ -9,7 +9,7 @@ import (
 // handOverHead hands over the results at the head of the queue, in job order.
 // A failed message that must not fail (MustDeliver, or any message in
 // strict mode) stays at the head: it is dead-lettered or held.
-func (m *machine) handOverHead() error {
+func (m *machine[T]) handOverHead() error {
 	for len(m.q) > 0 {
 		e := m.q[0]
 		if e.job.Msg != nil && e.state != done {
@@ -32,8 +32,8 @@ func (m *machine) handOverHead() error {
 	return nil
 }
 
-func (m *machine) emit(e *entry) error {
-	r := Result{Job: e.job, Err: e.err, DeadLettered: e.deadLettered, Reason: e.reason}
+func (m *machine[T]) emit(e *entry[T]) error {
+	r := Result[T]{Job: e.job, Err: e.err, DeadLettered: e.deadLettered, Reason: e.reason}
 	if e.job.Msg != nil {
 		if !e.sentAt.IsZero() {
 			r.Latency = time.Since(e.sentAt)
@@ -45,7 +45,7 @@ func (m *machine) emit(e *entry) error {
 		}
 		if m.p.hold.Load() != nil {
 			m.p.hold.Store(nil)
-			m.holdWait = m.cfg.StrictRetryMin
+			m.holdBackoff.Reset()
 		}
 	}
 	select {
@@ -59,7 +59,7 @@ func (m *machine) emit(e *entry) error {
 // retryHead sends a failed MustDeliver message to the dead-letter exchange
 // if there is one and it has not just failed there; otherwise the stream
 // holds behind it and it is retried with backoff.
-func (m *machine) retryHead(e *entry) {
+func (m *machine[T]) retryHead(e *entry[T]) {
 	m.requeued = true
 	e.retryPending = false
 	if e.job.MustDeliver && m.cfg.DeadLetterExchange != "" && !e.viaDLX {
@@ -69,10 +69,11 @@ func (m *machine) retryHead(e *entry) {
 		return
 	}
 	reason := e.err.Error()
+	wait := m.holdBackoff.Next()
 	e.attempts++
 	e.viaDLX, e.reason = false, ""
 	e.state, e.err = waiting, nil
-	e.holdUntil = time.Now().Add(m.holdWait)
+	e.holdUntil = time.Now().Add(wait)
 	m.next = 0
 	since := time.Now()
 	if h := m.p.hold.Load(); h != nil {
@@ -83,18 +84,12 @@ func (m *machine) retryHead(e *entry) {
 		Reason: reason, Since: since, Attempts: e.attempts})
 	m.p.warn.warn("publish failed; the stream holds behind this message and retries it",
 		zap.String("message_id", msg.Publishing.MessageId), zap.String("exchange", msg.Exchange),
-		zap.String("reason", reason), zap.Duration("retry_in", m.holdWait))
-	if m.holdT == nil {
-		m.holdT = time.NewTimer(m.holdWait)
-	} else {
-		m.holdT.Reset(m.holdWait)
-	}
-	m.holdC = m.holdT.C
-	m.holdWait = min(m.holdWait*2, m.cfg.StrictRetryMax)
+		zap.String("reason", reason), zap.Duration("retry_in", wait))
+	m.holdC = arm(&m.holdT, wait)
 }
 
 // releaseHold lets the held head be published again.
-func (m *machine) releaseHold() {
+func (m *machine[T]) releaseHold() {
 	if len(m.q) > 0 {
 		m.q[0].holdUntil = time.Time{}
 	}

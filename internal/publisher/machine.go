@@ -6,6 +6,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
 // entryState is where one job is in its life.
@@ -21,8 +23,8 @@ const (
 	done
 )
 
-type entry struct {
-	job   Job
+type entry[T any] struct {
+	job   Job[T]
 	state entryState
 	err   error
 	seq   uint64
@@ -55,18 +57,18 @@ type entry struct {
 // machine is one Run: the ordered queue of jobs and the broker session, and
 // a method per event (job in, publish, confirm, return, channel end,
 // reconnect, hold timer, settle). Only Run's goroutine touches it.
-type machine struct {
+type machine[T any] struct {
 	p   *Publisher
 	cfg *Config
 	log *zap.Logger
 	ctx context.Context
-	in  <-chan Job
-	out chan<- Result
+	in  <-chan Job[T]
+	out chan<- Result[T]
 
 	inOpen bool
-	q      []*entry // in job order; q[0] is the oldest unsettled job
-	next   int      // q[next:] have not been offered to the current session
-	sent   int      // entries in state sent
+	q      []*entry[T] // in job order; q[0] is the oldest unsettled job
+	next   int         // q[next:] have not been offered to the current session
+	sent   int         // entries in state sent
 	// suspects counts unresolved suspects; while there are any, one
 	// message at a time is in flight so the next refusal names its culprit.
 	suspects int
@@ -79,28 +81,32 @@ type machine struct {
 	// requeued: handOverHead put the head back to be published again.
 	requeued bool
 	// free holds settled entries for reuse (recycle).
-	free []*entry
+	free []*entry[T]
 	// keys counts the unconfirmed messages per Job.Key (Config.PerKey in
 	// strict mode only; nil otherwise).
 	keys map[uint64]int
 
-	sess *session
+	sess *session[T]
 	conn amqpConn // kept when only the channel is reopened
 	// check is the exchange-check channel kept across a channel reopen.
 	check amqpChannel
 	// streak counts connections opened since the last confirmation: it
 	// drives the reconnect backoff.
-	streak   int
-	redial   *time.Timer
-	redialC  <-chan time.Time
-	holdT    *time.Timer
-	holdC    <-chan time.Time
-	holdWait time.Duration
+	streak  int
+	redial  *time.Timer
+	redialC <-chan time.Time
+	holdT   *time.Timer
+	holdC   <-chan time.Time
+	// holdBackoff spaces the retries of a held head (StrictRetryMin
+	// doubling to StrictRetryMax); a delivered head resets it. The pause
+	// is a timer in wait's select, which also ends on ctx, so the loop
+	// keeps taking confirmations and returns while the head waits.
+	holdBackoff backoff.Backoff
 }
 
-func newMachine(ctx context.Context, p *Publisher, in <-chan Job, out chan<- Result) *machine {
-	m := &machine{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
-		holdWait: p.cfg.StrictRetryMin}
+func newMachine[T any](ctx context.Context, p *Publisher, in <-chan Job[T], out chan<- Result[T]) *machine[T] {
+	m := &machine[T]{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
+		holdBackoff: backoff.Backoff{Initial: p.cfg.StrictRetryMin, Max: p.cfg.StrictRetryMax}}
 	if p.cfg.Strict && p.cfg.PerKey {
 		m.keys = map[uint64]int{}
 	}
@@ -110,7 +116,7 @@ func newMachine(ctx context.Context, p *Publisher, in <-chan Job, out chan<- Res
 // run is the event loop. Each turn it makes sure a session exists (or a
 // redial is scheduled), publishes what the window allows, settles the head
 // of the queue, then waits for one event.
-func (m *machine) run() error {
+func (m *machine[T]) run() error {
 	defer m.shutdown()
 	for {
 		if err := m.step(); err != nil {
@@ -129,7 +135,7 @@ func (m *machine) run() error {
 // put back for the dead-letter exchange or a retry is published at once;
 // a second round cannot put it back again without a broker event (it is
 // in flight, or held until its timer).
-func (m *machine) step() error {
+func (m *machine[T]) step() error {
 	for {
 		if m.sess == nil && m.redialC == nil {
 			m.connect()
@@ -146,8 +152,8 @@ func (m *machine) step() error {
 	}
 }
 
-func (m *machine) wait() error {
-	var in <-chan Job
+func (m *machine[T]) wait() error {
+	var in <-chan Job[T]
 	if m.inOpen && len(m.q) < 4*m.cfg.Window && m.sent < m.window() {
 		in = m.in
 	}
@@ -186,16 +192,16 @@ func (m *machine) wait() error {
 	return nil
 }
 
-func (m *machine) intake(job Job, ok bool) {
+func (m *machine[T]) intake(job Job[T], ok bool) {
 	if !ok {
 		m.inOpen = false
 		return
 	}
-	var e *entry
+	var e *entry[T]
 	if n := len(m.free); n > 0 {
 		e, m.free = m.free[n-1], m.free[:n-1]
 	} else {
-		e = &entry{}
+		e = &entry[T]{}
 	}
 	e.job = job
 	m.q = append(m.q, e)
@@ -206,9 +212,9 @@ func (m *machine) intake(job Job, ok bool) {
 // session's delivery tags before it settles, and a session that ended is
 // dropped whole), and a drain of a backlog then allocates no entry per
 // message.
-func (m *machine) recycle(e *entry) {
+func (m *machine[T]) recycle(e *entry[T]) {
 	if len(m.free) < 4*m.cfg.Window {
-		*e = entry{}
+		*e = entry[T]{}
 		m.free = append(m.free, e)
 	}
 }
@@ -216,7 +222,7 @@ func (m *machine) recycle(e *entry) {
 // window is how many messages may be unconfirmed: one while suspects are
 // being resolved or a probe is out (or in strict mode, where Defaults sets
 // Window to 1).
-func (m *machine) window() int {
+func (m *machine[T]) window() int {
 	if m.suspects > 0 || m.probes > 0 {
 		return 1
 	}
@@ -224,7 +230,7 @@ func (m *machine) window() int {
 }
 
 // pump publishes waiting entries in job order while the window allows.
-func (m *machine) pump() error {
+func (m *machine[T]) pump() error {
 	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() {
 		e := m.q[m.next]
 		if e.retryPending {
@@ -259,8 +265,19 @@ func (m *machine) pump() error {
 	return nil
 }
 
+// arm sets *t to fire after d, making the timer on first use, and returns
+// its channel (the redial and the hold timer).
+func arm(t **time.Timer, d time.Duration) <-chan time.Time {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	return (*t).C
+}
+
 // shutdown closes the connection without waiting long for a dead peer.
-func (m *machine) shutdown() {
+func (m *machine[T]) shutdown() {
 	m.p.connected.Store(false)
 	if m.redial != nil {
 		m.redial.Stop()
@@ -268,14 +285,5 @@ func (m *machine) shutdown() {
 	if m.holdT != nil {
 		m.holdT.Stop()
 	}
-	conn := m.conn
-	if conn == nil {
-		return
-	}
-	closed := make(chan struct{})
-	go func() { _ = conn.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(2 * time.Second):
-	}
+	closeWithin(m.conn)
 }

@@ -22,7 +22,7 @@ const provenFor = 30 * time.Second
 
 // probeGate reports whether e may be published now, and whether that
 // publish is a probe (its exchange is not proven on this connection).
-func (m *machine) probeGate(e *entry) (ok, probe bool) {
+func (m *machine[T]) probeGate(e *entry[T]) (ok, probe bool) {
 	if m.isProven(m.exchangeOf(e)) {
 		return true, false
 	}
@@ -30,7 +30,7 @@ func (m *machine) probeGate(e *entry) (ok, probe bool) {
 }
 
 // exchangeOf is the exchange e's next publish goes to.
-func (m *machine) exchangeOf(e *entry) string {
+func (m *machine[T]) exchangeOf(e *entry[T]) string {
 	if e.viaDLX {
 		return m.cfg.DeadLetterExchange
 	}
@@ -46,7 +46,7 @@ func provenKey(exchange string) string {
 	return exchange
 }
 
-func (m *machine) isProven(exchange string) bool {
+func (m *machine[T]) isProven(exchange string) bool {
 	if m.proven == nil {
 		return false
 	}
@@ -56,7 +56,7 @@ func (m *machine) isProven(exchange string) bool {
 
 // prove records that the broker took a publish to exchange on this
 // connection.
-func (m *machine) prove(exchange string) {
+func (m *machine[T]) prove(exchange string) {
 	if m.proven == nil {
 		m.proven = newExchangeCache(4096)
 		m.proven.positive = provenFor
@@ -66,4 +66,4 @@ func (m *machine) prove(exchange string) {
 
 // forgetProofs starts a new connection with nothing proven: permissions
 // may have changed while it was away.
-func (m *machine) forgetProofs() { m.proven = nil }
+func (m *machine[T]) forgetProofs() { m.proven = nil }

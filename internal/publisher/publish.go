@@ -14,7 +14,7 @@ import (
 // limits and the exchange's existence. A message that fails a check is
 // settled here and never reaches the broker. The returned error is only
 // the context's; a failing connection ends the session instead.
-func (m *machine) send(e *entry) error {
+func (m *machine[T]) send(e *entry[T]) error {
 	msg := e.job.Msg
 	exchange, key, pub := msg.Exchange, msg.RoutingKey, msg.Publishing
 	if e.viaDLX {
@@ -64,7 +64,7 @@ func (m *machine) send(e *entry) error {
 }
 
 // unconfirmedKey forgets one unconfirmed message of e's key.
-func (m *machine) unconfirmedKey(e *entry) {
+func (m *machine[T]) unconfirmedKey(e *entry[T]) {
 	if m.keys == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (m *machine) unconfirmedKey(e *entry) {
 }
 
 // fail settles an entry with a per-message failure.
-func (m *machine) fail(e *entry, err error) {
+func (m *machine[T]) fail(e *entry[T], err error) {
 	if e.state == sent {
 		m.sent--
 		m.unconfirmedKey(e)
@@ -105,14 +105,14 @@ func (m *machine) fail(e *entry, err error) {
 
 // mustRetry: a failure of this message is not a result but a retry (at the
 // dead-letter exchange or in place) that nothing behind it may overtake.
-func (m *machine) mustRetry(e *entry) bool {
+func (m *machine[T]) mustRetry(e *entry[T]) bool {
 	return e.job.MustDeliver || m.cfg.Strict
 }
 
 // onConfirm settles the entry a confirmation is for. amqp091-go hands
 // confirmations over one per tag in tag order, after any basic.return of
 // the same message.
-func (m *machine) onConfirm(s *session, c amqp.Confirmation) {
+func (m *machine[T]) onConfirm(s *session[T], c amqp.Confirmation) {
 	e := s.bySeq[c.DeliveryTag]
 	if e == nil || e.state != sent {
 		return
@@ -141,7 +141,7 @@ func (m *machine) onConfirm(s *session, c amqp.Confirmation) {
 // drainReturns takes the returns already buffered: they precede the
 // confirmation about to be applied. A closed channel is left for the next
 // select, which ends the session.
-func (m *machine) drainReturns() {
+func (m *machine[T]) drainReturns() {
 	for {
 		select {
 		case r, ok := <-m.sess.returns:
@@ -166,8 +166,8 @@ func (m *machine) drainReturns() {
 // only copies identical in all four could be confused, and a return then
 // fails the earlier copy, which routes identically unless the bindings
 // changed between the two publishes.
-func (m *machine) onReturn(s *session, r amqp.Return) {
-	var best *entry
+func (m *machine[T]) onReturn(s *session[T], r amqp.Return) {
+	var best *entry[T]
 	for _, e := range m.q {
 		if e.state != sent || e.seq <= s.lastReturn || s.bySeq[e.seq] != e {
 			continue
@@ -200,7 +200,7 @@ const (
 // original routing key. A routing key or property over the 255-byte limit
 // (which may be why it is here) cannot be sent as it is: the key is left
 // empty and such a property moves to an x-relay-original-<name> header.
-func (m *machine) deadLetter(e *entry) (string, string, amqp.Publishing) {
+func (m *machine[T]) deadLetter(e *entry[T]) (string, string, amqp.Publishing) {
 	msg := e.job.Msg
 	pub := msg.Publishing
 	pub.Headers = make(amqp.Table, len(msg.Publishing.Headers)+3)
@@ -226,7 +226,7 @@ func (m *machine) deadLetter(e *entry) (string, string, amqp.Publishing) {
 
 // exchangeExists answers from the cache, or asks the broker and caches it.
 // The default exchange ("") always exists.
-func (m *machine) exchangeExists(name string) (bool, error) {
+func (m *machine[T]) exchangeExists(name string) (bool, error) {
 	if name == "" {
 		return true, nil
 	}

@@ -124,10 +124,11 @@ func Redact(raw string) string {
 }
 
 // Job is one unit in the ordered stream: a message to publish, or (Msg nil)
-// a marker that only keeps its place in the order. Tag is the caller's.
-type Job struct {
+// a marker that only keeps its place in the order. Tag is the caller's, of
+// the caller's type T, and comes back unchanged in the job's Result.
+type Job[T any] struct {
 	Msg *router.Message
-	Tag any
+	Tag T
 	// MustDeliver marks a message whose failure cannot be recorded (its
 	// table has no status column): a failure never reaches the caller as a
 	// result; the message goes to the dead-letter exchange or holds the
@@ -139,8 +140,8 @@ type Job struct {
 
 // Result is a job's outcome: Err nil means confirmed by the broker and routed
 // to at least one queue.
-type Result struct {
-	Job Job
+type Result[T any] struct {
+	Job Job[T]
 	Err error
 	// Latency is publish-to-confirm time of the last publish (zero for
 	// markers and refused messages).
@@ -231,11 +232,18 @@ func (p *Publisher) Holding() (Hold, bool) {
 	return *h, true
 }
 
+// Stream is a Publisher seen as the publisher of jobs tagged T, the
+// caller's type: Go methods take no type parameters, so the tag type is
+// fixed here (publisher.Stream[relay.Ticket]{Publisher: p}) and a result
+// hands the caller's tag back without a type assertion.
+type Stream[T any] struct{ *Publisher }
+
 // Run publishes jobs from in and sends their results to out, in order, until
 // ctx ends or in is closed and everything is settled. The work is done by a
-// machine (machine.go), one method per event.
-func (p *Publisher) Run(ctx context.Context, in <-chan Job, out chan<- Result) error {
-	return newMachine(ctx, p, in, out).run()
+// machine (machine.go), one method per event. A Publisher runs one stream
+// at a time.
+func (s Stream[T]) Run(ctx context.Context, in <-chan Job[T], out chan<- Result[T]) error {
+	return newMachine(ctx, s.Publisher, in, out).run()
 }
 
 // Scrub makes sure an error never carries the URL's password.

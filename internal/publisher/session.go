@@ -12,7 +12,7 @@ import (
 // session is one publishing channel in confirm mode on one connection, with
 // a second channel for passive exchange checks (a 404 on a passive declare
 // closes the channel it was made on, so it must not be the publishing one).
-type session struct {
+type session[T any] struct {
 	conn     amqpConn
 	ch       amqpChannel
 	check    amqpChannel // opened on first use, reopened after a 404
@@ -25,7 +25,7 @@ type session struct {
 	closeSeen bool
 	frameMax  int
 	// bySeq maps this channel's delivery tags to their entries.
-	bySeq map[uint64]*entry
+	bySeq map[uint64]*entry[T]
 	// lastReturn is the tag the latest basic.return was matched to: returns
 	// arrive in publish order, so the next one belongs to a later publish.
 	lastReturn uint64
@@ -35,7 +35,7 @@ type session struct {
 // buffers hold a full window: amqp091-go waits at most 5 s for a listener
 // before it drops a confirmation, and at most Window messages are
 // unconfirmed on this side.
-func openChannel(conn amqpConn, window int) (*session, error) {
+func openChannel[T any](conn amqpConn, window int) (*session[T], error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)
@@ -44,12 +44,12 @@ func openChannel(conn amqpConn, window int) (*session, error) {
 		_ = ch.Close()
 		return nil, fmt.Errorf("enabling publisher confirms: %w", err)
 	}
-	return &session{
+	return &session[T]{
 		conn: conn, ch: ch, frameMax: conn.FrameMax(),
 		confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window+16)),
 		returns:  ch.NotifyReturn(make(chan amqp.Return, window+16)),
 		closes:   ch.NotifyClose(make(chan *amqp.Error, 1)),
-		bySeq:    map[uint64]*entry{},
+		bySeq:    map[uint64]*entry[T]{},
 	}, nil
 }
 
@@ -62,7 +62,7 @@ const drainTimeout = 5 * time.Second
 // (nil when the client closed it) and the returns and confirmations still
 // buffered, in the order they were delivered. It never selects on a closed
 // channel twice: each notification channel is read until it is closed.
-func (s *session) ended(ctx context.Context) (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
+func (s *session[T]) ended(ctx context.Context) (*amqp.Error, []amqp.Return, []amqp.Confirmation) {
 	timeout := time.NewTimer(drainTimeout)
 	defer timeout.Stop()
 	cerr := s.closeErr
@@ -101,7 +101,7 @@ func (s *session) ended(ctx context.Context) (*amqp.Error, []amqp.Return, []amqp
 // exchangeExists declares the exchange passively on the check channel.
 // A 404 answers "missing" (and closes that channel only); any other error
 // is the connection's.
-func (s *session) exchangeExists(name string) (bool, error) {
+func (s *session[T]) exchangeExists(name string) (bool, error) {
 	if s.check == nil || s.check.IsClosed() {
 		ch, err := s.conn.Channel()
 		if err != nil {

@@ -3,6 +3,7 @@ package publisher
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,18 +70,18 @@ func needFake(t *testing.T, e env, why string) *fakeBroker {
 	return f
 }
 
-func jobsTo(exchange string, names []string) []Job {
-	out := make([]Job, len(names))
+func jobsTo(exchange string, names []string) []Job[string] {
+	out := make([]Job[string], len(names))
 	for i, id := range names {
 		out[i] = msg(id, exchange, "k."+id)
 	}
 	return out
 }
 
-func wantErrs(t *testing.T, rs []Result, want map[string]error) {
+func wantErrs(t *testing.T, rs []Result[string], want map[string]error) {
 	t.Helper()
 	for _, r := range rs {
-		id := r.Job.Tag.(string)
+		id := r.Job.Tag
 		w := want[id]
 		switch {
 		case w == nil && r.Err != nil:
@@ -98,13 +99,52 @@ func wantDials(t *testing.T, e env, max int) {
 	}
 }
 
+// wantErrSays requires err to say each of texts.
+func wantErrSays(t *testing.T, err error, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
+		if err == nil || !strings.Contains(err.Error(), text) {
+			t.Errorf("error %v, want it to say %q", err, text)
+		}
+	}
+}
+
+// scripted is the shape of the scenarios only the fake can play: n
+// messages m-0001.. to a bound exchange, each publish answered by script.
+type scripted struct {
+	why    string // what the real broker cannot be made to do
+	cfg    Config
+	n      int
+	script func(fakePub) outcome
+}
+
+// run publishes the messages and returns their results, checked to be in
+// order.
+func (s scripted) run(t *testing.T, e env) (*fakeBroker, *harness, []Result[string]) {
+	t.Helper()
+	f := needFake(t, e, s.why)
+	ex := e.bound(t)
+	f.script = s.script
+	h := start(t, e, s.cfg)
+	return f, h, h.roundTrip(jobsTo(ex, ids("m", s.n))...)
+}
+
+// scriptOne gives the publishes of message id the outcome o and every
+// other publish the broker's own.
+func scriptOne(id string, o outcome) func(fakePub) outcome {
+	return func(p fakePub) outcome {
+		if p.msg.MessageId == id {
+			return o
+		}
+		return outcome{code: -1}
+	}
+}
+
 func testInOrder(t *testing.T, e env) {
 	ex := e.bound(t)
 	h := start(t, e, Config{Window: 16})
 	names := ids("m", 200)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	rs := h.roundTrip(jobsTo(ex, names)...)
 	wantErrs(t, rs, nil)
 	if got := pubIDs(e.received(t, ex, len(names))); strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Errorf("broker received %v, want %v", got, names)
@@ -117,24 +157,18 @@ func testInOrder(t *testing.T, e env) {
 // closed notification channels are not spun on, the publisher reconnects
 // and republishes only what was not confirmed.
 func testMultipleAckThenReset(t *testing.T, e env) {
-	f := needFake(t, e, "reset a connection with confirmations buffered")
-	ex := e.bound(t)
-	f.script = func(p fakePub) outcome {
-		// The first publish to the exchange goes alone and proves it;
-		// it must be confirmed for the rest to be pipelined.
-		if p.conn > 1 || p.msg.MessageId == "m-0001" {
-			return outcome{code: -1}
-		}
-		if p.msg.MessageId == "m-0005" {
-			return outcome{kind: closeConn, ackUpTo: 3} // code 0: a network reset
-		}
-		return outcome{kind: withhold}
-	}
-	h := start(t, e, Config{Window: 8})
-	names := ids("m", 8)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	f, h, rs := scripted{why: "reset a connection with confirmations buffered", cfg: Config{Window: 8}, n: 8,
+		script: func(p fakePub) outcome {
+			// The first publish to the exchange goes alone and proves it;
+			// it must be confirmed for the rest to be pipelined.
+			if p.conn > 1 || p.msg.MessageId == "m-0001" {
+				return outcome{code: -1}
+			}
+			if p.msg.MessageId == "m-0005" {
+				return outcome{kind: closeConn, ackUpTo: 3} // code 0: a network reset
+			}
+			return outcome{kind: withhold}
+		}}.run(t, e)
 	wantErrs(t, rs, nil)
 	wantDials(t, e, 2)
 	if e.dials() != 2 {
@@ -179,9 +213,7 @@ func testStrictHoldPlusReconnect(t *testing.T, e env) {
 	}
 	h = start(t, e, Config{Strict: true, StrictRetryMin: 20 * time.Millisecond, StrictRetryMax: 100 * time.Millisecond})
 	names := ids("m", 6)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	rs := h.roundTrip(jobsTo(ex, names)...)
 	wantErrs(t, rs, nil)
 	if held.MessageID != "m-0002" || !strings.Contains(held.Reason, "unroutable") || held.Attempts != 1 {
 		t.Errorf("during the hold Holding() = %+v, want m-0002, unroutable, 1 attempt", held)
@@ -200,19 +232,14 @@ func testStrictHoldPlusReconnect(t *testing.T, e env) {
 // Strict ordering: a message returned on its first three attempts holds
 // every message behind it, on every retry.
 func testStrictHoldNothingOvertakes(t *testing.T, e env) {
-	f := needFake(t, e, "return a message a chosen number of times")
-	ex := e.bound(t)
-	f.script = func(p fakePub) outcome {
-		if p.msg.MessageId == "m-0002" && p.attempt <= 3 {
-			return outcome{kind: ret}
-		}
-		return outcome{code: -1}
-	}
-	h := start(t, e, Config{Strict: true, StrictRetryMin: 10 * time.Millisecond, StrictRetryMax: 20 * time.Millisecond})
-	names := ids("m", 6)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	f, _, rs := scripted{why: "return a message a chosen number of times", n: 6,
+		cfg: Config{Strict: true, StrictRetryMin: 10 * time.Millisecond, StrictRetryMax: 20 * time.Millisecond},
+		script: func(p fakePub) outcome {
+			if p.msg.MessageId == "m-0002" && p.attempt <= 3 {
+				return outcome{kind: ret}
+			}
+			return outcome{code: -1}
+		}}.run(t, e)
 	wantErrs(t, rs, nil)
 	f.mu.Lock()
 	var order []string
@@ -238,12 +265,7 @@ func testStrictHoldsInvalid(t *testing.T, e env) {
 	if rs := h.results(1); rs[0].Err != nil {
 		t.Fatalf("m1: %v", rs[0].Err)
 	}
-	var hold Hold
-	eventually(t, 5*time.Second, func() bool {
-		var ok bool
-		hold, ok = h.p.Holding()
-		return ok && hold.Attempts >= 3
-	}, "Holding() = %+v, want bad retried 3 times", hold)
+	hold := h.waitHold(3)
 	if !strings.Contains(hold.Reason, "routing key is 300 bytes") {
 		t.Errorf("hold reason %q, want the routing key's length", hold.Reason)
 	}
@@ -260,16 +282,9 @@ func testRefusedExchangeIsBounded(t *testing.T, e env) {
 	ex := e.bound(t)
 	h := start(t, e, Config{Window: 64})
 	before, after := ids("a", 50), ids("b", 50)
-	h.send(jobsTo(ex, before)...)
-	h.send(msg("trace", "amq.rabbitmq.trace", "k"))
-	h.send(jobsTo(ex, after)...)
-	all := append(append(append([]string{}, before...), "trace"), after...)
-	rs := h.results(len(all))
-	wantOrder(t, rs, all)
+	rs := h.roundTrip(slices.Concat(jobsTo(ex, before), []Job[string]{msg("trace", "amq.rabbitmq.trace", "k")}, jobsTo(ex, after))...)
 	wantErrs(t, rs, map[string]error{"trace": ErrRefused})
-	if err := rs[50].Err; err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "ACCESS_REFUSED") {
-		t.Errorf("refusal error %v, want the 403 ACCESS_REFUSED reply", err)
-	}
+	wantErrSays(t, rs[50].Err, "403", "ACCESS_REFUSED")
 	good := append(append([]string{}, before...), after...)
 	wantDeliveredOnce(t, e.received(t, ex, len(good)), good)
 	wantDials(t, e, 1)
@@ -282,16 +297,9 @@ func testWritePermissionRefused(t *testing.T, e env) {
 	ex := e.bound(t)
 	h := start(t, e, Config{Window: 64})
 	before, after := ids("a", 20), ids("b", 20)
-	h.send(jobsTo(ex, before)...)
-	h.send(msg("denied", denied, "k"))
-	h.send(jobsTo(ex, after)...)
-	all := append(append(append([]string{}, before...), "denied"), after...)
-	rs := h.results(len(all))
-	wantOrder(t, rs, all)
+	rs := h.roundTrip(slices.Concat(jobsTo(ex, before), []Job[string]{msg("denied", denied, "k")}, jobsTo(ex, after))...)
 	wantErrs(t, rs, map[string]error{"denied": ErrRefused})
-	if err := rs[20].Err; err == nil || !strings.Contains(err.Error(), "403 ACCESS_REFUSED") {
-		t.Errorf("error %v, want the broker's 403", err)
-	}
+	wantErrSays(t, rs[20].Err, "403 ACCESS_REFUSED")
 	wantDeliveredOnce(t, e.received(t, ex, 40), append(append([]string{}, before...), after...))
 	wantDials(t, e, 1)
 }
@@ -301,15 +309,7 @@ func testWritePermissionRefused(t *testing.T, e env) {
 // its first arrival keeps the order.
 func wantDeliveredOnce(t *testing.T, got []amqp.Publishing, want []string) {
 	t.Helper()
-	seen := map[string]bool{}
-	var first []string
-	for _, p := range got {
-		if !seen[p.MessageId] {
-			seen[p.MessageId] = true
-			first = append(first, p.MessageId)
-		}
-	}
-	if strings.Join(first, ",") != strings.Join(want, ",") {
+	if first := firstArrivals(got); strings.Join(first, ",") != strings.Join(want, ",") {
 		t.Errorf("delivered %v, want %v", first, want)
 	}
 }
@@ -337,13 +337,8 @@ func testRefusalAmongManyInFlight(t *testing.T, e env) {
 	}
 	h := start(t, e, Config{Window: 32})
 	names := ids("a", 5)
-	h.send(msg("probe", ex, "k"))
-	h.send(jobsTo(ex, names[:3])...)
-	h.send(msg("bad", ex, "k"))
-	h.send(jobsTo(ex, names[3:])...)
-	all := []string{"probe", names[0], names[1], names[2], "bad", names[3], names[4]}
-	rs := h.results(len(all))
-	wantOrder(t, rs, all)
+	rs := h.roundTrip(slices.Concat([]Job[string]{msg("probe", ex, "k")}, jobsTo(ex, names[:3]),
+		[]Job[string]{msg("bad", ex, "k")}, jobsTo(ex, names[3:]))...)
 	wantErrs(t, rs, map[string]error{"bad": ErrRefused})
 	tries := map[string]int{}
 	for _, p := range f.published {
@@ -379,20 +374,17 @@ func testForeseeableRefusalsCostNoDuplicates(t *testing.T, e env) {
 	cc, exp := msg("cc", ex, "k"), msg("exp", ex, "k")
 	cc.Msg.Publishing.Headers = amqp.Table{"CC": "not-a-list"}
 	exp.Msg.Publishing.Expiration = "-1"
-	var all, good []string
-	for i, bad := range []Job{msg("trace", "amq.rabbitmq.trace", "k"), msg("denied", denied, "k"), cc, exp} {
+	var jobs []Job[string]
+	var good []string
+	for i, bad := range []Job[string]{msg("trace", "amq.rabbitmq.trace", "k"), msg("denied", denied, "k"), cc, exp} {
 		batch := ids(fmt.Sprintf("g%d", i), 300)
-		h.send(jobsTo(ex, batch)...)
-		h.send(bad)
-		all = append(append(all, batch...), bad.Tag.(string))
+		jobs = append(append(jobs, jobsTo(ex, batch)...), bad)
 		good = append(good, batch...)
 	}
 	// A fence: every copy of an earlier message that was ever published
 	// is in the queue before it.
-	h.send(msg("fence", ex, "k"))
-	all, good = append(all, "fence"), append(good, "fence")
-	rs := h.results(len(all))
-	wantOrder(t, rs, all)
+	jobs, good = append(jobs, msg("fence", ex, "k")), append(good, "fence")
+	rs := h.roundTrip(jobs...)
 	wantErrs(t, rs, map[string]error{"trace": ErrRefused, "denied": ErrRefused, "cc": ErrRefused, "exp": ErrRefused})
 	got := e.received(t, ex, len(good))
 	if len(got) != len(good) {
@@ -409,23 +401,10 @@ func testForeseeableRefusalsCostNoDuplicates(t *testing.T, e env) {
 // message looked like) settles that message, reconnects, and the rest
 // flows.
 func testFrameErrorClosesConnection(t *testing.T, e env) {
-	f := needFake(t, e, "close the connection with a frame error on a chosen message")
-	ex := e.bound(t)
-	f.script = func(p fakePub) outcome {
-		if p.msg.MessageId == "m-0003" {
-			return outcome{kind: closeConn, code: amqp.FrameError, text: "FRAME_ERROR - frame too large"}
-		}
-		return outcome{code: -1}
-	}
-	h := start(t, e, Config{Window: 1})
-	names := ids("m", 5)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	_, _, rs := scripted{why: "close the connection with a frame error on a chosen message", cfg: Config{Window: 1}, n: 5,
+		script: scriptOne("m-0003", outcome{kind: closeConn, code: amqp.FrameError, text: "FRAME_ERROR - frame too large"})}.run(t, e)
 	wantErrs(t, rs, map[string]error{"m-0003": ErrRefused})
-	if err := rs[2].Err; err == nil || !strings.Contains(err.Error(), "501 FRAME_ERROR") {
-		t.Errorf("error %v, want the broker's 501", err)
-	}
+	wantErrSays(t, rs[2].Err, "501 FRAME_ERROR")
 	if e.dials() != 2 {
 		t.Errorf("%d connections, want 2", e.dials())
 	}
@@ -444,30 +423,14 @@ func testExchangeDeletedAfterCheck(t *testing.T, e env) {
 	f.mu.Lock()
 	delete(f.exchanges, doomed)
 	f.mu.Unlock()
-	h.send(msg("m2", doomed, "k"), msg("m3", ex, "k"), msg("m4", doomed, "k"))
-	rs := h.results(3)
-	wantOrder(t, rs, []string{"m2", "m3", "m4"})
+	rs := h.roundTrip(msg("m2", doomed, "k"), msg("m3", ex, "k"), msg("m4", doomed, "k"))
 	wantErrs(t, rs, map[string]error{"m2": ErrNoExchange, "m4": ErrNoExchange})
-	if err := rs[0].Err; err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND") {
-		t.Errorf("error %v, want the broker's 404", err)
-	}
+	wantErrSays(t, rs[0].Err, "404 NOT_FOUND")
 	wantDials(t, e, 1)
 }
 
 func testNack(t *testing.T, e env) {
-	f := needFake(t, e, "nack a message")
-	ex := e.bound(t)
-	f.script = func(p fakePub) outcome {
-		if p.msg.MessageId == "m-0002" {
-			return outcome{kind: nack}
-		}
-		return outcome{code: -1}
-	}
-	h := start(t, e, Config{})
-	names := ids("m", 4)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(4)
-	wantOrder(t, rs, names)
+	_, _, rs := scripted{why: "nack a message", n: 4, script: scriptOne("m-0002", outcome{kind: nack})}.run(t, e)
 	wantErrs(t, rs, map[string]error{"m-0002": ErrNacked})
 	wantDials(t, e, 1)
 }
@@ -477,30 +440,20 @@ func testNack(t *testing.T, e env) {
 func testReturnsForSameMessageID(t *testing.T, e env) {
 	ex, lost := e.bound(t), e.unbound(t)
 	h := start(t, e, Config{Window: 8})
-	job := func(tag, exchange string) Job {
+	job := func(tag, exchange string) Job[string] {
 		j := msg("same-id", exchange, "k")
 		j.Tag = tag
 		return j
 	}
-	h.send(job("x1", lost), job("x2", ex), job("x3", ex), job("x4", lost), job("x5", ex))
-	rs := h.results(5)
-	wantOrder(t, rs, []string{"x1", "x2", "x3", "x4", "x5"})
+	rs := h.roundTrip(job("x1", lost), job("x2", ex), job("x3", ex), job("x4", lost), job("x5", ex))
 	wantErrs(t, rs, map[string]error{"x1": ErrReturned, "x4": ErrReturned})
-	if err := rs[0].Err; err == nil || !strings.Contains(err.Error(), "312 NO_ROUTE") {
-		t.Errorf("return error %v, want 312 NO_ROUTE", err)
-	}
+	wantErrSays(t, rs[0].Err, "312 NO_ROUTE")
 	wantDials(t, e, 1)
 }
 
 func testSlowConfirms(t *testing.T, e env) {
-	f := needFake(t, e, "slow its confirmations down")
-	ex := e.bound(t)
-	f.script = func(fakePub) outcome { return outcome{kind: ack, delay: 3 * time.Millisecond} }
-	h := start(t, e, Config{Window: 4})
-	names := ids("m", 60)
-	h.send(jobsTo(ex, names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	f, _, rs := scripted{why: "slow its confirmations down", cfg: Config{Window: 4}, n: 60,
+		script: func(fakePub) outcome { return outcome{kind: ack, delay: 3 * time.Millisecond} }}.run(t, e)
 	wantErrs(t, rs, nil)
 	if f.maxUnconf > 4 {
 		t.Errorf("%d messages unconfirmed at once, window is 4", f.maxUnconf)
@@ -515,13 +468,9 @@ func testHeaderTypeRefused(t *testing.T, e env) {
 	h := start(t, e, Config{})
 	bad := msg("bad", ex, "k")
 	bad.Msg.Publishing.Headers = amqp.Table{"CC": int32(5)}
-	h.send(msg("m1", ex, "k"), bad, msg("m2", ex, "k"))
-	rs := h.results(3)
-	wantOrder(t, rs, []string{"m1", "bad", "m2"})
+	rs := h.roundTrip(msg("m1", ex, "k"), bad, msg("m2", ex, "k"))
 	wantErrs(t, rs, map[string]error{"bad": ErrRefused})
-	if err := rs[1].Err; err == nil || !strings.Contains(err.Error(), "406") {
-		t.Errorf("error %v, want the broker's 406", err)
-	}
+	wantErrSays(t, rs[1].Err, "406")
 	wantDeliveredOnce(t, e.received(t, ex, 2), []string{"m1", "m2"})
 	wantDials(t, e, 1)
 }
@@ -536,15 +485,11 @@ func testFieldsOver255(t *testing.T, e env) {
 	id.Msg.Publishing.MessageId = long
 	hdr := msg("header", ex, "k")
 	hdr.Msg.Publishing.Headers = amqp.Table{long: "v"}
-	h.send(msg("m1", ex, "k"), key, exch, id, hdr, msg("m2", ex, "k"))
-	rs := h.results(6)
-	wantOrder(t, rs, []string{"m1", "key", "exchange", "id", "header", "m2"})
+	rs := h.roundTrip(msg("m1", ex, "k"), key, exch, id, hdr, msg("m2", ex, "k"))
 	tooLong := map[string]error{"key": ErrFieldTooLong, "exchange": ErrFieldTooLong, "id": ErrFieldTooLong, "header": ErrFieldTooLong}
 	wantErrs(t, rs, tooLong)
 	for i, field := range []string{"routing key is 300 bytes", "exchange is 300 bytes", "message id is 300 bytes", "header name in headers is 300 bytes"} {
-		if err := rs[i+1].Err; err == nil || !strings.Contains(err.Error(), field) {
-			t.Errorf("error %v, want it to say %q", err, field)
-		}
+		wantErrSays(t, rs[i+1].Err, field)
 	}
 	wantDeliveredOnce(t, e.received(t, ex, 2), []string{"m1", "m2"})
 	wantDials(t, e, 1)
@@ -562,13 +507,9 @@ func testHeadersOverFrameMax(t *testing.T, e env) {
 	fits.Msg.Publishing.Headers = amqp.Table{"h": strings.Repeat("x", frameMax-8-14-5-1-4-2-5)}
 	over := msg("over", ex, "k")
 	over.Msg.Publishing.Headers = amqp.Table{"h": strings.Repeat("x", frameMax-8-14-5-1-4-2-5+1)}
-	h.send(msg("m1", ex, "k"), fits, over, msg("m2", ex, "k"))
-	rs := h.results(4)
-	wantOrder(t, rs, []string{"m1", "fits", "over", "m2"})
+	rs := h.roundTrip(msg("m1", ex, "k"), fits, over, msg("m2", ex, "k"))
 	wantErrs(t, rs, map[string]error{"over": ErrFieldTooLong})
-	if err := rs[2].Err; err == nil || !strings.Contains(err.Error(), "131073 bytes") || !strings.Contains(err.Error(), "frame_max is 131072") {
-		t.Errorf("error %v, want the header size and frame_max", err)
-	}
+	wantErrSays(t, rs[2].Err, "131073 bytes", "frame_max is 131072")
 	wantDeliveredOnce(t, e.received(t, ex, 3), []string{"m1", "fits", "m2"})
 	wantDials(t, e, 1)
 }
@@ -579,13 +520,9 @@ func testBodyOverMax(t *testing.T, e env) {
 	fits, over := msg("fits", ex, "k"), msg("over", ex, "k")
 	fits.Msg.Publishing.Body = make([]byte, 1000)
 	over.Msg.Publishing.Body = make([]byte, 1001)
-	h.send(fits, over, msg("m2", ex, "k"))
-	rs := h.results(3)
-	wantOrder(t, rs, []string{"fits", "over", "m2"})
+	rs := h.roundTrip(fits, over, msg("m2", ex, "k"))
 	wantErrs(t, rs, map[string]error{"over": ErrTooLarge})
-	if err := rs[1].Err; err == nil || !strings.Contains(err.Error(), "1001 bytes, the limit is 1000") {
-		t.Errorf("error %v, want the size and the limit", err)
-	}
+	wantErrSays(t, rs[1].Err, "1001 bytes, the limit is 1000")
 	wantDeliveredOnce(t, e.received(t, ex, 2), []string{"fits", "m2"})
 	wantDials(t, e, 1)
 }
@@ -602,9 +539,7 @@ func testMustDeliverDLX(t *testing.T, e env) {
 	longID := msg("long-id", ex, "k")
 	longID.MustDeliver = true
 	longID.Msg.Publishing.MessageId = strings.Repeat("x", 300)
-	h.send(msg("m1", ex, "k"), missing, unroutable, msg("m2", ex, "k"), longID)
-	rs := h.results(5)
-	wantOrder(t, rs, []string{"m1", "missing", "unroutable", "m2", "long-id"})
+	rs := h.roundTrip(msg("m1", ex, "k"), missing, unroutable, msg("m2", ex, "k"), longID)
 	wantErrs(t, rs, nil)
 	if r := rs[4]; !r.DeadLettered || !strings.Contains(r.Reason, "message id is 300 bytes") {
 		t.Errorf("long-id: DeadLettered=%v Reason=%q, want dead-lettered for its id", r.DeadLettered, r.Reason)
@@ -619,7 +554,7 @@ func testMustDeliverDLX(t *testing.T, e env) {
 	if p := got[len(got)-1]; p.MessageId != "" || p.Headers["x-relay-original-message-id"] != longID.Msg.Publishing.MessageId {
 		t.Errorf("dead-letter copy of long-id: id %q, headers %v; want the id moved to a header", p.MessageId, p.Headers)
 	}
-	for i, j := range []Job{missing, unroutable} {
+	for i, j := range []Job[string]{missing, unroutable} {
 		p := got[i]
 		if p.MessageId != j.Msg.Publishing.MessageId || string(p.Body) != string(j.Msg.Publishing.Body) ||
 			p.Headers[HeaderOriginalExchange] != j.Msg.Exchange || p.Headers[HeaderOriginalRoutingKey] != j.Msg.RoutingKey ||
@@ -645,12 +580,7 @@ func testMustDeliverHold(t *testing.T, e env) {
 	if rs := h.results(1); rs[0].Err != nil {
 		t.Fatalf("m1: %v", rs[0].Err)
 	}
-	var hold Hold
-	eventually(t, 5*time.Second, func() bool {
-		var ok bool
-		hold, ok = h.p.Holding()
-		return ok && hold.Attempts >= 2
-	}, "Holding() = %+v, want the late message retried", hold)
+	hold := h.waitHold(2)
 	if hold.MessageID != "late" || hold.Exchange != name || !strings.Contains(hold.Reason, "exchange does not exist") || hold.Since.IsZero() {
 		t.Errorf("Holding() = %+v", hold)
 	}
@@ -678,9 +608,7 @@ func testMissingExchangeCached(t *testing.T, e env) {
 	f := needFake(t, e, "count passive declares")
 	h := start(t, e, Config{})
 	names := ids("m", 500)
-	h.send(jobsTo("gone", names)...)
-	rs := h.results(len(names))
-	wantOrder(t, rs, names)
+	rs := h.roundTrip(jobsTo("gone", names)...)
 	for _, r := range rs {
 		if !errors.Is(r.Err, ErrNoExchange) {
 			t.Fatalf("%v: %v, want ErrNoExchange", r.Job.Tag, r.Err)
@@ -695,17 +623,13 @@ func testMissingExchangeCached(t *testing.T, e env) {
 // A connection that resets on every publish is redialled with backoff: the
 // first few quickly, then at most once a second.
 func testReconnectBackoff(t *testing.T, e env) {
-	f := needFake(t, e, "reset every connection")
-	ex := e.bound(t)
-	f.script = func(p fakePub) outcome {
-		if p.conn < 6 {
-			return outcome{kind: closeConn}
-		}
-		return outcome{code: -1}
-	}
-	h := start(t, e, Config{ReconnectMin: 10 * time.Millisecond})
-	h.send(msg("m1", ex, "k"))
-	rs := h.results(1)
+	f, _, rs := scripted{why: "reset every connection", cfg: Config{ReconnectMin: 10 * time.Millisecond}, n: 1,
+		script: func(p fakePub) outcome {
+			if p.conn < 6 {
+				return outcome{kind: closeConn}
+			}
+			return outcome{code: -1}
+		}}.run(t, e)
 	wantErrs(t, rs, nil)
 	if e.dials() != 6 {
 		t.Errorf("%d connections, want 6", e.dials())
@@ -729,12 +653,7 @@ func testMustDeliverDLXMissing(t *testing.T, e env) {
 	lost := msg("lost", uniqueName("no_such_exchange"), "k")
 	lost.MustDeliver = true
 	h.send(lost, msg("m1", ex, "k"))
-	var hold Hold
-	eventually(t, 5*time.Second, func() bool {
-		var ok bool
-		hold, ok = h.p.Holding()
-		return ok && hold.Attempts >= 2
-	}, "Holding() = %+v, want the message held", hold)
+	hold := h.waitHold(2)
 	if hold.MessageID != "lost" || !strings.Contains(hold.Reason, dlx) {
 		t.Errorf("Holding() = %+v, want the dead-letter exchange named as the reason", hold)
 	}
@@ -756,8 +675,7 @@ func testBrokerDownAtStart(t *testing.T, e env) {
 	ex := e.bound(t)
 	f.failDials = 3
 	h := start(t, e, Config{ReconnectMin: 10 * time.Millisecond})
-	h.send(msg("m1", ex, "k"))
-	rs := h.results(1)
+	rs := h.roundTrip(msg("m1", ex, "k"))
 	wantErrs(t, rs, nil)
 	if e.dials() != 4 {
 		t.Errorf("%d dials, want 4 (three refused)", e.dials())
@@ -771,7 +689,7 @@ func testBrokerDownAtStart(t *testing.T, e env) {
 func testRunReturnsWhenInputCloses(t *testing.T, e env) {
 	ex := e.bound(t)
 	h := start(t, e, Config{})
-	h.send(msg("m1", ex, "k"), Job{Tag: "marker"})
+	h.send(msg("m1", ex, "k"), Job[string]{Tag: "marker"})
 	close(h.in)
 	rs := h.results(2)
 	wantOrder(t, rs, []string{"m1", "marker"})

@@ -53,11 +53,12 @@ type batch struct {
 	save, final bool
 }
 
-// ticket rides in a job's Tag through the publisher and comes back with its
-// result: each kind knows how its result is applied, so the committer needs
-// no switch over what a job carries.
-type ticket interface {
-	apply(ctx context.Context, c *committer, res publisher.Result) error
+// Ticket is the relay's tag on a publisher job (publisher.Job[Ticket]): it
+// rides through the publisher and comes back with its result, and each kind
+// knows how its result is applied, so the committer needs no switch over
+// what a job carries. It is sealed: only this package's kinds implement it.
+type Ticket interface {
+	apply(ctx context.Context, c *committer, res publisher.Result[Ticket]) error
 }
 
 // commitTicket is the end of a transaction in the ordered stream.
@@ -87,7 +88,7 @@ var errNoTicket = errors.New("a publish result without a relay ticket")
 
 // commitResults runs the committer and the recorder until results is
 // drained (the final batch is written and saved) or ctx ends.
-func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, results <-chan publisher.Result) error {
+func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, results <-chan publisher.Result[Ticket]) error {
 	tracker, err := binlog.NewTracker(start)
 	if err != nil {
 		return err
@@ -104,7 +105,7 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 	return g.Wait()
 }
 
-func (c *committer) run(ctx context.Context, results <-chan publisher.Result) error {
+func (c *committer) run(ctx context.Context, results <-chan publisher.Result[Ticket]) error {
 	flushTick := time.NewTicker(c.r.cfg.FlushInterval)
 	defer flushTick.Stop()
 	saveTick := time.NewTicker(c.r.cfg.CheckpointInterval)
@@ -134,15 +135,14 @@ func (c *committer) run(ctx context.Context, results <-chan publisher.Result) er
 	}
 }
 
-func (c *committer) handle(ctx context.Context, res publisher.Result) error {
-	t, ok := res.Job.Tag.(ticket)
-	if !ok {
+func (c *committer) handle(ctx context.Context, res publisher.Result[Ticket]) error {
+	if res.Job.Tag == nil {
 		return errNoTicket
 	}
-	return t.apply(ctx, c, res)
+	return res.Job.Tag.apply(ctx, c, res)
 }
 
-func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result) error {
+func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result[Ticket]) error {
 	if c.discard {
 		return nil
 	}
@@ -162,7 +162,7 @@ func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result)
 	return nil
 }
 
-func (t rowFailure) apply(ctx context.Context, c *committer, _ publisher.Result) error {
+func (t rowFailure) apply(ctx context.Context, c *committer, _ publisher.Result[Ticket]) error {
 	defer c.r.budget.release(t.weight)
 	if c.discard {
 		return nil
@@ -170,7 +170,7 @@ func (t rowFailure) apply(ctx context.Context, c *committer, _ publisher.Result)
 	return c.fail(ctx, t.row, "", t.err)
 }
 
-func (t *inflightRow) apply(ctx context.Context, c *committer, res publisher.Result) error {
+func (t *inflightRow) apply(ctx context.Context, c *committer, res publisher.Result[Ticket]) error {
 	defer c.r.budget.release(t.weight)
 	if c.discard {
 		return nil
@@ -179,7 +179,7 @@ func (t *inflightRow) apply(ctx context.Context, c *committer, res publisher.Res
 }
 
 // row settles one published row: SENT (batched), dead-lettered, or failed.
-func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Result) error {
+func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Result[Ticket]) error {
 	row, exchange := tag.row, res.Job.Msg.Exchange
 	statusless := row.Table.Columns.Status == ""
 	switch {

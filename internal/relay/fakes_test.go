@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
@@ -28,7 +29,7 @@ import (
 // The binary wires the real stages in through the same interfaces.
 var (
 	_ Reader          = (*binlog.Reader)(nil)
-	_ Lane            = (*publisher.Publisher)(nil)
+	_ Lane            = publisher.Stream[Ticket]{}
 	_ Marker          = (*status.Writer)(nil)
 	_ CheckpointStore = checkpoint.Store(nil)
 
@@ -98,7 +99,7 @@ type fakeLane struct {
 
 	confirmed atomic.Int64 // results handed back
 	mu        sync.Mutex
-	got       []publisher.Job
+	got       []publisher.Job[Ticket]
 	attempts  []string // message ids, one per publish, retries included
 	hold      *publisher.Hold
 }
@@ -106,7 +107,7 @@ type fakeLane struct {
 // strictRetryMin and strictRetryMax bound the fake's backoff.
 const strictRetryMin, strictRetryMax = 2 * time.Millisecond, 16 * time.Millisecond
 
-func (f *fakeLane) Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error {
+func (f *fakeLane) Run(ctx context.Context, in <-chan publisher.Job[Ticket], out chan<- publisher.Result[Ticket]) error {
 	for job := range in {
 		f.mu.Lock()
 		f.got = append(f.got, job)
@@ -137,12 +138,12 @@ func (f *fakeLane) Run(ctx context.Context, in <-chan publisher.Job, out chan<- 
 
 // publish offers one message to the fake broker until it is settled: a
 // job without a message (a commit) passes through.
-func (f *fakeLane) publish(ctx context.Context, job publisher.Job) (publisher.Result, error) {
+func (f *fakeLane) publish(ctx context.Context, job publisher.Job[Ticket]) (publisher.Result[Ticket], error) {
 	if job.Msg == nil {
-		return publisher.Result{Job: job}, nil
+		return publisher.Result[Ticket]{Job: job}, nil
 	}
 	id := job.Msg.Publishing.MessageId
-	since, wait := time.Now(), strictRetryMin
+	since, wait := time.Now(), backoff.Backoff{Initial: strictRetryMin, Max: strictRetryMax}
 	for attempt := 1; ; attempt++ {
 		f.mu.Lock()
 		f.attempts = append(f.attempts, id)
@@ -154,17 +155,14 @@ func (f *fakeLane) publish(ctx context.Context, job publisher.Job) (publisher.Re
 		switch {
 		case err == nil:
 			f.setHold(nil)
-			return publisher.Result{Job: job}, nil
+			return publisher.Result[Ticket]{Job: job}, nil
 		case !f.strict:
-			return publisher.Result{Job: job, Err: err}, nil
+			return publisher.Result[Ticket]{Job: job, Err: err}, nil
 		}
 		f.setHold(&publisher.Hold{MessageID: id, Exchange: job.Msg.Exchange, Reason: err.Error(), Since: since, Attempts: attempt})
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return publisher.Result{}, ctx.Err()
+		if err := wait.Wait(ctx); err != nil {
+			return publisher.Result[Ticket]{}, err
 		}
-		wait = min(2*wait, strictRetryMax)
 	}
 }
 
@@ -338,7 +336,7 @@ func testRelay(t *testing.T, tb *outbox.Table, dlx string) (*Relay, *observer.Ob
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := mustNew(t, Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{pub}, nil, nil, zap.New(core))
+	r := mustNew(t, Config{DeadLetterExchange: dlx, MaxInflightBytes: 1 << 20}, nil, rt, []Lane{publisher.Stream[Ticket]{Publisher: pub}}, nil, nil, zap.New(core))
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	return r, logs
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // Lane is one confirming channel: it publishes the jobs it is given in
-// order and returns their results in the same order (publisher.Publisher).
+// order and returns their results in the same order
+// (publisher.Stream[Ticket]: the publisher carrying the relay's tickets).
 type Lane interface {
-	Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error
+	Run(ctx context.Context, in <-chan publisher.Job[Ticket], out chan<- publisher.Result[Ticket]) error
 	Connected() bool
 	Holding() (publisher.Hold, bool)
 }
@@ -60,8 +61,8 @@ func LaneOf(msg *router.Message, n int) (lane int, key uint64) {
 type laneSet struct {
 	lanes []Lane
 	order chan slot
-	in    []chan publisher.Job
-	out   []chan publisher.Result
+	in    []chan publisher.Job[Ticket]
+	out   []chan publisher.Result[Ticket]
 	// inflight counts, per lane, the rows handed to it and not yet merged.
 	inflight []atomic.Int64
 }
@@ -70,24 +71,24 @@ type laneSet struct {
 // the job itself when it is a marker that no lane publishes.
 type slot struct {
 	lane int
-	job  publisher.Job
+	job  publisher.Job[Ticket]
 }
 
 func newLaneSet(lanes []Lane, buffer int) *laneSet {
 	n := len(lanes)
-	s := &laneSet{lanes: lanes, order: make(chan slot, buffer*n), in: make([]chan publisher.Job, n),
-		out: make([]chan publisher.Result, n), inflight: make([]atomic.Int64, n)}
+	s := &laneSet{lanes: lanes, order: make(chan slot, buffer*n), in: make([]chan publisher.Job[Ticket], n),
+		out: make([]chan publisher.Result[Ticket], n), inflight: make([]atomic.Int64, n)}
 	for i := range lanes {
-		s.in[i] = make(chan publisher.Job, buffer)
-		s.out[i] = make(chan publisher.Result, buffer)
+		s.in[i] = make(chan publisher.Job[Ticket], buffer)
+		s.out[i] = make(chan publisher.Result[Ticket], buffer)
 	}
 	return s
 }
 
 // publish runs the lanes on g and returns their results in job order. One
 // lane is the publisher alone, as before lanes existed.
-func (r *Relay) publish(g *errgroup.Group, ctx context.Context, jobs <-chan publisher.Job) <-chan publisher.Result {
-	results := make(chan publisher.Result, r.cfg.Buffer)
+func (r *Relay) publish(g *errgroup.Group, ctx context.Context, jobs <-chan publisher.Job[Ticket]) <-chan publisher.Result[Ticket] {
+	results := make(chan publisher.Result[Ticket], r.cfg.Buffer)
 	if len(r.lanes) == 1 {
 		g.Go(func() error {
 			defer close(results)
@@ -124,7 +125,7 @@ func (s *laneSet) closeInputs() {
 // dispatch hands each job to its lane (Job.Key set for strict ordering per
 // key) and notes its place in the order first, so the merger never waits
 // for a job that no lane has.
-func (s *laneSet) dispatch(ctx context.Context, jobs <-chan publisher.Job) error {
+func (s *laneSet) dispatch(ctx context.Context, jobs <-chan publisher.Job[Ticket]) error {
 	n := len(s.lanes)
 	for job := range jobs {
 		sl := slot{lane: -1}
@@ -156,9 +157,9 @@ func (s *laneSet) dispatch(ctx context.Context, jobs <-chan publisher.Job) error
 var errLaneEnded = errors.New("a lane ended with results outstanding")
 
 // merge returns the results in the order the dispatcher noted.
-func (s *laneSet) merge(ctx context.Context, results chan<- publisher.Result) error {
+func (s *laneSet) merge(ctx context.Context, results chan<- publisher.Result[Ticket]) error {
 	for sl := range s.order {
-		res := publisher.Result{Job: sl.job}
+		res := publisher.Result[Ticket]{Job: sl.job}
 		if sl.lane >= 0 {
 			var ok bool
 			select {

@@ -53,7 +53,7 @@ func TestLaneOfSpreadsKeysAndPinsKeylessRowsToLaneZero(t *testing.T) {
 type lanePipeline struct {
 	r      *Relay
 	store  *fakeStore
-	jobs   chan publisher.Job
+	jobs   chan publisher.Job[Ticket]
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -65,7 +65,7 @@ func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 		nil, nil, lanes, nil, store, zap.NewNop())
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &lanePipeline{r: r, store: store, jobs: make(chan publisher.Job, 1024), cancel: cancel, done: make(chan error, 1)}
+	p := &lanePipeline{r: r, store: store, jobs: make(chan publisher.Job[Ticket], 1024), cancel: cancel, done: make(chan error, 1)}
 	start := binlog.Position{Flavor: binlog.FlavorMariaDB, File: "bin.000001", Pos: 4}
 	go func() {
 		g, gctx := errgroup.WithContext(ctx)
@@ -79,12 +79,12 @@ func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 
 func (p *lanePipeline) row(tb *outbox.Table, id int, key string) {
 	row := &outbox.Row{Table: tb, ID: id, Values: map[string]any{"id": id, "aggregate_id": key}}
-	p.jobs <- publisher.Job{Msg: &router.Message{Row: row, Exchange: "events", PartitionKey: key, Keyed: true},
+	p.jobs <- publisher.Job[Ticket]{Msg: &router.Message{Row: row, Exchange: "events", PartitionKey: key, Keyed: true},
 		Tag: &inflightRow{row: row}, MustDeliver: true}
 }
 
 func (p *lanePipeline) commit(pos uint32) {
-	p.jobs <- publisher.Job{Tag: commitTicket{binlog.Commit{File: "bin.000001", Pos: pos}}}
+	p.jobs <- publisher.Job[Ticket]{Tag: commitTicket{binlog.Commit{File: "bin.000001", Pos: pos}}}
 }
 
 // The checkpoint rule across lanes: a lane that holds a row keeps the
@@ -145,7 +145,7 @@ func TestLanesMergeInJobOrder(t *testing.T) {
 		lanes[i] = fakes[i]
 	}
 	r := mustNew(t, Config{Buffer: 16}, nil, nil, lanes, nil, nil, zap.NewNop())
-	jobs := make(chan publisher.Job)
+	jobs := make(chan publisher.Job[Ticket])
 	g, ctx := errgroup.WithContext(context.Background())
 	results := r.publish(g, ctx, jobs)
 	const rows = 2000
@@ -154,16 +154,23 @@ func TestLanesMergeInJobOrder(t *testing.T) {
 		for i := 1; i <= rows; i++ {
 			key := fmt.Sprintf("k%d", i%97)
 			row := &outbox.Row{Table: tb, ID: i}
-			jobs <- publisher.Job{Msg: &router.Message{Row: row, PartitionKey: key, Keyed: true}, Tag: i}
+			jobs <- publisher.Job[Ticket]{Msg: &router.Message{Row: row, PartitionKey: key, Keyed: true}, Tag: &inflightRow{row: row}}
 			if i%7 == 0 {
-				jobs <- publisher.Job{Tag: -i} // a marker no lane sees
+				// a marker no lane sees, naming the row it follows
+				jobs <- publisher.Job[Ticket]{Tag: commitTicket{binlog.Commit{Pos: uint32(i)}}}
 			}
 		}
 		return nil
 	})
 	want := 1
 	for res := range results {
-		id := res.Job.Tag.(int)
+		var id int
+		switch tag := res.Job.Tag.(type) {
+		case *inflightRow:
+			id = tag.row.ID.(int)
+		case commitTicket:
+			id = -int(tag.commit.Pos)
+		}
 		switch {
 		case id < 0 && -id != want-1:
 			t.Fatalf("marker %d after row %d", -id, want-1)

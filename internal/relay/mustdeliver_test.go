@@ -23,17 +23,17 @@ func debeziumRow(tb *outbox.Table, id, aggregateType string) *outbox.Row {
 }
 
 // runRoute feeds events through route and returns the jobs it sent.
-func runRoute(t *testing.T, r *Relay, stop context.Context, evs ...binlog.Event) ([]publisher.Job, error) {
+func runRoute(t *testing.T, r *Relay, stop context.Context, evs ...binlog.Event) ([]publisher.Job[Ticket], error) {
 	t.Helper()
 	events := make(chan binlog.Event, len(evs))
 	for _, ev := range evs {
 		events <- ev
 	}
 	close(events)
-	jobs := make(chan publisher.Job, len(evs))
+	jobs := make(chan publisher.Job[Ticket], len(evs))
 	err := r.route(context.Background(), stop, events, jobs)
 	close(jobs)
-	var out []publisher.Job
+	var out []publisher.Job[Ticket]
 	for j := range jobs {
 		out = append(out, j)
 	}
@@ -84,7 +84,7 @@ func TestStatuslessUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 	// Settling it counts a dead-lettered row, not a published or failed one,
 	// and gives its budget back.
 	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
-	if err := s.handle(context.Background(), publisher.Result{Job: jobs[0]}); err != nil {
+	if err := s.handle(context.Background(), publisher.Result[Ticket]{Job: jobs[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if r.Stats.DeadLettered.Load() != 1 || r.Stats.Published.Load() != 0 || r.Stats.Failed.Load() != 0 || s.count != 0 {
@@ -104,7 +104,7 @@ func TestStatuslessUnroutableRowHoldsWithoutDeadLetterExchange(t *testing.T) {
 	r, logs := testRelay(t, tb, "")
 	stop, cancel := context.WithCancel(context.Background())
 	type result struct {
-		jobs []publisher.Job
+		jobs []publisher.Job[Ticket]
 		err  error
 	}
 	done := make(chan result, 1)
@@ -161,7 +161,7 @@ func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	s := &committer{r: r, stop: stop, pending: map[*outbox.Table][]any{}, batches: make(chan batch, 4)}
 	row := debeziumRow(tb, "e-9", "orders")
 	w, _ := r.budget.acquire(context.Background(), 100)
-	res := publisher.Result{Job: publisher.Job{Msg: &router.Message{Exchange: "orders"}, Tag: &inflightRow{row: row, weight: w}, MustDeliver: true},
+	res := publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Msg: &router.Message{Exchange: "orders"}, Tag: &inflightRow{row: row, weight: w}, MustDeliver: true},
 		Err: fmt.Errorf("%w: %q (404 NOT_FOUND)", publisher.ErrNoExchange, "orders")}
 	done := make(chan error, 1)
 	go func() { done <- s.handle(context.Background(), res) }()
@@ -179,7 +179,7 @@ func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	}
 	// Later commits are not applied (the tracker is nil here: applying one
 	// would panic).
-	if err := s.handle(context.Background(), publisher.Result{Job: publisher.Job{Tag: commitTicket{}}}); err != nil || s.advanced {
+	if err := s.handle(context.Background(), publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Tag: commitTicket{}}}); err != nil || s.advanced {
 		t.Fatalf("a commit after the hold was applied: %v", err)
 	}
 }

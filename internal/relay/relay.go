@@ -224,7 +224,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	r.hold.Store(nil)
 	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
-	jobs := make(chan publisher.Job, r.cfg.Buffer)
+	jobs := make(chan publisher.Job[Ticket], r.cfg.Buffer)
 
 	g.Go(func() error {
 		defer close(events)
@@ -255,9 +255,9 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 // takes its weight from the byte budget first, so it waits here (and the
 // binlog waits behind it) while the rows ahead hold the budget. stop is the
 // graceful stop (ctx ends only on a hard stop).
-func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job) error {
+func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket]) error {
 	for ev := range events {
-		var job publisher.Job
+		var job publisher.Job[Ticket]
 		switch ev.Kind {
 		case binlog.KindRow:
 			if r.cfg.Guard != nil {
@@ -275,7 +275,7 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 				return nil
 			}
 		case binlog.KindCommit:
-			job = publisher.Job{Tag: commitTicket{ev.Commit}}
+			job = publisher.Job[Ticket]{Tag: commitTicket{ev.Commit}}
 		default:
 			continue
 		}
@@ -293,7 +293,7 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 // recorded): it is marked MustDeliver, and when it cannot even be routed it
 // goes to the dead-letter exchange, or, with none configured, the stream
 // holds behind it (a Job with no Tag) until the relay is stopped.
-func (r *Relay) rowJob(ctx, stop context.Context, row *outbox.Row) (publisher.Job, error) {
+func (r *Relay) rowJob(ctx, stop context.Context, row *outbox.Row) (publisher.Job[Ticket], error) {
 	mustDeliver := row.Table.Columns.Status == ""
 	msg, routeErr := r.router.Route(row)
 	if routeErr == nil {
@@ -303,19 +303,19 @@ func (r *Relay) rowJob(ctx, stop context.Context, row *outbox.Row) (publisher.Jo
 	}
 	if routeErr != nil && mustDeliver {
 		if r.cfg.DeadLetterExchange == "" {
-			return publisher.Job{}, r.holdUnroutable(ctx, stop, row, routeErr)
+			return publisher.Job[Ticket]{}, r.holdUnroutable(ctx, stop, row, routeErr)
 		}
 		msg = r.unroutableMessage(row, routeErr)
 	}
 	w, err := r.budget.acquire(ctx, rowWeight(row, msg))
 	if err != nil {
-		return publisher.Job{}, err
+		return publisher.Job[Ticket]{}, err
 	}
 	switch {
 	case routeErr != nil && mustDeliver:
-		return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w, unroutable: routeErr}, MustDeliver: true}, nil
+		return publisher.Job[Ticket]{Msg: msg, Tag: &inflightRow{row: row, weight: w, unroutable: routeErr}, MustDeliver: true}, nil
 	case routeErr != nil:
-		return publisher.Job{Tag: rowFailure{row: row, err: routeErr, weight: w}}, nil
+		return publisher.Job[Ticket]{Tag: rowFailure{row: row, err: routeErr, weight: w}}, nil
 	}
-	return publisher.Job{Msg: msg, Tag: &inflightRow{row: row, weight: w}, MustDeliver: mustDeliver}, nil
+	return publisher.Job[Ticket]{Msg: msg, Tag: &inflightRow{row: row, weight: w}, MustDeliver: mustDeliver}, nil
 }

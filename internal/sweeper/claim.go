@@ -15,8 +15,10 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/status"
 )
 
-// claimed is a row this sweeper holds.
-type claimed struct {
+// Claimed is a row this sweeper holds; its publisher job carries it as the
+// tag (publisher.Job[*Claimed]), so a result names its row without a type
+// assertion.
+type Claimed struct {
 	row        *outbox.Row
 	retries    int
 	maxRetries int
@@ -25,7 +27,7 @@ type claimed struct {
 
 // failure is a claimed row that could not be published.
 type failure struct {
-	c        *claimed
+	c        *Claimed
 	exchange string
 	err      error
 }
@@ -36,7 +38,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context, p *plan) (batchResult, error) 
 	if p.mode == modeLocked {
 		return s.sweepLocked(ctx, p)
 	}
-	var rows []*claimed
+	var rows []*Claimed
 	err := retryLocks(ctx, func() error {
 		var err error
 		rows, err = s.claim(ctx, p)
@@ -63,8 +65,8 @@ func (s *Sweeper) sweepBatch(ctx context.Context, p *plan) (batchResult, error) 
 }
 
 // claim locks due rows and marks them claimed in one short transaction.
-func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*claimed, error) {
-	var rows []*claimed
+func (s *Sweeper) claim(ctx context.Context, p *plan) ([]*Claimed, error) {
+	var rows []*Claimed
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if rows, err = s.lockDue(ctx, tx, p); err != nil || len(rows) == 0 {
@@ -129,7 +131,7 @@ func (s *Sweeper) claimedRows(p *plan, n int) {
 }
 
 // lockDue reads and locks up to BatchSize due rows, skipping locked ones.
-func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed, error) {
+func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*Claimed, error) {
 	q, args := p.ClaimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -144,7 +146,7 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 	for i, ct := range types {
 		datetime[i] = ct.DatabaseTypeName() == "DATETIME"
 	}
-	var out []*claimed
+	var out []*Claimed
 	vals := make([]any, len(p.Cols))
 	ptrs := make([]any, len(p.Cols))
 	for i := range vals {
@@ -164,10 +166,10 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*claimed,
 
 // claimedRow builds the row as the binlog path would have decoded it, so the
 // router sends the same message either way.
-func (p *plan) claimedRow(vals []any, datetime []bool) *claimed {
+func (p *plan) claimedRow(vals []any, datetime []bool) *Claimed {
 	t := p.T
 	row := t.RowFromSQL(p.Cols, vals, datetime)
-	c := &claimed{row: row, maxRetries: t.MaxRetries}
+	c := &Claimed{row: row, maxRetries: t.MaxRetries}
 	if col := t.Columns.RetryCount; col != "" {
 		c.retries = int(intOf(row.Values[col]))
 	}
@@ -194,15 +196,15 @@ func intOf(v any) int64 {
 // publish routes and publishes the rows, in order, and returns which were
 // confirmed and which failed (unroutable, returned, nacked, too large, no
 // such exchange). An error means ctx ended or the publisher stopped.
-func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed, failed []failure, err error) {
-	jobs := make([]publisher.Job, 0, len(rows))
+func (s *Sweeper) publish(ctx context.Context, rows []*Claimed) (sent []*Claimed, failed []failure, err error) {
+	jobs := make([]publisher.Job[*Claimed], 0, len(rows))
 	for _, c := range rows {
 		msg, err := s.router.Route(c.row)
 		if err != nil {
 			failed = append(failed, failure{c: c, err: err})
 			continue
 		}
-		jobs = append(jobs, publisher.Job{Msg: msg, Tag: c})
+		jobs = append(jobs, publisher.Job[*Claimed]{Msg: msg, Tag: c})
 	}
 	// Feed and collect at once: the publisher takes jobs only while its
 	// confirm window has room, and makes room only as results are read.
@@ -220,7 +222,7 @@ func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed
 	for range jobs {
 		select {
 		case res := <-s.results:
-			c := res.Job.Tag.(*claimed)
+			c := res.Job.Tag
 			if res.Err != nil {
 				failed = append(failed, failure{c: c, exchange: res.Job.Msg.Exchange, err: res.Err})
 			} else {
@@ -235,7 +237,7 @@ func (s *Sweeper) publish(ctx context.Context, rows []*claimed) (sent []*claimed
 
 // finishClaim marks the confirmed rows SENT and sends the failed ones to the
 // retry path, all version-checked against the claim.
-func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, sent []*claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
+func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, sent []*Claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
 	t := p.T
 	byVersion := map[int64][]any{}
 	for _, c := range sent {

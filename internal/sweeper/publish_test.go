@@ -21,7 +21,7 @@ type fakePublisher struct {
 
 func (f *fakePublisher) Connected() bool { return true }
 
-func (f *fakePublisher) Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error {
+func (f *fakePublisher) Run(ctx context.Context, in <-chan publisher.Job[*Claimed], out chan<- publisher.Result[*Claimed]) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,7 +30,7 @@ func (f *fakePublisher) Run(ctx context.Context, in <-chan publisher.Job, out ch
 			id := j.Msg.Publishing.MessageId
 			f.published = append(f.published, id)
 			select {
-			case out <- publisher.Result{Job: j, Err: f.fail[id]}:
+			case out <- publisher.Result[*Claimed]{Job: j, Err: f.fail[id]}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -58,13 +58,13 @@ func TestPublishSortsOutcomes(t *testing.T) {
 	defer cancel()
 	go func() { _ = fake.Run(ctx, s.jobs, s.results) }()
 
-	var rows []*claimed
+	var rows []*Claimed
 	for i := range 20 {
 		exchange := any("ex")
 		if i == 5 {
 			exchange = nil // a NULL route column
 		}
-		rows = append(rows, &claimed{row: &outbox.Row{Table: tb, ID: int64(i), Values: map[string]any{
+		rows = append(rows, &Claimed{row: &outbox.Row{Table: tb, ID: int64(i), Values: map[string]any{
 			"id": int64(i), "message_id": fmt.Sprintf("m-%04d", i), "exchange": exchange, "routing_key": "rk", "content": []byte("{}"),
 		}}})
 	}

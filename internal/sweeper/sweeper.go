@@ -31,7 +31,7 @@ import (
 // Publisher is the ordered, confirming publisher (internal/publisher) as the
 // sweeper uses it: results come back in job order.
 type Publisher interface {
-	Run(ctx context.Context, in <-chan publisher.Job, out chan<- publisher.Result) error
+	Run(ctx context.Context, in <-chan publisher.Job[*Claimed], out chan<- publisher.Result[*Claimed]) error
 	Connected() bool
 }
 
@@ -57,8 +57,8 @@ type Sweeper struct {
 	log      *zap.Logger
 	observer Observer
 
-	jobs    chan publisher.Job
-	results chan publisher.Result
+	jobs    chan publisher.Job[*Claimed]
+	results chan publisher.Result[*Claimed]
 
 	waitingForBroker bool // logged once per outage
 }
@@ -73,7 +73,7 @@ func New(cfg Config, tables []*outbox.Table, replica, primary *sql.DB, pub Publi
 		return nil, err
 	}
 	s := &Sweeper{cfg: cfg, replica: replica, primary: primary, pub: pub, router: rt, status: sw, log: log,
-		jobs: make(chan publisher.Job, cfg.BatchSize), results: make(chan publisher.Result, cfg.BatchSize)}
+		jobs: make(chan publisher.Job[*Claimed], cfg.BatchSize), results: make(chan publisher.Result[*Claimed], cfg.BatchSize)}
 	for _, t := range tables {
 		p, err := newPlan(t)
 		if errors.Is(err, errNotSweepable) {
