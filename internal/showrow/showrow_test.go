@@ -12,8 +12,7 @@ import (
 // First gives the first row by column name, and an error naming a query
 // that returns none.
 func TestFirst(t *testing.T) {
-	testenv.Integration(t)
-	db := testenv.Open(t, testenv.PrimaryDSN, "")
+	db := testenv.Primary(t)
 	row, err := showrow.First(t.Context(), db, "SELECT 1 AS n, 'x' AS s, NULL AS none UNION ALL SELECT 2, 'y', 'z'")
 	if want := map[string]string{"n": "1", "s": "x", "none": ""}; err != nil || !maps.Equal(row, want) {
 		t.Errorf("First = %v, %v; want %v", row, err, want)

@@ -13,8 +13,7 @@ import (
 // Each hands every row to the scan with the column types, and ends at the
 // first error: the query's or one a scan returns.
 func TestEach(t *testing.T) {
-	testenv.Integration(t)
-	db := testenv.Open(t, testenv.PrimaryDSN, "")
+	db := testenv.Primary(t)
 	const three = "SELECT 1 AS n, 'a' AS s UNION ALL SELECT 2, 'b' UNION ALL SELECT 3, 'c'"
 	var got []string
 	var intCols []bool

@@ -54,6 +54,14 @@ func Integration(t testing.TB) {
 	}
 }
 
+// Primary is an integration test's connection to the stack's primary,
+// on no database (for queries that read no table).
+func Primary(t testing.TB) *sql.DB {
+	t.Helper()
+	Integration(t)
+	return Open(t, PrimaryDSN, "")
+}
+
 // HostPort splits a DSN's address.
 func HostPort(dsn string) (string, int) {
 	c, err := mysql.ParseDSN(dsn)
