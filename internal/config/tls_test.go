@@ -1,64 +1,18 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
-// testPKI writes a CA and a certificate it signed (for "db.test") into dir.
-type testPKI struct {
-	ca, cert, key string
-	caCert        *x509.Certificate
-	leaf          *x509.Certificate
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "db.test"},
-		DNSNames: []string{"db.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(leafDER)
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	p := testPKI{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem"), caCert: caCert, leaf: leaf}
-	write := func(path, typ string, der []byte) {
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(p.ca, "CERTIFICATE", caDER)
-	write(p.cert, "CERTIFICATE", leafDER)
-	write(p.key, "EC PRIVATE KEY", keyDER)
-	return p
-}
-
 func TestTLSConfigsAreBuiltForEveryConnection(t *testing.T) {
-	pki := newTestPKI(t)
-	full := TLS{Enabled: true, CAFile: pki.ca, CertFile: pki.cert, KeyFile: pki.key, ServerName: "db.test"}
+	pki := testenv.NewPKI(t, "db.test")
+	full := TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile, ServerName: "db.test"}
 
 	// The same builder serves MySQL (both connections), RabbitMQ and Redis.
 	for _, field := range []string{"source", "primary", "broker", "redis"} {
@@ -72,7 +26,7 @@ func TestTLSConfigsAreBuiltForEveryConnection(t *testing.T) {
 		if len(c.Certificates) != 1 || len(c.Certificates[0].Certificate) != 1 {
 			t.Errorf("%s: client certificate not loaded", field)
 		}
-		if _, err := pki.leaf.Verify(x509.VerifyOptions{Roots: c.RootCAs, DNSName: "db.test"}); err != nil {
+		if _, err := pki.Leaf.Verify(x509.VerifyOptions{Roots: c.RootCAs, DNSName: "db.test"}); err != nil {
 			t.Errorf("%s: the CA pool does not verify a certificate the CA signed: %v", field, err)
 		}
 		if c.MinVersion < 0x0303 {
@@ -82,7 +36,7 @@ func TestTLSConfigsAreBuiltForEveryConnection(t *testing.T) {
 
 	// MySQL: the server name defaults to the host (go-mysql's binlog client
 	// needs it set), and the DSN names a TLS config registered for it.
-	m := MySQL{Host: "db.test", Port: 3306, User: "relay", Password: "pw", TLS: TLS{Enabled: true, CAFile: pki.ca}}
+	m := MySQL{Host: "db.test", Port: 3306, User: "relay", Password: "pw", TLS: TLS{Enabled: true, CAFile: pki.CAFile}}
 	c, err := m.TLSConfig("source")
 	if err != nil || c.ServerName != "db.test" {
 		t.Fatalf("source TLS: %v, server name %q", err, c.ServerName)
@@ -121,9 +75,9 @@ func TestTLSConfigsAreBuiltForEveryConnection(t *testing.T) {
 		want string
 	}{
 		{"missing CA", TLS{Enabled: true, CAFile: filepath.Join(t.TempDir(), "nope.pem")}, "redis.tls.ca_file"},
-		{"not PEM", TLS{Enabled: true, CAFile: pki.key + ".txt"}, "redis.tls.ca_file"},
-		{"key without cert", TLS{Enabled: true, KeyFile: pki.key}, "redis.tls.cert_file/key_file"},
-		{"files but not enabled", TLS{CAFile: pki.ca}, "tls.enabled is false"},
+		{"not PEM", TLS{Enabled: true, CAFile: pki.KeyFile + ".txt"}, "redis.tls.ca_file"},
+		{"key without cert", TLS{Enabled: true, KeyFile: pki.KeyFile}, "redis.tls.cert_file/key_file"},
+		{"files but not enabled", TLS{CAFile: pki.CAFile}, "tls.enabled is false"},
 	} {
 		if c.name == "not PEM" {
 			_ = os.WriteFile(c.tls.CAFile, []byte("not a certificate"), 0o600)
