@@ -8,10 +8,14 @@ import (
 	"time"
 )
 
-const base = `name: test-relay
+// servers is the part of a test config every test shares; base adds the
+// broker.
+const servers = `name: test-relay
 source: {host: 127.0.0.1, port: 3308, user: relay}
 primary: {host: 127.0.0.1, port: 3307, user: relay}
-broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}
+`
+
+const base = servers + `broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}
 `
 
 func parse(t *testing.T, yaml string, env map[string]string) (*Config, error) {

@@ -6,10 +6,7 @@ import (
 	"time"
 )
 
-const limitsBase = `name: test-relay
-source: {host: 127.0.0.1, port: 3308, user: relay}
-primary: {host: 127.0.0.1, port: 3307, user: relay}
-tables:
+const limitsBase = servers + `tables:
   - {preset: debezium, schema: a}
 `
 
