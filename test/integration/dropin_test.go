@@ -393,16 +393,10 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	go func() {
 		writeErr <- func() error {
 			for i := 0; i < total/perTx; i++ {
-				var b strings.Builder
-				b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-				for j := 0; j < perTx; j++ {
-					k := i*perTx + j
-					if j > 0 {
-						b.WriteByte(',')
-					}
-					fmt.Fprintf(&b, "('alt-%05d', '%s', 'rk.%05d.%d', '{\"k\":%d,\"s\":\"%s\"}')", k, br.Exchange, k, k%7, k, strings.Repeat("é", k%13))
-				}
-				if _, err := db.Primary.Exec(b.String()); err != nil {
+				stmt := outboxInsert(i*perTx, (i+1)*perTx, func(k int) string {
+					return fmt.Sprintf("('alt-%05d', '%s', 'rk.%05d.%d', '{\"k\":%d,\"s\":\"%s\"}')", k, br.Exchange, k, k%7, k, strings.Repeat("é", k%13))
+				})
+				if _, err := db.Primary.Exec(stmt); err != nil {
 					return fmt.Errorf("insert batch %d: %w", i, err)
 				}
 				written.Add(perTx)

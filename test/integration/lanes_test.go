@@ -54,20 +54,14 @@ func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, t
 		defer conn.Close()
 		seq := 0
 		for i := 0; i < txs; i++ {
-			var b strings.Builder
-			b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
 			batch := make([]keyedRow, perTx)
-			for j := range batch {
+			stmt := outboxInsert(0, perTx, func(j int) string {
 				seq++
-				r := keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
-				if j > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, "('%s', '%s', '%s', '{\"n\":%d}')", r.id, exchange, r.key, seq)
-				batch[j] = r
-			}
+				batch[j] = keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
+				return fmt.Sprintf("('%s', '%s', '%s', '{\"n\":%d}')", batch[j].id, exchange, batch[j].key, seq)
+			})
 			var gtid string
-			_, err := conn.ExecContext(context.Background(), b.String())
+			_, err := conn.ExecContext(context.Background(), stmt)
 			if err == nil {
 				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
 			}
