@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
@@ -19,17 +20,43 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
-// producer inserts txs transactions of perTx rows in the background.
-type producer struct {
-	wg   sync.WaitGroup
+// producerState is what a background producer shares with its test: mu
+// guards what it committed and err, the error that stopped it; done closes
+// when it returns.
+type producerState struct {
 	mu   sync.Mutex
-	ids  []string
 	err  error
 	done chan struct{}
 }
 
+// fail records the error that stops the producer.
+func (s *producerState) fail(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+// execLastGTID runs stmt (one transaction) on conn and, if withGTID, reads
+// the GTID it was committed with (MariaDB's @@last_gtid, which is per
+// connection).
+func execLastGTID(conn *sql.Conn, stmt string, withGTID bool) (gtid string, err error) {
+	ctx := context.Background()
+	if _, err := conn.ExecContext(ctx, stmt); err != nil || !withGTID {
+		return "", err
+	}
+	err = conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid)
+	return gtid, err
+}
+
+// producer inserts txs transactions of perTx rows in the background.
+type producer struct {
+	producerState
+	wg  sync.WaitGroup
+	ids []string
+}
+
 func startProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx int) *producer {
-	p := &producer{done: make(chan struct{})}
+	p := &producer{producerState: producerState{done: make(chan struct{})}}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -37,9 +64,7 @@ func startProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, p
 		for i := 0; i < txs; i++ {
 			stmt, batch := orderInsert(exchange, prefix, i, perTx)
 			if _, err := db.Primary.Exec(stmt); err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()

@@ -85,7 +85,7 @@ func startPaced(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perT
 // (MariaDB's @@last_gtid) in gtids, which must not be read before the
 // producer is done.
 func startPacedGTIDs(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx int, every time.Duration, gtids map[string]string) *producer {
-	p := &producer{done: make(chan struct{})}
+	p := &producer{producerState: producerState{done: make(chan struct{})}}
 	conn, err := db.Primary.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -100,15 +100,9 @@ func startPacedGTIDs(t *testing.T, db *testenv.DB, exchange, prefix string, txs,
 		for i := 0; i < txs; i++ {
 			<-tick.C
 			stmt, batch := orderInsert(exchange, prefix, i, perTx)
-			var gtid string
-			_, err := conn.ExecContext(context.Background(), stmt)
-			if err == nil && gtids != nil {
-				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
-			}
+			gtid, err := execLastGTID(conn, stmt, gtids != nil)
 			if err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()

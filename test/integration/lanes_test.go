@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,10 +34,8 @@ type keyedRow struct {
 // key drawn from keys, routing_key = key, on one connection so that
 // @@last_gtid names each transaction.
 type keyedProducer struct {
-	mu   sync.Mutex
+	producerState
 	rows []keyedRow
-	err  error
-	done chan struct{}
 }
 
 func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx, keys int, seed uint64) *keyedProducer {
@@ -47,7 +44,7 @@ func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &keyedProducer{done: make(chan struct{})}
+	p := &keyedProducer{producerState: producerState{done: make(chan struct{})}}
 	rng := rand.New(rand.NewPCG(seed, 2))
 	go func() {
 		defer close(p.done)
@@ -60,15 +57,9 @@ func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, t
 				batch[j] = keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
 				return fmt.Sprintf("('%s', '%s', '%s', '{\"n\":%d}')", batch[j].id, exchange, batch[j].key, seq)
 			})
-			var gtid string
-			_, err := conn.ExecContext(context.Background(), stmt)
-			if err == nil {
-				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
-			}
+			gtid, err := execLastGTID(conn, stmt, true)
 			if err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()
