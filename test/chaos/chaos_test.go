@@ -51,12 +51,12 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.broker = proxy(t, amqpURL.Host)
+	f.broker = testenv.Proxy(t, amqpURL.Host)
 	amqpURL.Host = f.broker.Addr()
 	f.brokerURL = amqpURL.String()
-	f.redis = proxy(t, store.addr)
-	f.replicas[0] = proxy(t, addr(testenv.Replica2DSN))
-	f.replicas[1] = proxy(t, addr(testenv.ReplicaDSN))
+	f.redis = testenv.Proxy(t, store.addr)
+	f.replicas[0] = testenv.Proxy(t, testenv.Addr(testenv.Replica2DSN))
+	f.replicas[1] = testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	for i := range f.cfgs {
 		f.ids[i] = 300000 + rand.Uint32N(1<<20)
 		f.cfgs[i] = relaytest.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))

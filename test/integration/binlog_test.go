@@ -46,12 +46,7 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
-	px, err := faultproxy.Listen(fmt.Sprintf("%s:%d", sh, sp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	relaytest.StartRelay(t, viaProxy(t, relaytest.RelayConfig(testenv.UniqueName("twocuts"), relaytest.SeedTable(db.Name), noSweeper), px))
 
 	const rows, perStmt = 50_000, 1_000

@@ -11,9 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -354,12 +351,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
-	px, err := faultproxy.Listen(net.JoinHostPort(r1h, strconv.Itoa(r1p)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	r2 := testenv.Open(t, testenv.Replica2DSN, "")
 	t.Cleanup(func() { _, _ = r2.Exec("START SLAVE") })
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
@@ -402,11 +394,7 @@ func TestRedisOutageWindow(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	px, err := faultproxy.Listen(testenv.RedisAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.RedisAddr)
 	name := testenv.UniqueName("redisdown")
 	y := relayYAML(name, db.Name, "", "")
 	y = strings.Replace(y, "redis: {addr: \""+testenv.RedisAddr+"\"}", "redis: {addr: \""+px.Addr()+"\"}", 1)

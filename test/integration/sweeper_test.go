@@ -24,7 +24,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -123,11 +122,7 @@ func TestBrokerOutageThirtySeconds(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	proxy, err := faultproxy.Listen(amqpAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := testenv.Proxy(t, testenv.AMQPAddr(t))
 	cfg := lifecycleConfig("outage", db, "interval: 200ms, grace_period: 60s")
 	cfg = strings.Replace(cfg, testenv.AMQPURL, "amqp://guest:guest@"+proxy.Addr()+"/", 1)
 	r := relaytest.StartRelay(t, cfg)
@@ -165,12 +160,6 @@ func TestBrokerOutageThirtySeconds(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-}
-
-func amqpAddr(t *testing.T) string {
-	t.Helper()
-	rest := testenv.AMQPURL[strings.Index(testenv.AMQPURL, "@")+1:]
-	return strings.TrimSuffix(rest, "/")
 }
 
 // Test 2: a row routed to an exchange that does not exist is retried with a
