@@ -64,16 +64,9 @@ func TestChaos(t *testing.T) {
 
 	// The consumer, through the inbox, as a service would run it.
 	counts := &tally{}
-	consumer, err := inbox.New(inbox.Config{URL: testenv.AMQPURL, Queue: br.Queue, ConsumerName: f.name,
+	relaytest.StartInbox(t, inbox.Config{URL: testenv.AMQPURL, Queue: br.Queue, ConsumerName: f.name,
 		DisableRetryTask: true, DisableRetention: true, ReconnectDelay: 200 * time.Millisecond, ReconnectMaxDelay: 2 * time.Second},
 		db.Primary, func(context.Context, *sql.Tx, inbox.Message) error { return nil }, zap.NewNop(), inbox.WithMetrics(counts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stopConsumer := context.WithCancel(context.Background())
-	consumed := make(chan error, 1)
-	go func() { consumed <- consumer.Run(cctx) }()
-	t.Cleanup(func() { stopConsumer(); <-consumed })
 
 	f.run(0)
 	f.waitLeader(-1, 60*time.Second)

@@ -563,28 +563,26 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 		return app.Problem{}, false
 	}
 
-	t.Run("wrong CA", func(t *testing.T) {
-		ps := check(t, sections(c.wrongCA, "broker.test", "redis.test"))
-		for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
-			p, ok := find(ps, where, "certificate signed by unknown authority")
-			if !ok {
-				t.Errorf("no clear %s error for a wrong CA in: %v", where, ps)
-				continue
+	for _, tc := range []struct {
+		name                          string
+		ca, brokerServer, redisServer string
+		want                          string // in the broker's and Redis's errors
+	}{
+		{"wrong CA", c.wrongCA, "broker.test", "redis.test", "certificate signed by unknown authority"},
+		{"wrong server name", c.ca, "wrong.test", "wrong.test", "not wrong.test"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := check(t, sections(tc.ca, tc.brokerServer, tc.redisServer))
+			for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
+				p, ok := find(ps, where, tc.want)
+				if !ok {
+					t.Errorf("no clear %s error for a %s in: %v", where, tc.name, ps)
+					continue
+				}
+				t.Logf("%s", p)
 			}
-			t.Logf("%s", p)
-		}
-	})
-	t.Run("wrong server name", func(t *testing.T) {
-		ps := check(t, sections(c.ca, "wrong.test", "wrong.test"))
-		for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
-			p, ok := find(ps, where, "not wrong.test")
-			if !ok {
-				t.Errorf("no clear %s error for a wrong server name in: %v", where, ps)
-				continue
-			}
-			t.Logf("%s", p)
-		}
-	})
+		})
+	}
 }
 
 // Test 5: with passwords configured (from a file and from the environment)
