@@ -58,25 +58,13 @@ func TestEndToEndTenThousandOrders(t *testing.T) {
 		RetryMaxBackoff: time.Second, DisableRetention: true,
 	}
 	start := func() (stop func()) {
-		c, err := inbox.New(cfg, e.db, inventory.Deduct, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		c := relaytest.StartInbox(t, cfg, e.db, inventory.Deduct, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 			inbox.WithMetrics(counters), inbox.WithDialer(killer.Dial))
-		if err != nil {
-			t.Fatalf("inbox.New: %v", err)
-		}
-		cctx, ccancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- c.Run(cctx) }()
 		var once sync.Once
 		return func() {
 			once.Do(func() {
-				ccancel()
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Errorf("inventory consumer Run: %v", err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Errorf("inventory consumer did not stop")
+				if err := c.Stop(); err != nil {
+					t.Errorf("inventory consumer Run: %v", err)
 				}
 			})
 		}

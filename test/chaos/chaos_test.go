@@ -51,12 +51,12 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.broker = proxy(t, amqpURL.Host)
+	f.broker = testenv.Proxy(t, amqpURL.Host)
 	amqpURL.Host = f.broker.Addr()
 	f.brokerURL = amqpURL.String()
-	f.redis = proxy(t, store.addr)
-	f.replicas[0] = proxy(t, addr(testenv.Replica2DSN))
-	f.replicas[1] = proxy(t, addr(testenv.ReplicaDSN))
+	f.redis = testenv.Proxy(t, store.addr)
+	f.replicas[0] = testenv.Proxy(t, testenv.Addr(testenv.Replica2DSN))
+	f.replicas[1] = testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	for i := range f.cfgs {
 		f.ids[i] = 300000 + rand.Uint32N(1<<20)
 		f.cfgs[i] = relaytest.WriteConfig(t, relayConfig(f, db.Name, f.ids[i]))
@@ -64,16 +64,9 @@ func TestChaos(t *testing.T) {
 
 	// The consumer, through the inbox, as a service would run it.
 	counts := &tally{}
-	consumer, err := inbox.New(inbox.Config{URL: testenv.AMQPURL, Queue: br.Queue, ConsumerName: f.name,
+	relaytest.StartInbox(t, inbox.Config{URL: testenv.AMQPURL, Queue: br.Queue, ConsumerName: f.name,
 		DisableRetryTask: true, DisableRetention: true, ReconnectDelay: 200 * time.Millisecond, ReconnectMaxDelay: 2 * time.Second},
 		db.Primary, func(context.Context, *sql.Tx, inbox.Message) error { return nil }, zap.NewNop(), inbox.WithMetrics(counts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stopConsumer := context.WithCancel(context.Background())
-	consumed := make(chan error, 1)
-	go func() { consumed <- consumer.Run(cctx) }()
-	t.Cleanup(func() { stopConsumer(); <-consumed })
 
 	f.run(0)
 	f.waitLeader(-1, 60*time.Second)

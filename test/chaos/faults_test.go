@@ -41,21 +41,6 @@ type fleet struct {
 	journal   []string
 }
 
-func proxy(t *testing.T, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.Listen(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func addr(dsn string) string {
-	h, p := testenv.HostPort(dsn)
-	return net.JoinHostPort(h, strconv.Itoa(p))
-}
-
 func (f *fleet) note(format string, args ...any) {
 	line := fmt.Sprintf("%6.1fs  ", time.Since(f.start).Seconds()) + fmt.Sprintf(format, args...)
 	f.journal = append(f.journal, line)

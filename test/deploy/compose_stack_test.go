@@ -65,15 +65,9 @@ func TestComposeDemoOnTheStack(t *testing.T) {
 	if err := inventory.DeclareTopology(ch, order.Exchange, inventory.Queue); err != nil {
 		t.Fatalf("the definitions differ from what the inventory service declares: %v", err)
 	}
-	consumer, err := inbox.New(inbox.Config{URL: shopURL, Queue: inventory.Queue, ConsumerName: "inventory-service", Workers: 4},
+	consumer := relaytest.StartInbox(t, inbox.Config{URL: shopURL, Queue: inventory.Queue, ConsumerName: "inventory-service", Workers: 4},
 		db.Primary, inventory.Deduct, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { _ = consumer.Stop() }()
 
 	var out bytes.Buffer
 	err = demo.Run(context.Background(), db.Primary, demo.Options{Orders: 5, Exchange: order.Exchange,

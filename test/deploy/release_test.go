@@ -99,17 +99,22 @@ func TestVersionStamped(t *testing.T) {
 		}
 		return string(out)
 	}
-
-	t.Run("Makefile", func(t *testing.T) {
-		bin := filepath.Join(dir, "make", "binlog-relay")
-		cmd := exec.Command("make", "-s", "build", "BIN="+bin, "VERSION="+version, "COMMIT="+commit)
+	// buildStamped runs a build in the repository and checks the version
+	// the binary it wrote prints.
+	buildStamped := func(t *testing.T, cmd *exec.Cmd, bin string) {
+		t.Helper()
 		cmd.Dir = testenv.RepoPath("")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("make build: %v\n%s", err, out)
+			t.Fatalf("%q: %v\n%s", cmd.Args, err, out)
 		}
 		if got := versionOf(t, bin); got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
+	}
+
+	t.Run("Makefile", func(t *testing.T) {
+		bin := filepath.Join(dir, "make", "binlog-relay")
+		buildStamped(t, exec.Command("make", "-s", "build", "BIN="+bin, "VERSION="+version, "COMMIT="+commit), bin)
 	})
 
 	t.Run("Dockerfile", func(t *testing.T) {
@@ -131,14 +136,8 @@ func TestVersionStamped(t *testing.T) {
 		})
 		bin := filepath.Join(dir, "docker", "binlog-relay")
 		cmd := exec.Command(goBin(), "build", "-trimpath", "-ldflags", ldflags, "-o", bin, string(m[2]))
-		cmd.Dir = testenv.RepoPath("")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build -ldflags %q: %v\n%s", ldflags, err, out)
-		}
-		if got := versionOf(t, bin); got != want {
-			t.Errorf("got %q, want %q", got, want)
-		}
+		buildStamped(t, cmd, bin)
 	})
 
 	t.Run("goreleaser", func(t *testing.T) {

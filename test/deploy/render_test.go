@@ -94,20 +94,12 @@ func decode(t *testing.T, stream string) (*rendered, error) {
 			var o secret
 			err = strict(&o)
 			r.Secrets[o.Metadata.Name] = o
-		case "v1 Service":
-			err = decodeAppend(strict, &r.Services)
-		case "v1 ServiceAccount":
-			err = decodeAppend(strict, &r.ServiceAccounts)
-		case "apps/v1 Deployment":
-			err = decodeAppend(strict, &r.Deployments)
-		case "policy/v1 PodDisruptionBudget":
-			err = decodeAppend(strict, &r.PDBs)
-		case "monitoring.coreos.com/v1 ServiceMonitor":
-			err = decodeAppend(strict, &r.ServiceMonitors)
-		case "monitoring.coreos.com/v1 PrometheusRule":
-			err = decodeAppend(strict, &r.PrometheusRules)
 		default:
-			err = fmt.Errorf("document %d: unexpected %s (%s)", i, kind, head.Metadata.Name)
+			if add, ok := r.lists()[kind]; ok {
+				err = add(strict)
+			} else {
+				err = fmt.Errorf("document %d: unexpected %s (%s)", i, kind, head.Metadata.Name)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -116,13 +108,28 @@ func decode(t *testing.T, stream string) (*rendered, error) {
 	return r, nil
 }
 
-// decodeAppend decodes the document strictly into a new T and appends it
-// to list (also on an error, which the caller returns).
-func decodeAppend[T any](strict func(any) error, list *[]T) error {
-	var o T
-	err := strict(&o)
-	*list = append(*list, o)
-	return err
+// lists are the kinds kept in a list, by apiVersion and kind, each with
+// how to decode a document (strictly) and append it.
+func (r *rendered) lists() map[string]func(strict func(any) error) error {
+	return map[string]func(strict func(any) error) error{
+		"v1 Service":                              appendDecoded(&r.Services),
+		"v1 ServiceAccount":                       appendDecoded(&r.ServiceAccounts),
+		"apps/v1 Deployment":                      appendDecoded(&r.Deployments),
+		"policy/v1 PodDisruptionBudget":           appendDecoded(&r.PDBs),
+		"monitoring.coreos.com/v1 ServiceMonitor": appendDecoded(&r.ServiceMonitors),
+		"monitoring.coreos.com/v1 PrometheusRule": appendDecoded(&r.PrometheusRules),
+	}
+}
+
+// appendDecoded decodes a document strictly into a new T and appends it to
+// list (also on an error, which the caller returns).
+func appendDecoded[T any](list *[]T) func(strict func(any) error) error {
+	return func(strict func(any) error) error {
+		var o T
+		err := strict(&o)
+		*list = append(*list, o)
+		return err
+	}
 }
 
 // deployment returns the one Deployment and its one container.

@@ -46,12 +46,7 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
-	px, err := faultproxy.Listen(fmt.Sprintf("%s:%d", sh, sp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	relaytest.StartRelay(t, viaProxy(t, relaytest.RelayConfig(testenv.UniqueName("twocuts"), relaytest.SeedTable(db.Name), noSweeper), px))
 
 	const rows, perStmt = 50_000, 1_000
@@ -89,13 +84,7 @@ func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	// rows read on the last connection would fall short.
 	cut(0)
 	cut(25_000)
-	testenv.Eventually(t, 180*time.Second, func() bool { d, _ := got.Distinct(); return d >= rows },
-		"received %d distinct of %d", func() int { d, _ := got.Distinct(); return d }(), rows)
-	distinct, dups := got.Distinct()
-	if distinct != rows || dups != 0 {
-		t.Fatalf("%d distinct rows, %d duplicates; want %d and none", distinct, dups, rows)
-	}
-	assertSameOrder(t, firstSeenOrder(got.All()), want)
+	waitDeliveredOnceInOrder(t, got, want, 180*time.Second)
 	testenv.Eventually(t, 60*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == rows },
 		"statuses on the primary: %v", statusCounts(t, db.Primary))
 }
@@ -355,14 +344,7 @@ func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 		}
 	}
 	second := insertOrders(t, db, br.Exchange, "lw3", 100, 100)
-	all := append(first, second...)
-	testenv.Eventually(t, 60*time.Second, func() bool { d, _ := got.Distinct(); return d >= len(all) },
-		"received %d distinct of %d", func() int { d, _ := got.Distinct(); return d }(), len(all))
-	distinct, dups := got.Distinct()
-	if distinct != len(all) || dups != 0 {
-		t.Fatalf("%d distinct, %d duplicates; want %d and none", distinct, dups, len(all))
-	}
-	assertSameOrder(t, firstSeenOrder(got.All()), all)
+	waitDeliveredOnceInOrder(t, got, append(first, second...), 60*time.Second)
 }
 
 // Two readers with one server_id on the same source: the source drops the

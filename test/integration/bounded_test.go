@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,15 +43,7 @@ func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 	base := httpAddr(t, r.App)
 
 	for start := 0; start < exchanges; start += 100 {
-		var b strings.Builder
-		b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-		for i := start; i < start+100; i++ {
-			if i > start {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "('bnd-%04d', '%s', 'k', '{}')", i, names[i])
-		}
-		db.Exec(t, b.String())
+		db.Exec(t, outboxInsert(start, start+100, func(i int) string { return fmt.Sprintf("('bnd-%04d', '%s', 'k', '{}')", i, names[i]) }))
 	}
 	testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= exchanges }, "received %d of %d", got.Len(), exchanges)
 	if distinct, dups := got.Distinct(); distinct != exchanges {

@@ -15,18 +15,26 @@ import (
 // transaction number i, routed to exchange, and returns it with the rows'
 // message ids in insert order.
 func orderInsert(exchange, prefix string, i, perTx int) (string, []string) {
+	ids := make([]string, perTx)
+	stmt := outboxInsert(0, perTx, func(j int) string {
+		ids[j] = fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
+		return fmt.Sprintf("('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", ids[j], exchange, ids[j])
+	})
+	return stmt, ids
+}
+
+// outboxInsert is one INSERT of the producer_message rows from to to-1,
+// row writing each one's (message_id, exchange, routing_key, content).
+func outboxInsert(from, to int, row func(i int) string) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-	ids := make([]string, 0, perTx)
-	for j := 0; j < perTx; j++ {
-		id := fmt.Sprintf("%s-%06d-%04d", prefix, i, j)
-		ids = append(ids, id)
-		if j > 0 {
+	for i := from; i < to; i++ {
+		if i > from {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"order\":\"%s\"}')", id, exchange, id)
+		b.WriteString(row(i))
 	}
-	return b.String(), ids
+	return b.String()
 }
 
 // insertOrders inserts txs transactions of perTx outbox rows each, routed to

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
@@ -19,17 +20,43 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
-// producer inserts txs transactions of perTx rows in the background.
-type producer struct {
-	wg   sync.WaitGroup
+// producerState is what a background producer shares with its test: mu
+// guards what it committed and err, the error that stopped it; done closes
+// when it returns.
+type producerState struct {
 	mu   sync.Mutex
-	ids  []string
 	err  error
 	done chan struct{}
 }
 
+// fail records the error that stops the producer.
+func (s *producerState) fail(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+// execLastGTID runs stmt (one transaction) on conn and, if withGTID, reads
+// the GTID it was committed with (MariaDB's @@last_gtid, which is per
+// connection).
+func execLastGTID(conn *sql.Conn, stmt string, withGTID bool) (gtid string, err error) {
+	ctx := context.Background()
+	if _, err := conn.ExecContext(ctx, stmt); err != nil || !withGTID {
+		return "", err
+	}
+	err = conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid)
+	return gtid, err
+}
+
+// producer inserts txs transactions of perTx rows in the background.
+type producer struct {
+	producerState
+	wg  sync.WaitGroup
+	ids []string
+}
+
 func startProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx int) *producer {
-	p := &producer{done: make(chan struct{})}
+	p := &producer{producerState: producerState{done: make(chan struct{})}}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -37,9 +64,7 @@ func startProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, p
 		for i := 0; i < txs; i++ {
 			stmt, batch := orderInsert(exchange, prefix, i, perTx)
 			if _, err := db.Primary.Exec(stmt); err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()
@@ -115,29 +140,59 @@ func assertSameOrder(t *testing.T, got, want []string) {
 	}
 }
 
+// waitDeliveredOnceInOrder waits until every message of want arrived, then
+// asserts each arrived exactly once and first deliveries are in want's
+// order.
+func waitDeliveredOnceInOrder(t *testing.T, got *testenv.Collector, want []string, within time.Duration) {
+	t.Helper()
+	waitAllDistinct(t, got, want, within)
+	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
+		t.Fatalf("%d distinct of %d messages, %d duplicates; want all once", distinct, len(want), dups)
+	}
+	assertSameOrder(t, firstSeenOrder(got.All()), want)
+}
+
+// midStream is a relay process that a signal stopped while a producer's
+// rows were streaming.
+type midStream struct {
+	db   *testenv.DB
+	got  *testenv.Collector
+	name string // the relay's name
+	cfg  string // its config file, to start it again
+	p    *relaytest.Process
+	prod *producer
+}
+
+// signalMidStream starts the relay as a process and a producer of txs
+// transactions of 100 rows (ids prefix-...), and sends the relay sig once
+// after rows were delivered.
+func signalMidStream(t *testing.T, name, prefix string, txs, after int, sig syscall.Signal) *midStream {
+	t.Helper()
+	m := &midStream{db: testenv.NewDB(t, "schema/producer_message.sql"), name: testenv.UniqueName(name)}
+	br, got := testenv.NewCollectedBroker(t)
+	m.got = got
+	m.cfg = relaytest.WriteConfig(t, relaytest.RelayConfig(m.name, relaytest.SeedTable(m.db.Name), ""))
+	m.p = relaytest.StartedProcess(t, m.cfg)
+	m.prod = startProducer(t, m.db, br.Exchange, prefix, txs, 100)
+	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= after }, "only %d delivered before %s", got.Len(), sig)
+	signal(t, m.p, sig)
+	return m
+}
+
 // Test 3: SIGKILL in the middle of 50,000 rows, then a restart: every row
 // arrives (duplicates counted, none lost), first deliveries in commit order,
 // and the checkpoint ends at the last commit.
 func TestRelaySurvivesSIGKILL(t *testing.T) {
 	testenv.Integration(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
-	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br, got := testenv.NewCollectedBroker(t)
-	name := testenv.UniqueName("kill")
-	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
-	p1 := relaytest.StartedProcess(t, cfg)
-
-	prod := startProducer(t, db, br.Exchange, "k", 500, 100)
-	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 15000 }, "only %d delivered before the kill", got.Len())
-	if err := p1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p1.Wait(10 * time.Second); err != nil {
+	m := signalMidStream(t, "kill", "k", 500, 15000, syscall.SIGKILL)
+	db, got := m.db, m.got
+	if _, err := m.p.Wait(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	beforeKill := got.Len()
-	relaytest.StartedProcess(t, cfg)
-	want := prod.wait(t)
+	relaytest.StartedProcess(t, m.cfg)
+	want := m.prod.wait(t)
 	last := primaryGTID(t, db)
 	waitAllDistinct(t, got, want, 120*time.Second)
 	distinct, dups := got.Distinct()
@@ -148,30 +203,21 @@ func TestRelaySurvivesSIGKILL(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == len(want) },
 		"statuses: %v", statusCounts(t, db.Primary))
-	waitCheckpointCovers(t, "binlog-relay:"+name+":checkpoint", last)
+	waitCheckpointCovers(t, "binlog-relay:"+m.name+":checkpoint", last)
 }
 
 // Test 4: SIGTERM mid-stream drains, saves the checkpoint and exits 0; the
 // restart publishes nothing twice.
 func TestRelaySIGTERMDrainsWithoutDuplicates(t *testing.T) {
 	testenv.Integration(t)
-	db := testenv.NewDB(t, "schema/producer_message.sql")
-	br, got := testenv.NewCollectedBroker(t)
-	name := testenv.UniqueName("term")
-	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
-	p1 := relaytest.StartedProcess(t, cfg)
-
-	prod := startProducer(t, db, br.Exchange, "s", 300, 100)
-	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= 8000 }, "only %d delivered", got.Len())
-	if err := p1.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code, err := p1.Wait(30 * time.Second)
+	m := signalMidStream(t, "term", "s", 300, 8000, syscall.SIGTERM)
+	db, got := m.db, m.got
+	code, err := m.p.Wait(30 * time.Second)
 	if err != nil || code != 0 {
-		t.Fatalf("SIGTERM: exit code %d, %v\n%s", code, err, p1.LogText())
+		t.Fatalf("SIGTERM: exit code %d, %v\n%s", code, err, m.p.LogText())
 	}
-	relaytest.StartedProcess(t, cfg)
-	want := prod.wait(t)
+	relaytest.StartedProcess(t, m.cfg)
+	want := m.prod.wait(t)
 	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= len(want) }, "delivered %d of %d", got.Len(), len(want))
 	// Anything extra would have arrived with the rest: the last row's
 	// SENT mark follows its delivery, so wait for all marks first.
@@ -210,13 +256,7 @@ func TestRelayFollowsBinlogRotation(t *testing.T) {
 		db.Exec(t, "FLUSH BINARY LOGS")
 		time.Sleep(100 * time.Millisecond) // spread the rotations over the run; not a wait for a result
 	}
-	want := prod.wait(t)
-	testenv.Eventually(t, 60*time.Second, func() bool { return got.Len() >= len(want) }, "delivered %d of %d", got.Len(), len(want))
-	distinct, dups := got.Distinct()
-	if distinct != len(want) || dups != 0 {
-		t.Fatalf("%d distinct, %d duplicates; want %d and 0", distinct, dups, len(want))
-	}
-	assertSameOrder(t, firstSeenOrder(got.All()), want)
+	waitDeliveredOnceInOrder(t, got, prod.wait(t), 60*time.Second)
 }
 
 // Test 7: one 100,000-row transaction goes through with the relay's peak
@@ -236,15 +276,10 @@ func TestRelayLargeTransactionMemory(t *testing.T) {
 	}
 	payload := strings.Repeat("x", 200)
 	for i := 0; i < rows; i += 1000 {
-		var b strings.Builder
-		b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-		for j := i; j < i+1000; j++ {
-			if j > i {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "('big-%06d', '%s', 'order.created', '{\"n\":%d,\"pad\":\"%s\"}')", j, br.Exchange, j, payload)
-		}
-		if _, err := tx.Exec(b.String()); err != nil {
+		stmt := outboxInsert(i, i+1000, func(j int) string {
+			return fmt.Sprintf("('big-%06d', '%s', 'order.created', '{\"n\":%d,\"pad\":\"%s\"}')", j, br.Exchange, j, payload)
+		})
+		if _, err := tx.Exec(stmt); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -72,160 +72,184 @@ func dropinHeader(d testenv.Delivery, key string) (string, bool) {
 	return fmt.Sprint(v), true
 }
 
+// presetAsIs is the tables YAML of one table read with a preset as it is.
+func presetAsIs(preset string) func(db, exchange string) string {
+	return func(db, _ string) string { return fmt.Sprintf("  - {preset: %s, schema: %s}\n", preset, db) }
+}
+
 // Test 1: each preset, on its own DDL from schema/, publishes the rows
 // inserted in its "publish me" statuses, routed as the preset says, and
 // writes its "sent" value back (nothing for Debezium, which has no status).
 func TestPresets(t *testing.T) {
 	testenv.Integration(t)
-
-	t.Run("producer-message", func(t *testing.T) {
-		db := testenv.NewDB(t, "schema/producer_message.sql")
-		br, got := testenv.NewCollectedBroker(t)
-		startDropin(t, fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", db.Name))
-
-		// The seed's producers insert SENDING as well as PENDING; a row
-		// inserted SENT is not the relay's to publish.
-		db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status) VALUES
-			('pm-1', ?, 'order.created', '{"n":1}', 'PENDING'),
-			('pm-2', ?, 'order.paid', '{"n":2}', 'SENDING'),
-			('pm-3', ?, 'order.old', '{"n":3}', 'SENT'),
-			('pm-4', ?, 'order.shipped', '{"n":4}', 'PENDING')`, br.Exchange, br.Exchange, br.Exchange, br.Exchange)
-		msgs := dropinWait(t, got, 3, 20*time.Second)
-		want := []struct{ id, rk, body string }{{"pm-1", "order.created", `{"n":1}`}, {"pm-2", "order.paid", `{"n":2}`}, {"pm-4", "order.shipped", `{"n":4}`}}
-		for i, w := range want {
-			if m := msgs[i]; m.MessageID != w.id || m.RoutingKey != w.rk || string(m.Body) != w.body || m.Exchange != br.Exchange {
-				t.Fatalf("message %d: %s %s/%s %q, want %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body, w.id, br.Exchange, w.rk, w.body)
-			}
-		}
-		dropinEventuallyCount(t, db, 4, "SELECT COUNT(*) FROM producer_message WHERE status = 'SENT'")
-		// The version column is bumped by the relay's write; the row that was
-		// inserted SENT was not touched.
-		if n := dropinCount(t, db, "SELECT COUNT(*) FROM producer_message WHERE version = 1"); n != 3 {
-			t.Fatalf("%d rows have version 1, want 3", n)
-		}
-	})
-
-	t.Run("local-message", func(t *testing.T) {
-		db := testenv.NewDB(t, "schema/local_message.sql")
-		br, got := testenv.NewCollectedBroker(t)
-		// A preset overridden field by field: the routing key becomes a
-		// template over columns; everything else stays the preset's.
-		startDropin(t, fmt.Sprintf("  - preset: local-message\n    schema: %s\n    route: {routing_key: \"{biz_type}.{status}\"}\n", db.Name))
-
-		db.Exec(t, `INSERT INTO local_message (biz_id, biz_type, exchange, routing_key, message_body, status) VALUES
-			('lm-1', 'order', ?, 'ignored', '{"n":1}', 0),
-			('lm-2', 'refund', ?, 'ignored', '{"n":2}', 1),
-			('lm-3', 'invoice', ?, 'ignored', '{"n":3}', 0)`, br.Exchange, br.Exchange, br.Exchange)
-		msgs := dropinWait(t, got, 2, 20*time.Second)
-		// The message id is the row id; biz_id and biz_type are headers.
-		for i, w := range []struct{ id, bizID, rk, typ string }{{"1", "lm-1", "order.0", "order"}, {"3", "lm-3", "invoice.0", "invoice"}} {
-			m := msgs[i]
-			if m.MessageID != w.id || m.RoutingKey != w.rk {
-				t.Fatalf("message %d: %s rk %s, want %s rk %s", i, m.MessageID, m.RoutingKey, w.id, w.rk)
-			}
-			if h, _ := dropinHeader(m, "biz_type"); h != w.typ {
-				t.Fatalf("message %d: header biz_type %q, want %q", i, h, w.typ)
-			}
-			if h, _ := dropinHeader(m, "biz_id"); h != w.bizID {
-				t.Fatalf("message %d: header biz_id %q, want %q", i, h, w.bizID)
-			}
-		}
-		dropinEventuallyCount(t, db, 3, "SELECT COUNT(*) FROM local_message WHERE status = 1")
-	})
-
-	t.Run("message-record", func(t *testing.T) {
-		db := testenv.NewDB(t, "schema/message_record.sql")
-		br, got := testenv.NewCollectedBroker(t)
-		startDropin(t, fmt.Sprintf("  - {preset: message-record, schema: %s}\n", db.Name))
-
-		db.Exec(t, `INSERT INTO t_message_record (message_id, topic, tag, message_body) VALUES
-			('mr-1', ?, 'TagA', 'body one'), ('mr-2', ?, 'TagB', 'body two')`, br.Exchange, br.Exchange)
-		msgs := dropinWait(t, got, 2, 20*time.Second)
-		for i, w := range []struct{ id, tag, body string }{{"mr-1", "TagA", "body one"}, {"mr-2", "TagB", "body two"}} {
-			m := msgs[i]
-			if m.MessageID != w.id || m.Exchange != br.Exchange || m.RoutingKey != w.tag || string(m.Body) != w.body {
-				t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
-			}
-			if h, _ := dropinHeader(m, "topic"); h != br.Exchange {
-				t.Fatalf("message %d: header topic %q", i, h)
-			}
-			if h, _ := dropinHeader(m, "tag"); h != w.tag {
-				t.Fatalf("message %d: header tag %q", i, h)
-			}
-		}
-		dropinEventuallyCount(t, db, 2, "SELECT COUNT(*) FROM t_message_record WHERE status = 'SENT'")
-	})
-
-	t.Run("debezium", func(t *testing.T) {
-		db := testenv.NewDB(t, "schema/debezium_outbox.sql")
-		br, got := testenv.NewCollectedBroker(t)
-		// Aggregate types map to exchanges; one not in the map falls back to
-		// the preset's {aggregatetype} template.
-		startDropin(t, fmt.Sprintf(`  - preset: debezium
+	for _, tc := range []struct {
+		name, schema string
+		// tables is the tables YAML over the test's database and exchange.
+		tables func(db, exchange string) string
+		// check asserts what was published and written back.
+		check func(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector)
+	}{
+		{name: "producer-message", schema: "schema/producer_message.sql",
+			tables: presetAsIs("producer-message"),
+			check:  checkProducerMessage},
+		{name: "local-message", schema: "schema/local_message.sql",
+			// A preset overridden field by field: the routing key becomes a
+			// template over columns; everything else stays the preset's.
+			tables: func(db, exchange string) string {
+				return fmt.Sprintf("  - preset: local-message\n    schema: %s\n    route: {routing_key: \"{biz_type}.{status}\"}\n", db)
+			},
+			check: checkLocalMessage},
+		{name: "message-record", schema: "schema/message_record.sql",
+			tables: presetAsIs("message-record"),
+			check:  checkMessageRecord},
+		{name: "debezium", schema: "schema/debezium_outbox.sql",
+			// Aggregate types map to exchanges; one not in the map falls back to
+			// the preset's {aggregatetype} template.
+			tables: func(db, exchange string) string {
+				return fmt.Sprintf(`  - preset: debezium
     schema: %[1]s
     route:
       exchange_map_column: aggregatetype
       exchange_map: {Order: %[2]s, Customer: %[2]s}
-`, db.Name, br.Exchange))
+`, db, exchange)
+			},
+			check: checkDebezium},
+		{name: "eventuate", schema: "schema/eventuate_message.sql",
+			tables: presetAsIs("eventuate"),
+			check:  checkEventuate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := testenv.NewDB(t, tc.schema)
+			br, got := testenv.NewCollectedBroker(t)
+			startDropin(t, tc.tables(db.Name, br.Exchange))
+			tc.check(t, db, br, got)
+		})
+	}
+}
 
-		ids := []string{"6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0001", "6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0002", "6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0003"}
-		db.Exec(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES
-			(?, 'Order', 'o-17', 'OrderCreated', '{"id":"o-17","total":12.5}'),
-			(?, 'Customer', 'c-4', 'CustomerRenamed', '{"name":"Zoë 佐藤 🚀"}'),
-			(?, ?, 'x-1', 'Direct', '{"via":"template"}')`, ids[0], ids[1], ids[2], br.Exchange)
-		msgs := dropinWait(t, got, 3, 20*time.Second)
-		want := []struct{ rk, aggID, body string }{
-			{"OrderCreated", "o-17", `{"id":"o-17","total":12.5}`},
-			{"CustomerRenamed", "c-4", `{"name":"Zoë 佐藤 🚀"}`},
-			{"Direct", "x-1", `{"via":"template"}`},
+// checkProducerMessage is TestPresets for the producer-message preset.
+func checkProducerMessage(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector) {
+	// The seed's producers insert SENDING as well as PENDING; a row
+	// inserted SENT is not the relay's to publish.
+	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status) VALUES
+		('pm-1', ?, 'order.created', '{"n":1}', 'PENDING'),
+		('pm-2', ?, 'order.paid', '{"n":2}', 'SENDING'),
+		('pm-3', ?, 'order.old', '{"n":3}', 'SENT'),
+		('pm-4', ?, 'order.shipped', '{"n":4}', 'PENDING')`, br.Exchange, br.Exchange, br.Exchange, br.Exchange)
+	msgs := dropinWait(t, got, 3, 20*time.Second)
+	want := []struct{ id, rk, body string }{{"pm-1", "order.created", `{"n":1}`}, {"pm-2", "order.paid", `{"n":2}`}, {"pm-4", "order.shipped", `{"n":4}`}}
+	for i, w := range want {
+		if m := msgs[i]; m.MessageID != w.id || m.RoutingKey != w.rk || string(m.Body) != w.body || m.Exchange != br.Exchange {
+			t.Fatalf("message %d: %s %s/%s %q, want %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body, w.id, br.Exchange, w.rk, w.body)
 		}
-		for i, w := range want {
-			m := msgs[i]
-			if m.MessageID != ids[i] || m.Exchange != br.Exchange || m.RoutingKey != w.rk || string(m.Body) != w.body {
-				t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
-			}
-			if h, _ := dropinHeader(m, "aggregateid"); h != w.aggID {
-				t.Fatalf("message %d: header aggregateid %q, want %q", i, h, w.aggID)
-			}
-		}
-		// No status column: nothing is written back.
-		if n := dropinCount(t, db, "SELECT COUNT(*) FROM outbox"); n != 3 {
-			t.Fatalf("outbox has %d rows, want 3", n)
-		}
-	})
+	}
+	dropinEventuallyCount(t, db, 4, "SELECT COUNT(*) FROM producer_message WHERE status = 'SENT'")
+	// The version column is bumped by the relay's write; the row that was
+	// inserted SENT was not touched.
+	if n := dropinCount(t, db, "SELECT COUNT(*) FROM producer_message WHERE version = 1"); n != 3 {
+		t.Fatalf("%d rows have version 1, want 3", n)
+	}
+}
 
-	t.Run("eventuate", func(t *testing.T) {
-		db := testenv.NewDB(t, "schema/eventuate_message.sql")
-		br, got := testenv.NewCollectedBroker(t)
-		startDropin(t, fmt.Sprintf("  - {preset: eventuate, schema: %s}\n", db.Name))
+// checkLocalMessage is TestPresets for the local-message preset.
+func checkLocalMessage(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector) {
+	db.Exec(t, `INSERT INTO local_message (biz_id, biz_type, exchange, routing_key, message_body, status) VALUES
+		('lm-1', 'order', ?, 'ignored', '{"n":1}', 0),
+		('lm-2', 'refund', ?, 'ignored', '{"n":2}', 1),
+		('lm-3', 'invoice', ?, 'ignored', '{"n":3}', 0)`, br.Exchange, br.Exchange, br.Exchange)
+	msgs := dropinWait(t, got, 2, 20*time.Second)
+	// The message id is the row id; biz_id and biz_type are headers.
+	for i, w := range []struct{ id, bizID, rk, typ string }{{"1", "lm-1", "order.0", "order"}, {"3", "lm-3", "invoice.0", "invoice"}} {
+		m := msgs[i]
+		if m.MessageID != w.id || m.RoutingKey != w.rk {
+			t.Fatalf("message %d: %s rk %s, want %s rk %s", i, m.MessageID, m.RoutingKey, w.id, w.rk)
+		}
+		if h, _ := dropinHeader(m, "biz_type"); h != w.typ {
+			t.Fatalf("message %d: header biz_type %q, want %q", i, h, w.typ)
+		}
+		if h, _ := dropinHeader(m, "biz_id"); h != w.bizID {
+			t.Fatalf("message %d: header biz_id %q, want %q", i, h, w.bizID)
+		}
+	}
+	dropinEventuallyCount(t, db, 3, "SELECT COUNT(*) FROM local_message WHERE status = 1")
+}
 
-		ids := []string{"0000018c2f1a7b3e-0242ac1100020000", "0000018c2f1a7b3f-0242ac1100020000"}
-		for i, id := range ids {
-			hdrs := fmt.Sprintf(`{"ID":%q,"DESTINATION":%q,"PARTITION_ID":"%d","event-aggregate-type":"Order"}`, id, br.Exchange, i)
-			db.Exec(t, `INSERT INTO message (id, destination, headers, payload, published, creation_time)
-				VALUES (?, ?, ?, ?, 0, ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))`, id, br.Exchange, hdrs, fmt.Sprintf(`{"seq":%d}`, i))
+// checkMessageRecord is TestPresets for the message-record preset.
+func checkMessageRecord(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector) {
+	db.Exec(t, `INSERT INTO t_message_record (message_id, topic, tag, message_body) VALUES
+		('mr-1', ?, 'TagA', 'body one'), ('mr-2', ?, 'TagB', 'body two')`, br.Exchange, br.Exchange)
+	msgs := dropinWait(t, got, 2, 20*time.Second)
+	for i, w := range []struct{ id, tag, body string }{{"mr-1", "TagA", "body one"}, {"mr-2", "TagB", "body two"}} {
+		m := msgs[i]
+		if m.MessageID != w.id || m.Exchange != br.Exchange || m.RoutingKey != w.tag || string(m.Body) != w.body {
+			t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
 		}
-		// published=1 at insert: already sent, not the relay's.
-		db.Exec(t, `INSERT INTO message (id, destination, headers, payload, published) VALUES ('old', ?, '{}', '{}', 1)`, br.Exchange)
-		msgs := dropinWait(t, got, 2, 20*time.Second)
-		for i, id := range ids {
-			m := msgs[i]
-			if m.MessageID != id || m.Exchange != br.Exchange || m.RoutingKey != br.Exchange || string(m.Body) != fmt.Sprintf(`{"seq":%d}`, i) {
-				t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
-			}
-			// route.expand_headers: the JSON object became AMQP headers.
-			if h, _ := dropinHeader(m, "ID"); h != id {
-				t.Fatalf("message %d: header ID %q, want %q (headers %v)", i, h, id, m.Headers)
-			}
-			if h, _ := dropinHeader(m, "PARTITION_ID"); h != strconv.Itoa(i) {
-				t.Fatalf("message %d: header PARTITION_ID %q (headers %v)", i, h, m.Headers)
-			}
-			if _, raw := m.Headers["headers"]; raw {
-				t.Fatalf("message %d: the headers JSON was copied as one header, not expanded", i)
-			}
+		if h, _ := dropinHeader(m, "topic"); h != br.Exchange {
+			t.Fatalf("message %d: header topic %q", i, h)
 		}
-		dropinEventuallyCount(t, db, 3, "SELECT COUNT(*) FROM message WHERE published = 1")
-	})
+		if h, _ := dropinHeader(m, "tag"); h != w.tag {
+			t.Fatalf("message %d: header tag %q", i, h)
+		}
+	}
+	dropinEventuallyCount(t, db, 2, "SELECT COUNT(*) FROM t_message_record WHERE status = 'SENT'")
+}
+
+// checkDebezium is TestPresets for the debezium preset.
+func checkDebezium(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector) {
+	ids := []string{"6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0001", "6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0002", "6f1c1d58-6b0e-4a57-9d7c-0a3c1b1e0003"}
+	db.Exec(t, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+		(?, 'Order', 'o-17', 'OrderCreated', '{"id":"o-17","total":12.5}'),
+		(?, 'Customer', 'c-4', 'CustomerRenamed', '{"name":"Zoë 佐藤 🚀"}'),
+		(?, ?, 'x-1', 'Direct', '{"via":"template"}')`, ids[0], ids[1], ids[2], br.Exchange)
+	msgs := dropinWait(t, got, 3, 20*time.Second)
+	want := []struct{ rk, aggID, body string }{
+		{"OrderCreated", "o-17", `{"id":"o-17","total":12.5}`},
+		{"CustomerRenamed", "c-4", `{"name":"Zoë 佐藤 🚀"}`},
+		{"Direct", "x-1", `{"via":"template"}`},
+	}
+	for i, w := range want {
+		m := msgs[i]
+		if m.MessageID != ids[i] || m.Exchange != br.Exchange || m.RoutingKey != w.rk || string(m.Body) != w.body {
+			t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
+		}
+		if h, _ := dropinHeader(m, "aggregateid"); h != w.aggID {
+			t.Fatalf("message %d: header aggregateid %q, want %q", i, h, w.aggID)
+		}
+	}
+	// No status column: nothing is written back.
+	if n := dropinCount(t, db, "SELECT COUNT(*) FROM outbox"); n != 3 {
+		t.Fatalf("outbox has %d rows, want 3", n)
+	}
+}
+
+// checkEventuate is TestPresets for the eventuate preset.
+func checkEventuate(t *testing.T, db *testenv.DB, br *testenv.Broker, got *testenv.Collector) {
+	ids := []string{"0000018c2f1a7b3e-0242ac1100020000", "0000018c2f1a7b3f-0242ac1100020000"}
+	for i, id := range ids {
+		hdrs := fmt.Sprintf(`{"ID":%q,"DESTINATION":%q,"PARTITION_ID":"%d","event-aggregate-type":"Order"}`, id, br.Exchange, i)
+		db.Exec(t, `INSERT INTO message (id, destination, headers, payload, published, creation_time)
+			VALUES (?, ?, ?, ?, 0, ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))`, id, br.Exchange, hdrs, fmt.Sprintf(`{"seq":%d}`, i))
+	}
+	// published=1 at insert: already sent, not the relay's.
+	db.Exec(t, `INSERT INTO message (id, destination, headers, payload, published) VALUES ('old', ?, '{}', '{}', 1)`, br.Exchange)
+	msgs := dropinWait(t, got, 2, 20*time.Second)
+	for i, id := range ids {
+		m := msgs[i]
+		if m.MessageID != id || m.Exchange != br.Exchange || m.RoutingKey != br.Exchange || string(m.Body) != fmt.Sprintf(`{"seq":%d}`, i) {
+			t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
+		}
+		// route.expand_headers: the JSON object became AMQP headers.
+		if h, _ := dropinHeader(m, "ID"); h != id {
+			t.Fatalf("message %d: header ID %q, want %q (headers %v)", i, h, id, m.Headers)
+		}
+		if h, _ := dropinHeader(m, "PARTITION_ID"); h != strconv.Itoa(i) {
+			t.Fatalf("message %d: header PARTITION_ID %q (headers %v)", i, h, m.Headers)
+		}
+		if _, raw := m.Headers["headers"]; raw {
+			t.Fatalf("message %d: the headers JSON was copied as one header, not expanded", i)
+		}
+	}
+	dropinEventuallyCount(t, db, 3, "SELECT COUNT(*) FROM message WHERE published = 1")
 }
 
 // dropinGTIDSeq returns the sequence number of domain 0 in a MariaDB GTID set.
@@ -393,16 +417,10 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	go func() {
 		writeErr <- func() error {
 			for i := 0; i < total/perTx; i++ {
-				var b strings.Builder
-				b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
-				for j := 0; j < perTx; j++ {
-					k := i*perTx + j
-					if j > 0 {
-						b.WriteByte(',')
-					}
-					fmt.Fprintf(&b, "('alt-%05d', '%s', 'rk.%05d.%d', '{\"k\":%d,\"s\":\"%s\"}')", k, br.Exchange, k, k%7, k, strings.Repeat("é", k%13))
-				}
-				if _, err := db.Primary.Exec(b.String()); err != nil {
+				stmt := outboxInsert(i*perTx, (i+1)*perTx, func(k int) string {
+					return fmt.Sprintf("('alt-%05d', '%s', 'rk.%05d.%d', '{\"k\":%d,\"s\":\"%s\"}')", k, br.Exchange, k, k%7, k, strings.Repeat("é", k%13))
+				})
+				if _, err := db.Primary.Exec(stmt); err != nil {
 					return fmt.Errorf("insert batch %d: %w", i, err)
 				}
 				written.Add(perTx)

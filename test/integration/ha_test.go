@@ -11,9 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -85,7 +82,7 @@ func startPaced(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perT
 // (MariaDB's @@last_gtid) in gtids, which must not be read before the
 // producer is done.
 func startPacedGTIDs(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx int, every time.Duration, gtids map[string]string) *producer {
-	p := &producer{done: make(chan struct{})}
+	p := &producer{producerState: producerState{done: make(chan struct{})}}
 	conn, err := db.Primary.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -100,15 +97,9 @@ func startPacedGTIDs(t *testing.T, db *testenv.DB, exchange, prefix string, txs,
 		for i := 0; i < txs; i++ {
 			<-tick.C
 			stmt, batch := orderInsert(exchange, prefix, i, perTx)
-			var gtid string
-			_, err := conn.ExecContext(context.Background(), stmt)
-			if err == nil && gtids != nil {
-				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
-			}
+			gtid, err := execLastGTID(conn, stmt, gtids != nil)
 			if err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()
@@ -360,12 +351,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	r1h, r1p := testenv.HostPort(testenv.ReplicaDSN)
-	px, err := faultproxy.Listen(net.JoinHostPort(r1h, strconv.Itoa(r1p)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	r2 := testenv.Open(t, testenv.Replica2DSN, "")
 	t.Cleanup(func() { _, _ = r2.Exec("START SLAVE") })
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
@@ -408,11 +394,7 @@ func TestRedisOutageWindow(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	px, err := faultproxy.Listen(testenv.RedisAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := testenv.Proxy(t, testenv.RedisAddr)
 	name := testenv.UniqueName("redisdown")
 	y := relayYAML(name, db.Name, "", "")
 	y = strings.Replace(y, "redis: {addr: \""+testenv.RedisAddr+"\"}", "redis: {addr: \""+px.Addr()+"\"}", 1)

@@ -59,8 +59,6 @@ func TestConsistentHashQueuesKeepKeyOrderThroughTheInbox(t *testing.T) {
 		biz_id VARCHAR(64) NOT NULL, n INT NOT NULL, queue INT NOT NULL)`)
 	ex, queues := hashTopology(t, "biz_id", 4)
 	consumer := testenv.UniqueName("orders")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2*len(queues))
 	for qi, q := range queues {
 		apply := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 			var ev struct {
@@ -74,20 +72,10 @@ func TestConsistentHashQueuesKeepKeyOrderThroughTheInbox(t *testing.T) {
 			return err
 		}
 		for range 2 { // the active consumer and a standby
-			c, err := inbox.New(inbox.Config{URL: testenv.AMQPURL, Queue: q, ConsumerName: consumer, Workers: 1,
+			relaytest.StartInbox(t, inbox.Config{URL: testenv.AMQPURL, Queue: q, ConsumerName: consumer, Workers: 1,
 				DisableRetryTask: true, DisableRetention: true}, db.Primary, apply, zap.NewNop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { done <- c.Run(ctx) }()
 		}
 	}
-	t.Cleanup(func() {
-		cancel()
-		for range 2 * len(queues) {
-			<-done
-		}
-	})
 	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("lanes_hash"),
 		Tables:      fmt.Sprintf("  - {preset: local-message, schema: %s, route: {partition_key: biz_id}}\n", db.Name),
 		RelayFields: "lanes: 4"}.YAML())

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,10 +34,8 @@ type keyedRow struct {
 // key drawn from keys, routing_key = key, on one connection so that
 // @@last_gtid names each transaction.
 type keyedProducer struct {
-	mu   sync.Mutex
+	producerState
 	rows []keyedRow
-	err  error
-	done chan struct{}
 }
 
 func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx, keys int, seed uint64) *keyedProducer {
@@ -47,34 +44,22 @@ func startKeyedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &keyedProducer{done: make(chan struct{})}
+	p := &keyedProducer{producerState: producerState{done: make(chan struct{})}}
 	rng := rand.New(rand.NewPCG(seed, 2))
 	go func() {
 		defer close(p.done)
 		defer conn.Close()
 		seq := 0
 		for i := 0; i < txs; i++ {
-			var b strings.Builder
-			b.WriteString("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ")
 			batch := make([]keyedRow, perTx)
-			for j := range batch {
+			stmt := outboxInsert(0, perTx, func(j int) string {
 				seq++
-				r := keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
-				if j > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, "('%s', '%s', '%s', '{\"n\":%d}')", r.id, exchange, r.key, seq)
-				batch[j] = r
-			}
-			var gtid string
-			_, err := conn.ExecContext(context.Background(), b.String())
-			if err == nil {
-				err = conn.QueryRowContext(context.Background(), "SELECT @@last_gtid").Scan(&gtid)
-			}
+				batch[j] = keyedRow{id: fmt.Sprintf("%s-%07d", prefix, seq), key: fmt.Sprintf("key-%05d", rng.IntN(keys)), seq: seq}
+				return fmt.Sprintf("('%s', '%s', '%s', '{\"n\":%d}')", batch[j].id, exchange, batch[j].key, seq)
+			})
+			gtid, err := execLastGTID(conn, stmt, true)
 			if err != nil {
-				p.mu.Lock()
-				p.err = err
-				p.mu.Unlock()
+				p.fail(err)
 				return
 			}
 			p.mu.Lock()

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,11 +313,7 @@ func TestReadyzFollowsBrokerConnection(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	proxy, err := faultproxy.Listen(amqpHostPort(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := testenv.Proxy(t, testenv.AMQPAddr(t))
 	brokerURL := fmt.Sprintf("amqp://guest:guest@%s/", proxy.Addr())
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("ready"), relaytest.SeedTable(db.Name),
 		map[string]string{"broker": fmt.Sprintf("{url: %q}", brokerURL)}))
@@ -364,16 +359,6 @@ func TestReadyzFollowsBrokerConnection(t *testing.T) {
 	if _, _, err := get(base + "/readyz"); err == nil {
 		t.Error("the HTTP server still answers after the relay stopped")
 	}
-}
-
-// amqpHostPort is the stack's RabbitMQ host:port.
-func amqpHostPort(t *testing.T) string {
-	t.Helper()
-	u, err := url.Parse(testenv.AMQPURL)
-	if err != nil || u.Host == "" {
-		t.Fatalf("RELAY_TEST_AMQP_URL: %v", err)
-	}
-	return u.Host
 }
 
 // Test 3: the alert rules pass promtool (check and unit tests), the
@@ -512,7 +497,7 @@ func (c certs) serverTLS(t *testing.T) *tls.Config {
 func TestTLSToRabbitMQAndRedis(t *testing.T) {
 	testenv.Integration(t)
 	c := makeCerts(t)
-	amqpProxy, err := faultproxy.ListenTLS(amqpHostPort(t), c.serverTLS(t))
+	amqpProxy, err := faultproxy.ListenTLS(testenv.AMQPAddr(t), c.serverTLS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,28 +563,26 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 		return app.Problem{}, false
 	}
 
-	t.Run("wrong CA", func(t *testing.T) {
-		ps := check(t, sections(c.wrongCA, "broker.test", "redis.test"))
-		for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
-			p, ok := find(ps, where, "certificate signed by unknown authority")
-			if !ok {
-				t.Errorf("no clear %s error for a wrong CA in: %v", where, ps)
-				continue
+	for _, tc := range []struct {
+		name                          string
+		ca, brokerServer, redisServer string
+		want                          string // in the broker's and Redis's errors
+	}{
+		{"wrong CA", c.wrongCA, "broker.test", "redis.test", "certificate signed by unknown authority"},
+		{"wrong server name", c.ca, "wrong.test", "wrong.test", "not wrong.test"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := check(t, sections(tc.ca, tc.brokerServer, tc.redisServer))
+			for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
+				p, ok := find(ps, where, tc.want)
+				if !ok {
+					t.Errorf("no clear %s error for a %s in: %v", where, tc.name, ps)
+					continue
+				}
+				t.Logf("%s", p)
 			}
-			t.Logf("%s", p)
-		}
-	})
-	t.Run("wrong server name", func(t *testing.T) {
-		ps := check(t, sections(c.ca, "wrong.test", "wrong.test"))
-		for _, where := range []string{"broker amqps://guest:xxxxx@" + amqpProxy.Addr(), "redis"} {
-			p, ok := find(ps, where, "not wrong.test")
-			if !ok {
-				t.Errorf("no clear %s error for a wrong server name in: %v", where, ps)
-				continue
-			}
-			t.Logf("%s", p)
-		}
-	})
+		})
+	}
 }
 
 // Test 5: with passwords configured (from a file and from the environment)
@@ -643,11 +626,7 @@ func TestPasswordsNeverLogged(t *testing.T) {
 	ph, pp := testenv.HostPort(testenv.PrimaryDSN)
 	// The good relay reads the replica through a proxy, cut once mid-run, so
 	// the reconnect path logs too.
-	sourceProxy, err := faultproxy.Listen(fmt.Sprintf("%s:%d", sh, sp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sourceProxy.Close()
+	sourceProxy := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	good := opsYAML(testenv.UniqueName("secrets"), relaytest.SeedTable(db.Name), map[string]string{
 		"source":  fmt.Sprintf("{host: 127.0.0.1, port: %d, user: %s, password_file: %q}", sourceProxy.Port(), user, writeSecret("source-pw", userPW)),
 		"primary": fmt.Sprintf("{host: %s, port: %d, user: %s, password: \"${RELAY_TEST_PRIMARY_PASSWORD}\"}", ph, pp, user),

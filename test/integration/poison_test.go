@@ -19,7 +19,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -123,11 +122,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 
 	// The relay reaches RabbitMQ through a proxy that counts its dials, as
 	// a user that may not write to the "deny" exchange.
-	proxy, err := faultproxy.Listen(amqpHostPort(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := testenv.Proxy(t, testenv.AMQPAddr(t))
 	brokerURL := restrictedUser(t, proxy.Addr(), `^(ex_|no_such|amq\.).*`)
 
 	const bodyLimit = 1 << 20

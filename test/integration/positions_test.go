@@ -9,6 +9,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -78,8 +79,9 @@ func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx in
 }
 
 // startApp runs a relay in-process like relaytest.StartRelay, with
-// --accept-gap as asked; it returns the App and Run's result channel.
-func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.ObservedLogs, chan error) {
+// --accept-gap as asked and without waiting for it to stream; it returns
+// the App, its warnings and its Run, stopped when the test ends.
+func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.ObservedLogs, *relaytest.Background) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
 	if err != nil {
@@ -94,37 +96,44 @@ func startApp(t *testing.T, yaml string, acceptGap bool) (*app.App, *observer.Ob
 		t.Fatal(err)
 	}
 	a.AcceptGap = acceptGap
-	ctx, cancel := context.WithCancel(context.Background())
-	appCancels[a] = append(appCancels[a], cancel)
-	done := make(chan error, 1)
-	finished := make(chan struct{})
-	go func() { done <- a.Run(ctx); close(finished) }()
+	run := relaytest.Go("the relay", 60*time.Second, a.Run)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-finished:
-		case <-time.After(60 * time.Second):
-			t.Errorf("the relay did not stop within 60s")
+		if err := run.Stop(); errors.Is(err, relaytest.ErrStillRunning) {
+			t.Error(err)
 		}
 		a.Close()
 	})
-	return a, logs, done
+	return a, logs, run
 }
 
-// appCancels stops Apps started by startApp (tests run one at a time).
-var appCancels = map[*app.App][]context.CancelFunc{}
-
 // waitRunning waits until an App started by startApp streams.
-func waitRunning(t *testing.T, a *app.App, done chan error) {
+func waitRunning(t *testing.T, a *app.App, run *relaytest.Background) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		select {
-		case err := <-done:
+		if exited, err := run.Exited(); exited {
 			t.Fatalf("the relay stopped: %v", err)
-		default:
 		}
 		return a.Relay() != nil && a.Relay().Started()
 	}, "the relay did not start")
+}
+
+// refusal waits up to within for an App started by startApp to stop by
+// itself and returns Run's error; it fails with stillRunning if it does not.
+func refusal(t *testing.T, run *relaytest.Background, within time.Duration, stillRunning string) error {
+	t.Helper()
+	exited, err := run.Wait(within)
+	if !exited {
+		t.Fatal(stillRunning)
+	}
+	return err
+}
+
+// stopApp stops an App started by startApp and waits for Run.
+func stopApp(t *testing.T, run *relaytest.Background) {
+	t.Helper()
+	if err := run.Stop(); err != nil {
+		t.Fatalf("stopping: %v", err)
+	}
 }
 
 // loggedText reports whether any captured line (message or error) contains s.
@@ -147,45 +156,64 @@ func loggedText(logs *observer.ObservedLogs, s string) bool {
 	return false
 }
 
+// topologyOutbox is a relay streaming a debezium outbox from switch2 of a
+// topology of the test's own, delivering to a collected broker.
+type topologyOutbox struct {
+	tp   *testenv.Topology
+	br   *testenv.Broker
+	got  *testenv.Collector
+	yaml string
+	r    *relaytest.Relay
+}
+
+// startTopologyOutbox starts the relay on a new topology and sends the
+// first n rows (ids first-...) through it: it returns them once they were
+// all delivered.
+func startTopologyOutbox(t *testing.T, name, first string, n int) (*topologyOutbox, []string) {
+	t.Helper()
+	o := &topologyOutbox{tp: testenv.NewTopology(t, "schema/debezium_outbox.sql")}
+	o.br, o.got = testenv.NewCollectedBroker(t)
+	o.yaml = topologyYAML(o.tp, testenv.UniqueName(name), debeziumTable(o.tp.DB), nil)
+	o.r = relaytest.StartRelay(t, o.yaml)
+	ids := o.insert(t, "switch1", first, n)
+	waitAllDistinct(t, o.got, ids, 30*time.Second)
+	return o, ids
+}
+
+// insert writes n rows (ids prefix-...) on server in transactions of 10.
+func (o *topologyOutbox) insert(t *testing.T, server, prefix string, n int) []string {
+	t.Helper()
+	return insertOutbox(t, o.tp.On(t, server), o.br.Exchange, prefix, n, 10)
+}
+
 // (b) The primary is switched over to another server (a new server_id in
 // domain 0) while the relay streams from a replica: every row arrives
 // once, and a restart resumes from the checkpoint written after the switch.
 func TestSwitchoverKeepsEveryRow(t *testing.T) {
 	testenv.Integration(t)
-	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br, got := testenv.NewCollectedBroker(t)
-	name := testenv.UniqueName("switch")
-	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
-
-	r := relaytest.StartRelay(t, yaml)
-	want := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "before", 300, 10)
-	waitAllDistinct(t, got, want, 30*time.Second)
+	o, want := startTopologyOutbox(t, "switch", "before", 300)
 
 	// Writes stop, switch3 takes over; switch2 (the relay's source) now
 	// replicates GTIDs 0-13-N after 0-11-N.
-	tp.Switchover(t, "switch3")
-	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "after", 300, 10)...)
-	waitAllDistinct(t, got, want, 30*time.Second)
-	if err := r.Stop(); err != nil {
+	o.tp.Switchover(t, "switch3")
+	want = append(want, o.insert(t, "switch3", "after", 300)...)
+	waitAllDistinct(t, o.got, want, 30*time.Second)
+	if err := o.r.Stop(); err != nil {
 		t.Fatalf("stopping the relay: %v", err)
 	}
-	cp, err := r.App.Store.Load(context.Background())
+	cp, err := o.r.App.Store.Load(context.Background())
 	if err != nil {
 		t.Fatalf("no checkpoint after the switchover: %v", err)
 	}
 	t.Logf("checkpoint after the switchover: %s", cp.Position())
 
 	// Rows committed while the relay is down, then a restart.
-	want = append(want, insertOutbox(t, tp.On(t, "switch3"), br.Exchange, "restart", 200, 10)...)
-	r2 := relaytest.StartRelay(t, yaml)
+	want = append(want, o.insert(t, "switch3", "restart", 200)...)
+	r2 := relaytest.StartRelay(t, o.yaml)
 	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
 		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
 	}
-	waitAllDistinct(t, got, want, 30*time.Second)
-	if distinct, dups := got.Distinct(); distinct != len(want) || dups != 0 {
-		t.Fatalf("%d distinct of %d rows, %d duplicates", distinct, len(want), dups)
-	}
-	assertSameOrder(t, firstSeenOrder(got.All()), want)
+	waitDeliveredOnceInOrder(t, o.got, want, 30*time.Second)
 }
 
 // (c) The source replica's SQL thread stops: /readyz turns not ready
@@ -284,19 +312,14 @@ func TestSameServerIDNeverJumps(t *testing.T) {
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	id := 300000 + rand.Uint32N(1<<20)
 	source := fmt.Sprintf("{host: %s, port: %d, user: root, server_id: %d}", sh, sp, id)
-	a, logs, done := startApp(t, opsYAML(testenv.UniqueName("sid"), debeziumTable(db.Name), map[string]string{"source": source}), false)
-	waitRunning(t, a, done)
+	a, logs, run := startApp(t, opsYAML(testenv.UniqueName("sid"), debeziumTable(db.Name), map[string]string{"source": source}), false)
+	waitRunning(t, a, run)
 	want := insertOutbox(t, db.Primary, br.Exchange, "one", 100, 10)
 	waitAllDistinct(t, got, want, 30*time.Second)
 
 	// A second relay with the same server_id is refused.
-	_, _, done2 := startApp(t, opsYAML(testenv.UniqueName("sid2"), debeziumTable(db.Name), map[string]string{"source": source}), false)
-	var err error
-	select {
-	case err = <-done2:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the second relay with the same server_id did not stop")
-	}
+	_, _, run2 := startApp(t, opsYAML(testenv.UniqueName("sid2"), debeziumTable(db.Name), map[string]string{"source": source}), false)
+	err := refusal(t, run2, 30*time.Second, "the second relay with the same server_id did not stop")
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("source.server_id %d", id)) || !strings.Contains(err.Error(), "another replica is connected") {
 		t.Fatalf("second relay: %v", err)
 	}
@@ -357,19 +380,14 @@ func TestSameServerIDNeverJumps(t *testing.T) {
 // counts the gap.
 func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	testenv.Integration(t)
-	tp := testenv.NewTopology(t, "schema/debezium_outbox.sql")
-	br, got := testenv.NewCollectedBroker(t)
-	name := testenv.UniqueName("purged")
-	yaml := topologyYAML(tp, name, debeziumTable(tp.DB), nil)
-	r := relaytest.StartRelay(t, yaml)
-	first := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "first", 50, 10)
-	waitAllDistinct(t, got, first, 30*time.Second)
-	if err := r.Stop(); err != nil {
+	o, first := startTopologyOutbox(t, "purged", "first", 50)
+	tp, got, yaml := o.tp, o.got, o.yaml
+	if err := o.r.Stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	// Rows committed while the relay is down, then their binlog purged.
-	lost := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "lost", 50, 10)
+	lost := o.insert(t, "switch1", "lost", 50)
 	tp.WaitReplicated(t, "switch2", 30*time.Second)
 	tp.Exec(t, "switch2", "FLUSH BINARY LOGS")
 	var file string
@@ -405,12 +423,8 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	}, "switch2 keeps binlogs older than %s after PURGE", file)
 
 	// Without --accept-gap: refused, in-process and by the command.
-	_, _, done := startApp(t, yaml, false)
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("run did not refuse the purged position")
-	}
+	_, _, run := startApp(t, yaml, false)
+	err = refusal(t, run, 60*time.Second, "run did not refuse the purged position")
 	for _, w := range []string{"purged", tp.DB + ".outbox", "--accept-gap", "without a status column"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Fatalf("run without --accept-gap: %v (want it to say %q)", err, w)
@@ -440,7 +454,7 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 		l := syncString(&out)
 		return strings.Contains(l, `"handling":"accepted"`) && strings.Contains(l, "binlog stream connected")
 	}, "run --accept-gap did not take the gap and stream:\n%s", syncString(&out))
-	after := insertOutbox(t, tp.On(t, "switch1"), br.Exchange, "after", 50, 10)
+	after := o.insert(t, "switch1", "after", 50)
 	waitAllDistinct(t, got, append(first, after...), 30*time.Second)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -490,8 +504,8 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 			name := testenv.UniqueName("lostcp")
 			yaml := opsYAML(name, debeziumTable(db.Name), sections)
 			// First start ever: no checkpoint, no marker, no refusal.
-			a, _, done := startApp(t, yaml, false)
-			waitRunning(t, a, done)
+			a, _, run := startApp(t, yaml, false)
+			waitRunning(t, a, run)
 			first := insertOutbox(t, db.Primary, br.Exchange, "first", 20, 10)
 			waitAllDistinct(t, got, first, 30*time.Second)
 			rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
@@ -505,25 +519,17 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 				// A standby passes its start-up checks while the
 				// checkpoint is there; then Redis loses it and the
 				// leader stops: the standby leads and must refuse.
-				standby, _, standbyDone := startApp(t, yaml, false)
+				standby, _, standbyRun := startApp(t, yaml, false)
 				// Its HTTP server starts once the start-up checks passed.
 				testenv.Eventually(t, 30*time.Second, func() bool { return standby.HTTPAddr() != "" }, "the standby did not pass its checks")
 				rc.Del(context.Background(), key)
-				stopApp(t, a, done)
-				select {
-				case err = <-standbyDone:
-				case <-time.After(60 * time.Second):
-					t.Fatal("the standby led without the lost checkpoint")
-				}
+				stopApp(t, run)
+				err = refusal(t, standbyRun, 60*time.Second, "the standby led without the lost checkpoint")
 			} else {
-				stopApp(t, a, done)
+				stopApp(t, run)
 				rc.Del(context.Background(), key)
-				_, _, done = startApp(t, yaml, false)
-				select {
-				case err = <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("the relay started without its lost checkpoint")
-				}
+				_, _, run = startApp(t, yaml, false)
+				err = refusal(t, run, 60*time.Second, "the relay started without its lost checkpoint")
 			}
 			for _, w := range []string{"Redis lost it", db.Name + ".outbox", "--accept-gap"} {
 				if err == nil || !strings.Contains(err.Error(), w) {
@@ -531,8 +537,8 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 				}
 			}
 			insertOutbox(t, db.Primary, br.Exchange, "lost", 20, 10)
-			a, _, done = startApp(t, yaml, true)
-			waitRunning(t, a, done)
+			a, _, run = startApp(t, yaml, true)
+			waitRunning(t, a, run)
 			after := insertOutbox(t, db.Primary, br.Exchange, "after", 20, 10)
 			waitAllDistinct(t, got, append(first, after...), 30*time.Second)
 			if v, _ := value(gatherApp(t, a), "binlog_relay_gaps_total", "handling", "accepted"); v != 1 {
@@ -540,23 +546,6 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
-	}
-}
-
-// stopApp stops an App started by startApp and waits for Run.
-func stopApp(t *testing.T, a *app.App, done chan error) {
-	t.Helper()
-	_ = a
-	for _, c := range appCancels[a] {
-		c()
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("stopping: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the relay did not stop")
 	}
 }
 
@@ -584,16 +573,11 @@ func TestSameNameRefused(t *testing.T) {
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	name := testenv.UniqueName("samename")
 	yaml := opsYAML(name, debeziumTable(db.Name), nil)
-	a, _, done := startApp(t, yaml, false)
-	waitRunning(t, a, done)
+	a, _, run := startApp(t, yaml, false)
+	waitRunning(t, a, run)
 	start := time.Now()
-	_, _, done2 := startApp(t, yaml, false)
-	var err error
-	select {
-	case err = <-done2:
-	case <-time.After(60 * time.Second):
-		t.Fatal("a second relay with the same name started")
-	}
+	_, _, run2 := startApp(t, yaml, false)
+	err := refusal(t, run2, 60*time.Second, "a second relay with the same name started")
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("another relay named %q is running", name)) || !strings.Contains(err.Error(), "ha.enabled") {
 		t.Fatalf("second relay: %v", err)
 	}
@@ -606,9 +590,7 @@ func TestSameNameRefused(t *testing.T) {
 	if strings.Contains(strings.Join(problems, "\n"), "another relay named") {
 		t.Fatalf("the running relay reports itself as a duplicate: %v", problems)
 	}
-	select {
-	case err := <-done:
+	if exited, err := run.Exited(); exited {
 		t.Fatalf("the first relay stopped: %v", err)
-	default:
 	}
 }

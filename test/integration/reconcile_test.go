@@ -38,14 +38,7 @@ const msgDedupDDL = "CREATE TABLE `t_msg_dedup` (`msg_id` varchar(64) NOT NULL, 
 func runInbox(t *testing.T, cfg inbox.Config, db *sql.DB, h inbox.Handler, opts ...inbox.Option) {
 	t.Helper()
 	cfg.URL = testenv.AMQPURL
-	c, err := inbox.New(cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	relaytest.StartInbox(t, cfg, db, h, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...)
 }
 
 // rogueConsumer acks every message of queue without recording anything

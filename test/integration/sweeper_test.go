@@ -24,15 +24,16 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
-// lifecycleYAML is the retry and sweeper sections: a fast backoff and the
-// given sweeper fields, so the suite runs in seconds, not minutes.
-func lifecycleYAML(sweeper string) string {
-	return "retry: {base: 200ms, factor: 2, max: 5s}\nsweeper: {" + sweeper + "}\n"
+// lifecycleConfig is a relay config for db's seed table with the retry and
+// sweeper sections: a fast backoff and the given sweeper fields, so the
+// suite runs in seconds, not minutes.
+func lifecycleConfig(name string, db *testenv.DB, sweeper string) string {
+	return relaytest.RelayConfig(testenv.UniqueName(name), relaytest.SeedTable(db.Name),
+		"retry: {base: 200ms, factor: 2, max: 5s}\nsweeper: {"+sweeper+"}\n")
 }
 
 // insertAged inserts n outbox rows for exchange, created (and last updated)
@@ -121,13 +122,8 @@ func TestBrokerOutageThirtySeconds(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	proxy, err := faultproxy.Listen(amqpAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := relaytest.RelayConfig(testenv.UniqueName("outage"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 200ms, grace_period: 60s"))
+	proxy := testenv.Proxy(t, testenv.AMQPAddr(t))
+	cfg := lifecycleConfig("outage", db, "interval: 200ms, grace_period: 60s")
 	cfg = strings.Replace(cfg, testenv.AMQPURL, "amqp://guest:guest@"+proxy.Addr()+"/", 1)
 	r := relaytest.StartRelay(t, cfg)
 
@@ -166,12 +162,6 @@ func TestBrokerOutageThirtySeconds(t *testing.T) {
 	}
 }
 
-func amqpAddr(t *testing.T) string {
-	t.Helper()
-	rest := testenv.AMQPURL[strings.Index(testenv.AMQPURL, "@")+1:]
-	return strings.TrimSuffix(rest, "/")
-}
-
 // Test 2: a row routed to an exchange that does not exist is retried with a
 // growing next_retry_time, then FAILED with the broker's reason after
 // max_retry_count attempts; rows committed after it still arrive.
@@ -179,8 +169,7 @@ func TestSweeperRetriesMissingExchangeThenFails(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("noexch"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 100ms, grace_period: 1s")))
+	relaytest.StartRelay(t, lifecycleConfig("noexch", db, "interval: 100ms, grace_period: 1s"))
 
 	missing := testenv.UniqueName("no_such_exchange")
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, max_retry_count)
@@ -234,8 +223,7 @@ func TestPurgedBinlogRowsArriveViaSweeper(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	cfg := relaytest.RelayConfig(testenv.UniqueName("purge"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 200ms, grace_period: 1s"))
+	cfg := lifecycleConfig("purge", db, "interval: 200ms, grace_period: 1s")
 
 	r1 := relaytest.StartRelay(t, cfg)
 	first := insertOrders(t, db, br.Exchange, "before", 1, 10)
@@ -368,8 +356,7 @@ func TestSweepersShareBacklogWithoutDeadlocks(t *testing.T) {
 	}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 
-	cfg := relaytest.RelayConfig(testenv.UniqueName("sweepers"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 100ms, grace_period: 1s, batch_size: 500"))
+	cfg := lifecycleConfig("sweepers", db, "interval: 100ms, grace_period: 1s, batch_size: 500")
 	start := time.Now()
 	for i := 0; i < 3; i++ {
 		startSweeper(t, cfg)
@@ -437,8 +424,7 @@ func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 		('zombie-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3) - INTERVAL 10 MINUTE),
 		('busy-1', ?, 'order.created', '{}', 'SENDING', NOW(3) - INTERVAL 10 MINUTE, NOW(3))`, br.Exchange, br.Exchange)
 	db.WaitReplicated(t, 10*time.Second)
-	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("zombie"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 100ms, grace_period: 1s, zombie_timeout: 1m")))
+	relaytest.StartRelay(t, lifecycleConfig("zombie", db, "interval: 100ms, grace_period: 1s, zombie_timeout: 1m"))
 
 	var z rowState
 	testenv.Eventually(t, 20*time.Second, func() bool { z = readRow(t, db, "zombie-1"); return z.Status == "SENT" },
@@ -468,8 +454,7 @@ func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	cfg := relaytest.RelayConfig(testenv.UniqueName("noselect"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 100ms, archive: {mode: delete, interval: 1s}"))
+	cfg := lifecycleConfig("noselect", db, "interval: 100ms, archive: {mode: delete, interval: 1s}")
 	// Both of the relay's MySQL connections go through counting proxies: the
 	// primary's must see no SELECT, the replica's shows the sweeper kept
 	// looking there.
@@ -554,8 +539,7 @@ func TestRequeueFailedRowIsDelivered(t *testing.T) {
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, retry_count, error_msg, create_time) VALUES
 		('failed-1', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR),
 		('failed-2', ?, 'order.created', '{}', 'FAILED', 5, 'was down', NOW(3) - INTERVAL 1 HOUR)`, br.Exchange, br.Exchange)
-	yaml := relaytest.RelayConfig(testenv.UniqueName("requeue"), relaytest.SeedTable(db.Name),
-		lifecycleYAML("interval: 100ms, grace_period: 1s"))
+	yaml := lifecycleConfig("requeue", db, "interval: 100ms, grace_period: 1s")
 	relaytest.StartRelay(t, yaml)
 	cfgPath := relaytest.WriteConfig(t, yaml)
 	bin := relaytest.Binary(t)
@@ -614,8 +598,7 @@ func TestArchiveOnlyOldSentRows(t *testing.T) {
 			insertAged(t, db, "ex", "oldfailed", "FAILED", 20, week+24*time.Hour)
 			db.WaitReplicated(t, 20*time.Second)
 
-			startSweeper(t, relaytest.RelayConfig(testenv.UniqueName("archive"), relaytest.SeedTable(db.Name),
-				lifecycleYAML("interval: 100ms, archive: {mode: "+mode+", retention: 168h, batch_size: 1000, pause: 50ms, interval: 200ms}")))
+			startSweeper(t, lifecycleConfig("archive", db, "interval: 100ms, archive: {mode: "+mode+", retention: 168h, batch_size: 1000, pause: 50ms, interval: 200ms}"))
 			count := func(q string) int { return db.Count(t, q) }
 			testenv.Eventually(t, 30*time.Second, func() bool {
 				return count("SELECT COUNT(*) FROM producer_message WHERE message_id LIKE 'oldsent-%'") == 0

@@ -2,6 +2,7 @@ package relaytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,6 +28,21 @@ func Go(what string, within time.Duration, fn func(context.Context) error) *Back
 	return b
 }
 
+// ErrStillRunning is in Stop's error when fn did not return in time.
+var ErrStillRunning = errors.New("still running")
+
+// Wait waits up to within for fn to return by itself (Stop is not
+// called) and returns what it returned; exited is false if it still runs.
+func (b *Background) Wait(within time.Duration) (exited bool, err error) {
+	select {
+	case err := <-b.done:
+		b.done <- err // leave it for Stop
+		return true, err
+	case <-time.After(within):
+		return b.Exited()
+	}
+}
+
 // Exited reports whether fn has returned, and what it returned.
 func (b *Background) Exited() (bool, error) {
 	select {
@@ -46,7 +62,7 @@ func (b *Background) Stop() error {
 		select {
 		case b.err = <-b.done:
 		case <-time.After(b.within):
-			b.err = fmt.Errorf("%s did not stop within %s", b.what, b.within)
+			b.err = fmt.Errorf("%s did not stop within %s: %w", b.what, b.within, ErrStillRunning)
 		}
 	})
 	return b.err

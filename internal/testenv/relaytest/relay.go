@@ -1,7 +1,8 @@
 // Package relaytest owns the relay under test: its config for the local
 // test stack (Config), the relay run in-process (StartRelay) or as a child
-// process (StartProcess), and the relay configs shown in the documentation
-// (DocConfigs). It sits above internal/testenv, which owns the servers and
+// process (StartProcess), the relay configs shown in the documentation
+// (DocConfigs), and a pkg/inbox consumer receiving what it publishes
+// (StartInbox). It sits above internal/testenv, which owns the servers and
 // stays free of the relay's packages so that pkg/inbox's own tests can use
 // it.
 package relaytest
