@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,5 +128,47 @@ func TestTapSeesWhatClientsSend(t *testing.T) {
 	}
 	if _, err := ListenTap(echo(t), nil); err == nil {
 		t.Error("ListenTap without a tap: no error")
+	}
+}
+
+// CommandTap passes the client's packets on unchanged and notes the first
+// bytes of each command (a packet with sequence id 0), not continuations.
+func TestCommandTapNotesEachCommand(t *testing.T) {
+	packet := func(seq byte, payload string) string {
+		n := len(payload)
+		return string([]byte{byte(n), byte(n >> 8), byte(n >> 16), seq}) + payload
+	}
+	var (
+		mu    sync.Mutex
+		noted []string
+	)
+	p, err := ListenTap(echo(t), CommandTap(8, func(payload []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		noted = append(noted, string(payload))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The echo server answers line by line: each packet ends in a newline.
+	sent := packet(0, "\x03SELECT 1 FROM t\n") + packet(1, "more\n") + packet(0, "\x16SEL\n")
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, sent); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, len(sent))
+	if _, err := io.ReadFull(c, back); err != nil || string(back) != sent {
+		t.Fatalf("the server got %q, %v; want the packets unchanged %q", back, err, sent)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"\x03SELECT ", "\x16SEL\n"}; !slices.Equal(noted, want) {
+		t.Fatalf("noted %q, want %q", noted, want)
 	}
 }

@@ -7,11 +7,10 @@ package integration
 // global Com_select.
 
 import (
-	"bufio"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -635,33 +635,24 @@ func TestArchiveOnlyOldSentRows(t *testing.T) {
 // COM_STMT_PREPARE packets; the relay's DSN interpolates, so every statement
 // is a COM_QUERY).
 type statementCounter struct {
-	ln     net.Listener
-	target string
+	proxy  *faultproxy.Proxy
 	mu     sync.Mutex
 	counts map[string]int
 }
 
 func newStatementCounter(t *testing.T, target string) *statementCounter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c := &statementCounter{counts: map[string]int{}}
+	p, err := faultproxy.ListenTap(target, faultproxy.CommandTap(64, c.note))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &statementCounter{ln: ln, target: target, counts: map[string]int{}}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go c.serve(client)
-		}
-	}()
+	t.Cleanup(func() { _ = p.Close() })
+	c.proxy = p
 	return c
 }
 
-func (c *statementCounter) Port() int { return c.ln.Addr().(*net.TCPAddr).Port }
+func (c *statementCounter) Port() int { return c.proxy.Port() }
 
 func (c *statementCounter) Count(keyword string) int {
 	c.mu.Lock()
@@ -672,11 +663,7 @@ func (c *statementCounter) Count(keyword string) int {
 func (c *statementCounter) Counts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.counts)
 }
 
 func (c *statementCounter) Reset() {
@@ -685,40 +672,21 @@ func (c *statementCounter) Reset() {
 	clear(c.counts)
 }
 
-func (c *statementCounter) serve(client net.Conn) {
-	defer client.Close()
-	server, err := net.Dial("tcp", c.target)
-	if err != nil {
+// note counts a COM_QUERY or COM_STMT_PREPARE by its first keyword.
+func (c *statementCounter) note(payload []byte) {
+	if len(payload) < 2 || (payload[0] != 0x03 && payload[0] != 0x16) {
 		return
 	}
-	defer server.Close()
-	go func() { _, _ = io.Copy(client, server); client.Close() }()
-	// Client packets: 3-byte length, sequence id, payload. A command starts
-	// a sequence (id 0); its first byte is the command.
-	r := bufio.NewReader(client)
-	hdr := make([]byte, 4)
-	for {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			return
-		}
-		payload := make([]byte, int(hdr[0])|int(hdr[1])<<8|int(hdr[2])<<16)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return
-		}
-		if hdr[3] == 0 && len(payload) > 1 && (payload[0] == 0x03 || payload[0] == 0x16) {
-			text := string(payload[1:min(len(payload), 64)])
-			if fields := strings.Fields(text); len(fields) > 0 {
-				c.mu.Lock()
-				c.counts[strings.ToUpper(fields[0])]++
-				// The sweeper's pre-checks are the only EXISTS probes.
-				if strings.HasPrefix(text, "SELECT EXISTS(") {
-					c.counts["SELECT EXISTS"]++
-				}
-				c.mu.Unlock()
-			}
-		}
-		if _, err := server.Write(append(append([]byte(nil), hdr...), payload...)); err != nil {
-			return
-		}
+	text := string(payload[1:])
+	fields := strings.Fields(text)
+	if len(fields) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[strings.ToUpper(fields[0])]++
+	// The sweeper's pre-checks are the only EXISTS probes.
+	if strings.HasPrefix(text, "SELECT EXISTS(") {
+		c.counts["SELECT EXISTS"]++
 	}
 }
