@@ -179,9 +179,7 @@ func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger
 	if err != nil {
 		return nil, err
 	}
-	holdMin, holdMax := holdBackoff(cfg) // stages.go
-	return publisher.New(publisher.Config{URL: cfg.Broker.URL, TLS: btls, Window: cfg.Broker.Window,
-		ConnectionName: connName, Strict: strict, PerKey: perKey,
-		StrictRetryMin: holdMin, StrictRetryMax: holdMax,
-		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}, log)
+	pc := publisherConfig(cfg) // stages.go
+	pc.TLS, pc.ConnectionName, pc.Strict, pc.PerKey = btls, connName, strict, perKey
+	return publisher.New(pc, log)
 }

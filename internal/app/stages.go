@@ -6,6 +6,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
@@ -59,10 +60,20 @@ func holdBackoff(cfg *config.Config) (base, max time.Duration) {
 	return base, max
 }
 
+// publisherConfig is the publishers' Config minus what each publisher sets
+// (its TLS config, connection name and ordering).
+func publisherConfig(cfg *config.Config) publisher.Config {
+	holdMin, holdMax := holdBackoff(cfg)
+	return publisher.Config{URL: cfg.Broker.URL, Window: cfg.Broker.Window,
+		StrictRetryMin: holdMin, StrictRetryMax: holdMax,
+		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}
+}
+
 // checkStages validates the stage Configs built from the config, so a value
 // only a stage checks is refused before anything connects (Open) and by
 // lint, naming its YAML key as the stage does.
 func checkStages(cfg *config.Config) error {
-	sc, lc, rc := sweeperConfig(cfg.Sweeper), leaseConfig(cfg), relayConfig(cfg)
-	return errors.Join(sc.Validate(), lc.Validate(), rc.Validate())
+	sc, lc, rc, pc := sweeperConfig(cfg.Sweeper), leaseConfig(cfg), relayConfig(cfg), publisherConfig(cfg)
+	pc.Defaults()
+	return errors.Join(sc.Validate(), lc.Validate(), rc.Validate(), pc.Validate())
 }
