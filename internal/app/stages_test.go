@@ -72,6 +72,11 @@ func TestStageConfigErrorsNameTheKey(t *testing.T) {
 		{"sweeper: {archive: {mode: truncate}}\n", `sweeper.archive.mode: "truncate"`},
 		{"relay: {flush_interval: -1s}\n", "relay.flush_interval: must be positive"},
 		{"relay: {buffer: -1}\n", "relay.buffer: must be at least 1"},
+		{"relay: {max_inflight_bytes: 4096}\n", "relay.max_inflight_bytes: 4096 is under 1 MiB"},
+		{"relay: {batch_size: -1}\n", "relay.batch_size: must be at least 1"},
+		{"checkpoint: {interval: -1s}\n", "checkpoint.interval: must be positive"},
+		// Only retry.max (10m) bounds it: base over the max it follows.
+		{"relay: {hold_backoff: {base: 20m}}\n", "relay.hold_backoff: base 20m0s and max 10m0s"},
 	} {
 		cfg := parseStages(t, tc.yaml)
 		if _, err := Open(cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), tc.want) {

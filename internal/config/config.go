@@ -486,22 +486,13 @@ func (c Checkpoint) validate() []error {
 	if c.OutageWindow < 0 {
 		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
 	}
-	if c.Interval < 0 {
-		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
-	}
 	return errs
 }
 
 // validateRelay checks `relay:`, whose lanes are checked against the tables.
 func (c *Config) validateRelay() []error {
 	var errs []error
-	r := c.Relay
-	if r.BatchSize < 0 {
-		errs = append(errs, errors.New("relay.batch_size: must be positive"))
-	}
-	if r.MaxInflightBytes != 0 && r.MaxInflightBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", r.MaxInflightBytes))
-	}
+	r := c.Relay // batch_size and max_inflight_bytes: relay.Config.Validate
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
 		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", r.Ordering))
 	}

@@ -34,7 +34,6 @@ func TestBrokerLimitsAndBudgetErrorsNameTheField(t *testing.T) {
 		{"body limit over RabbitMQ's ceiling", "broker: {url: " + url + ", max_message_bytes: 1073741824}\n", "broker.max_message_bytes: 1073741824 is over RabbitMQ's ceiling"},
 		{"reserved dead-letter exchange", "broker: {url: " + url + ", dead_letter_exchange: amq.topic}\n", "broker.dead_letter_exchange: \"amq.topic\": the amq. prefix is reserved"},
 		{"dead-letter exchange too long", "broker: {url: " + url + ", dead_letter_exchange: " + strings.Repeat("x", 300) + "}\n", "broker.dead_letter_exchange: 300 bytes"},
-		{"budget too small", "broker: {url: " + url + "}\nrelay: {max_inflight_bytes: 4096}\n", "relay.max_inflight_bytes: 4096 is under 1 MiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse(t, limitsBase+c.yaml, nil)

@@ -99,8 +99,8 @@ func (c *Config) Validate() error {
 	if c.Buffer < 1 {
 		errs = append(errs, errors.New("relay.buffer: must be at least 1"))
 	}
-	if c.MaxInflightBytes < 1 {
-		errs = append(errs, errors.New("relay.max_inflight_bytes: must be positive"))
+	if c.MaxInflightBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.MaxInflightBytes))
 	}
 	return errors.Join(errs...)
 }
