@@ -18,6 +18,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 )
 
 func variable(ctx context.Context, db *sql.DB, name string) (string, bool) {
@@ -84,16 +85,10 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	return true
 }
 
+// isReplica reports whether db replicates from another server.
 func isReplica(ctx context.Context, db *sql.DB) bool {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
-	if err != nil {
-		rows, err = db.QueryContext(ctx, "SHOW REPLICA STATUS")
-		if err != nil {
-			return false
-		}
-	}
-	defer rows.Close()
-	return rows.Next()
+	st, err := readReplicaState(ctx, db, "") // replica.go
+	return err == nil && st.IsReplica
 }
 
 type grantNeed struct {
@@ -104,22 +99,20 @@ type grantNeed struct {
 // checkGrants reads SHOW GRANTS for the relay's own user and reports each
 // missing global privilege.
 func (c *checker) checkGrants(ctx context.Context, where string, db *sql.DB, needs []grantNeed) {
-	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+	var global []string
+	err := sqlrows.Each(ctx, db, "SHOW GRANTS", nil, func(rs *sql.Rows, _ []*sql.ColumnType) error {
+		var g string
+		if err := rs.Scan(&g); err != nil {
+			return err
+		}
+		if g = strings.ToUpper(g); strings.Contains(g, " ON *.* ") {
+			global = append(global, g)
+		}
+		return nil
+	})
 	if err != nil {
 		c.add(Warning, where, "cannot read the relay user's grants: %v", err)
 		return
-	}
-	defer rows.Close()
-	var global []string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return
-		}
-		g = strings.ToUpper(g)
-		if strings.Contains(g, " ON *.* ") {
-			global = append(global, g)
-		}
 	}
 	for _, need := range needs {
 		if !hasAnyGrant(global, need.privs) {

@@ -183,6 +183,9 @@ func masterStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
 		return "", 0, err
 	}
 	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
+		}
 		return "", 0, errors.New("the source has binary logging off (SHOW MASTER STATUS is empty): start it with log_bin")
 	}
 	vals := make([]sql.RawBytes, len(cols))
