@@ -118,7 +118,7 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	}
 	q.counts = t.CountByStatusSQL(watched)
 	if s.Pending != "" && c.CreatedAt != "" {
-		q.oldest = t.OldestCreatedSQL([]string{s.Pending})
+		q.oldest = t.OldestAgeSQL([]string{s.Pending})
 	}
 	if c.RetryCount != "" && c.UpdatedAt != "" {
 		all := watched
@@ -159,11 +159,11 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 	}
 
 	if q.oldest != "" {
-		var oldest, now any
-		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&oldest, &now); err != nil {
+		var age sql.NullFloat64 // NULL, none pending: 0
+		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&age); err != nil {
 			return fmt.Errorf("reading the oldest PENDING row: %w", err)
 		}
-		b.Metrics.oldestPending.WithLabelValues(q.table).Set(outbox.CreatedAge(oldest, now).Seconds())
+		b.Metrics.oldestPending.WithLabelValues(q.table).Set(age.Float64)
 	}
 
 	if q.retries != "" && time.Since(q.lastRetries) >= b.RatioInterval {

@@ -293,7 +293,7 @@ func TestMetricsBacklogQueries(t *testing.T) {
 	}
 	for _, c := range []struct{ got, want string }{
 		{q.counts, "SELECT `status`, COUNT(*) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED') GROUP BY `status` ORDER BY `status`"},
-		{q.oldest, "SELECT MIN(`create_time`), NOW(6) FROM `shop`.`producer_message` WHERE `status` = 'PENDING'"},
+		{q.oldest, "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `shop`.`producer_message` WHERE `status` = 'PENDING'"},
 		{q.retries, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED', 'SENT') AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
 	} {
 		if c.got != c.want {

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -78,10 +77,23 @@ func (t *Table) CountByStatusSQL(only []string) string {
 	return fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s%[3]s GROUP BY %[1]s ORDER BY %[1]s", q(t.Columns.Status), t.QuotedName(), where)
 }
 
-// OldestCreatedSQL reads the oldest created_at among rows in statuses and
-// the server's NOW(6), for CreatedAge.
-func (t *Table) OldestCreatedSQL(statuses []string) string {
-	return fmt.Sprintf("SELECT MIN(%s), NOW(6) FROM %s WHERE %s", q(t.Columns.CreatedAt), t.QuotedName(), t.StatusIn(statuses))
+// OldestAgeSQL reads how long ago, in seconds by the server's clock, the
+// oldest row in statuses was created: NULL when there is none, never below
+// 0. The age is taken on the server, so neither the relay's clock nor its
+// time zone matters, and an epoch column is read in its unit
+// (created_at_epoch), not guessed.
+func (t *Table) OldestAgeSQL(statuses []string) string {
+	c := q(t.Columns.CreatedAt)
+	var age string
+	switch t.CreatedAtEpoch {
+	case "ms":
+		age = fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s) / 1000", c)
+	case "s":
+		age = fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s)", c)
+	default:
+		age = fmt.Sprintf("TIMESTAMPDIFF(MICROSECOND, MIN(%s), NOW(6)) / 1e6", c)
+	}
+	return fmt.Sprintf("SELECT GREATEST(%s, 0) FROM %s WHERE %s", age, t.QuotedName(), t.StatusIn(statuses))
 }
 
 // RetryRatioSQL reads how many rows were updated within RetryRatioWindow and
@@ -95,48 +107,4 @@ func (t *Table) RetryRatioSQL(statuses []string) (string, []any) {
 	}
 	return fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s",
 		q(t.Columns.RetryCount), RetriedFrom, t.QuotedName(), recent), []any{arg}
-}
-
-// CreatedAge is how old a created-at value read by OldestCreatedSQL is
-// against the server's NOW(6) read with it: a DATETIME/TIMESTAMP is compared
-// with the server's clock (so the relay's clock and time zone do not
-// matter); an epoch number (Eventuate's creation_time is milliseconds;
-// seconds are recognised by size) with the local clock. NULL (no row) is 0.
-func CreatedAge(created, now any) time.Duration {
-	c, isEpoch, ok := asTime(created)
-	if !ok {
-		return 0
-	}
-	n, _, ok := asTime(now)
-	if isEpoch || !ok {
-		n = time.Now()
-	}
-	if d := n.Sub(c); d > 0 {
-		return d
-	}
-	return 0
-}
-
-func asTime(v any) (t time.Time, isEpoch, ok bool) {
-	switch x := v.(type) {
-	case time.Time:
-		return x, false, true
-	case int64:
-		return epoch(x), true, true
-	case []byte:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return epoch(i), true, true
-		}
-		if t, err := time.Parse("2006-01-02 15:04:05.999999", string(x)); err == nil {
-			return t, false, true
-		}
-	}
-	return time.Time{}, false, false
-}
-
-func epoch(v int64) time.Time {
-	if v > 1e12 { // milliseconds
-		return time.UnixMilli(v)
-	}
-	return time.Unix(v, 0)
 }

@@ -6,28 +6,6 @@ import (
 	"time"
 )
 
-func TestCreatedAge(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []struct {
-		name         string
-		created, now any
-		want         time.Duration
-		approx       bool
-	}{
-		{"datetime", now.Add(-90 * time.Second), now, 90 * time.Second, false},
-		{"none pending", nil, now, 0, false},
-		{"clock skew", now.Add(time.Second), now, 0, false},
-		{"text datetime", []byte("2026-01-02 03:03:05.500"), []byte("2026-01-02 03:04:05.500"), time.Minute, false},
-		{"epoch millis", time.Now().Add(-time.Hour).UnixMilli(), now, time.Hour, true},
-		{"epoch seconds", time.Now().Add(-time.Hour).Unix(), now, time.Hour, true},
-	} {
-		got := CreatedAge(c.created, c.now)
-		if c.approx && (got < c.want-2*time.Second || got > c.want+2*time.Second) || !c.approx && got != c.want {
-			t.Errorf("%s: CreatedAge = %s, want %s", c.name, got, c.want)
-		}
-	}
-}
-
 func presetTable(t *testing.T, name string) *Table {
 	t.Helper()
 	tb, err := Preset(name)
@@ -41,7 +19,7 @@ func presetTable(t *testing.T, name string) *Table {
 // The read and mark statements for the seed table and for local_message
 // (numeric statuses, no version or error column).
 func TestStatements(t *testing.T) {
-	seed, local := presetTable(t, "producer-message"), presetTable(t, "local-message")
+	seed, local, eventuate := presetTable(t, "producer-message"), presetTable(t, "local-message"), presetTable(t, "eventuate")
 	v := int64(4)
 	ratio, ratioArgs := seed.RetryRatioSQL(nil)
 	localRatio, _ := local.RetryRatioSQL([]string{"0", "2"})
@@ -51,7 +29,8 @@ func TestStatements(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{seed.CountByStatusSQL(nil), "SELECT `status`, COUNT(*) FROM `app`.`producer_message` GROUP BY `status` ORDER BY `status`"},
 		{local.CountByStatusSQL([]string{"0", "2"}), "SELECT `status`, COUNT(*) FROM `app`.`local_message` WHERE `status` IN (0, 2) GROUP BY `status` ORDER BY `status`"},
-		{seed.OldestCreatedSQL([]string{"PENDING"}), "SELECT MIN(`create_time`), NOW(6) FROM `app`.`producer_message` WHERE `status` = 'PENDING'"},
+		{seed.OldestAgeSQL([]string{"PENDING"}), "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `app`.`producer_message` WHERE `status` = 'PENDING'"},
+		{eventuate.OldestAgeSQL([]string{"0"}), "SELECT GREATEST(UNIX_TIMESTAMP(NOW(3)) - MIN(`creation_time`) / 1000, 0) FROM `app`.`message` WHERE `published` = 0"},
 		{ratio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`producer_message` WHERE `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
 		{localRatio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`local_message` WHERE `status` IN (0, 2) AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND"},
 		{seed.MarkSentSQL(2, []string{"PENDING", "SENDING"}, true), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `status` IN ('PENDING', 'SENDING') AND `version` = ?"},

@@ -31,12 +31,12 @@ func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifec
 	if err != nil {
 		return l, err
 	}
-	var oldest, now any
-	if err := replica.QueryRowContext(ctx, t.OldestCreatedSQL(p.Pending)).Scan(&oldest, &now); err != nil {
+	var age sql.NullFloat64
+	if err := replica.QueryRowContext(ctx, t.OldestAgeSQL(p.Pending)).Scan(&age); err != nil {
 		return l, fmt.Errorf("reading the oldest pending row of %s: %w", t.FullName(), err)
 	}
-	if oldest != nil {
-		l.HasPending, l.OldestPending = true, outbox.CreatedAge(oldest, now).Round(time.Second)
+	if age.Valid {
+		l.HasPending, l.OldestPending = true, time.Duration(age.Float64*float64(time.Second)).Round(time.Second)
 	}
 	if f := t.Statuses.Failed; f != "" {
 		if l.Failed, err = countFailed(ctx, replica, t); err != nil {
