@@ -3,6 +3,7 @@ package sweeper
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,21 +57,14 @@ func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifec
 	return l, nil
 }
 
-// countFailed counts the table's FAILED rows.
+// countFailed counts the table's FAILED rows: the one row of a count by
+// status for that status alone, none when there are none.
 func countFailed(ctx context.Context, replica *sql.DB, t *outbox.Table) (int64, error) {
-	rows, err := replica.QueryContext(ctx, t.CountByStatusSQL([]string{t.Statuses.Failed}))
-	if err != nil {
-		return 0, err
+	var status string
+	var n int64
+	err := replica.QueryRowContext(ctx, t.CountByStatusSQL([]string{t.Statuses.Failed})).Scan(&status, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
 	}
-	defer rows.Close()
-	var total int64
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return 0, err
-		}
-		total += n
-	}
-	return total, rows.Err()
+	return n, err
 }
