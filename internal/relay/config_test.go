@@ -52,3 +52,11 @@ func TestConfigDefaults(t *testing.T) {
 
 // ownObserver stands for a caller's observer, which Defaults must keep.
 type ownObserver struct{ nopObserver }
+
+// A relay with no lane to publish on is refused, not built to panic at its
+// first row.
+func TestNewRefusesNoLanes(t *testing.T) {
+	if r, err := New(Config{}, nil, nil, nil, nil, nil, nil); err == nil || r != nil || !strings.Contains(err.Error(), "relay.lanes") {
+		t.Fatalf("New without lanes: %v, %v; want an error naming relay.lanes", r, err)
+	}
+}

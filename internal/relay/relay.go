@@ -182,6 +182,9 @@ func New(cfg Config, reader Reader, rt *router.Router, lanes []Lane,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if len(lanes) == 0 {
+		return nil, errors.New("relay.lanes: at least one lane is needed")
+	}
 	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, marker: marker, store: store, log: log,
 		warn: newThrottle(cfg.WarnEvery)}, nil
 }

@@ -150,10 +150,10 @@ func StartedProcess(t testing.TB, cfgPath string) *Process {
 // to the broker.
 func (p *Process) WaitStarted(t testing.TB) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		l := p.LogText()
-		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected")
-	}, "relay did not start:\n%s", p.LogText())
+	testenv.WaitFor(t, 30*time.Second, "the relay to start", func() (bool, string) {
+		l := p.LogText() // the last log seen, in the failure
+		return strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected"), "log:\n" + l
+	})
 }
 
 // Wait waits for the process to exit.
