@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Local test stack for binlog-relay, shared by `make test|demo|bench` and CI (.ci/run).
 #
-#   scripts/stack.sh up                  install what is missing, start everything (idempotent)
-#   scripts/stack.sh down [--wipe]       stop our MariaDB servers (--wipe: delete STACK_DIR too)
-#   scripts/stack.sh status              one line per component; exit 0 only if all healthy
-#   scripts/stack.sh env                 export lines for the tests (eval "$(scripts/stack.sh env)")
-#   scripts/stack.sh start|stop|restart NAME   one MariaDB server (primary|replica|replica2|misconf|switch1|switch2|switch3)
+#   scripts/stack.sh up [FLAVOR...]      install what is missing, start everything (idempotent)
+#   scripts/stack.sh down [--wipe]       stop our database servers and RabbitMQ 4 (--wipe: delete STACK_DIR too)
+#   scripts/stack.sh status              one line per component with its version; exit 0 only if all healthy
+#   scripts/stack.sh env [FLAVOR]        export lines for the tests (eval "$(scripts/stack.sh env mysql-9.7)")
+#   scripts/stack.sh start|stop|restart NAME   one server of $RELAY_TEST_FLAVOR (NAME or FLAVOR/NAME)
+#   scripts/stack.sh rabbitmqctl ARGS... rabbitmqctl of the broker $RELAY_TEST_FLAVOR uses
 #
-# Seven private mariadbd instances live under STACK_DIR (outside the repo, so several clones share
-# one stack). Redis and RabbitMQ belong to the machine: reused if they answer, started otherwise,
-# never stopped by `down`.
+# Three flavours, each a set of seven private servers (primary replica replica2 misconf switch1
+# switch2 switch3) under STACK_DIR (outside the repo, so several clones share one stack):
+#   mariadb-10.11  Debian 12's MariaDB, ports 3307-3313, with the machine's RabbitMQ 3.10 (5672)
+#   mysql-9.7      MySQL 9.7 from a Debian sid chroot, ports 3317-3323, with RabbitMQ 4.3 (5673)
+#   mariadb-11.8   MariaDB 11.8 (the current LTS) from a second sid chroot (Debian's MariaDB and
+#                  MySQL packages conflict), ports 3327-3333, with RabbitMQ 4.3 (5673)
+# `up` with no FLAVOR starts all three. The chroots are built once with debootstrap from the Debian
+# archive and kept under CHROOT_BASE (reused across runs and stack wipes). Redis and RabbitMQ 3.10
+# belong to the machine: reused if they answer, started otherwise, never stopped by `down`.
 set -euo pipefail
-
 # Where the servers keep their data: memory-backed /dev/shm when it has room, else /var/tmp. On a
 # VM disk the kernel writes back what the servers wrote every 30 s in one burst, which stalls their
 # commits by up to a few hundred ms: noise in every latency the tests and `make bench` measure that
@@ -46,10 +52,45 @@ REPLICAS=(replica replica2)
 # switch1, switch2 and switch3 are a topology of their own for tests that change replication itself
 # (switchover, a stopped SQL thread, purged binlogs) without touching the shared servers: the
 # tests set up and reset replication between them, so `up` only starts them.
-declare -A PORT=([primary]=3307 [replica]=3308 [replica2]=3309 [misconf]=3310 [switch1]=3311 [switch2]=3312 [switch3]=3313)
+declare -A OFFSET=([primary]=0 [replica]=1 [replica2]=2 [misconf]=3 [switch1]=4 [switch2]=5 [switch3]=6)
 declare -A SERVER_ID=([primary]=1 [replica]=2 [replica2]=3 [misconf]=4 [switch1]=11 [switch2]=12 [switch3]=13)
-MARKER=.binlog-relay-stack   # proves STACK_DIR is ours before `down --wipe` deletes it
+
+# ---------------------------------------------------------------- flavours
+FLAVORS=(mariadb-10.11 mysql-9.7 mariadb-11.8)
+declare -A BASE_PORT=([mariadb-10.11]=3307 [mysql-9.7]=3317 [mariadb-11.8]=3327)
+# Data of the first flavour stays where it always was ($STACK_DIR/primary, ...).
+declare -A SUBDIR=([mariadb-10.11]="" [mysql-9.7]=mysql-9.7/ [mariadb-11.8]=mariadb-11.8/)
+declare -A CHROOT_OF=([mariadb-10.11]="" [mysql-9.7]=mysql [mariadb-11.8]=mariadb)
+declare -A AMQP_PORT_OF=([mariadb-10.11]=5672 [mysql-9.7]=5673 [mariadb-11.8]=5673)
+# The chroots, built once and kept: debootstrap's minbase of Debian sid plus the servers. The
+# archive's Release files may have passed their Valid-Until date (a frozen snapshot), hence
+# Check-Valid-Until=false; the packages are still verified against the archive's keys.
+CHROOT_BASE=${STACK_CHROOT_BASE:-/var/cache/binlog-relay/chroot}
+DEBIAN_MIRROR=${STACK_DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+declare -A CHROOT_PKGS=([mysql]="mysql-server mysql-client rabbitmq-server" [mariadb]="mariadb-server mariadb-client")
+RABBIT4_NODE=rabbit4@localhost RABBIT4_DIST_PORT=25673 RABBIT4_MGMT_PORT=15673
+
+FLAVOR=mariadb-10.11   # the flavour the helpers below act on (set_flavor)
+set_flavor() {
+  [[ -v BASE_PORT[$1] ]] || die "unknown flavour '$1' (one of: ${FLAVORS[*]})"
+  FLAVOR=$1
+}
+chroot_dir() { local c=${CHROOT_OF[$FLAVOR]}; [[ -n $c ]] && echo "$CHROOT_BASE/$c"; }
+# in_root CMD...: run CMD on the host, or inside the flavour's chroot.
+in_root() { local c; c=$(chroot_dir) || true; if [[ -n $c ]]; then chroot "$c" "$@"; else "$@"; fi; }
+is_mysql() { [[ $FLAVOR == mysql-* ]]; }
+port_of() { echo $(( ${BASE_PORT[$FLAVOR]} + ${OFFSET[$1]} )); }
+server_bin() { if is_mysql; then echo /usr/sbin/mysqld; else echo /usr/sbin/mariadbd; fi; }
+# SQL words that differ: MySQL 9 removed SHOW SLAVE STATUS, START SLAVE and SHOW MASTER STATUS.
+replica_status_sql() { if is_mysql; then echo 'SHOW REPLICA STATUS'; else echo 'SHOW SLAVE STATUS'; fi; }
+io_field() { if is_mysql; then echo Replica_IO_Running; else echo Slave_IO_Running; fi; }
+sql_field() { if is_mysql; then echo Replica_SQL_Running; else echo Slave_SQL_Running; fi; }
+lag_field() { if is_mysql; then echo Seconds_Behind_Source; else echo Seconds_Behind_Master; fi; }
+gtid_var() { if is_mysql; then echo gtid_executed; else echo gtid_binlog_pos; fi; }
+
 CHANGED=0                    # set when anything was (re)started/configured: triggers the e2e check
+MARKER=.binlog-relay-stack   # proves STACK_DIR is ours before `down --wipe` deletes it
 
 log() { printf '[stack %2ss] %s\n' "$SECONDS" "$*"; }
 die() { printf '[stack] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -66,7 +107,7 @@ ensure_packages() {
   for pair in mariadbd:mariadb-server mariadb-install-db:mariadb-server mariadb:mariadb-client \
       mariadb-admin:mariadb-client redis-server:redis-server redis-cli:redis-tools \
       rabbitmq-server:rabbitmq-server rabbitmqctl:rabbitmq-server openssl:openssl \
-      promtool:prometheus; do
+      promtool:prometheus debootstrap:debootstrap mountpoint:util-linux; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
   (( ${#missing[@]} )) || return 0
@@ -77,18 +118,68 @@ ensure_packages() {
     || { tail -n 30 /tmp/stack-apt.log >&2; die "apt-get install failed"; }
 }
 
-# ---------------------------------------------------------------- MariaDB helpers
-dir_of() { echo "$STACK_DIR/$1"; }
-# Admin access goes through the unix socket as root (exists right after install-db);
-# --no-defaults keeps /etc/mysql and ~/.my.cnf out of the picture.
-sql() { local n=$1; shift; mariadb --no-defaults -uroot -S "$(dir_of "$n")/mysqld.sock" -N -B "$@"; }
-is_up() { sql "$1" -e 'SELECT 1' >/dev/null 2>&1; }
-slave_field() { sql "$1" --column-names -e 'SHOW SLAVE STATUS\G' 2>/dev/null | sed -n "s/^ *$2: *//p"; }
+# ---------------------------------------------------------------- chroots
+# mount_chroot DIR: proc, dev (recursively: /dev/shm is where the stack's data usually is), a
+# tmpfs run dir, the host's /etc/hosts, and STACK_DIR at the same path, so that the servers
+# inside and the tests outside name every file alike. Idempotent.
+mount_chroot() {
+  local c=$1
+  mountpoint -q "$c/proc" || mount -t proc proc "$c/proc"
+  mountpoint -q "$c/dev" || mount --rbind /dev "$c/dev"
+  mountpoint -q "$c/run" || mount -t tmpfs -o mode=755 tmpfs "$c/run"
+  cp /etc/hosts "$c/etc/hosts"
+  mkdir -p "$c$STACK_DIR"
+  [[ $c$STACK_DIR -ef $STACK_DIR ]] || mount --bind "$STACK_DIR" "$c$STACK_DIR"
+}
+# unmount_chroot DIR: everything mounted below DIR, deepest first. Nothing may ever delete a
+# chroot with /dev or STACK_DIR still mounted in it.
+unmount_chroot() {
+  local c=$1 m
+  for m in $(findmnt -rn -o TARGET | grep -E "^$c(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  ! findmnt -rn -o TARGET | grep -qE "^$c(/|$)"
+}
+# ensure_chroot NAME: build CHROOT_BASE/NAME with its packages unless its marker says it is done.
+ensure_chroot() {
+  local name=$1 c="$CHROOT_BASE/$1" pkgs=${CHROOT_PKGS[$1]} apt_o=(-o Acquire::Check-Valid-Until=false -o Acquire::Retries=3)
+  if [[ $(cat "$c/.binlog-relay-chroot" 2>/dev/null) != "$pkgs" ]]; then
+    local began=$SECONDS
+    log "chroot $name: building $c (debootstrap --variant=minbase sid, then: $pkgs)"
+    if [[ -d $c ]]; then unmount_chroot "$c" || die "cannot unmount what is mounted below $c"; rm -rf --one-file-system -- "$c"; fi
+    mkdir -p "$CHROOT_BASE"
+    debootstrap --variant=minbase sid "$c" "$DEBIAN_MIRROR" >/tmp/stack-debootstrap-"$name".log 2>&1 \
+      || { tail -n 20 /tmp/stack-debootstrap-"$name".log >&2; die "debootstrap of $c failed"; }
+    mount_chroot "$c"
+    # No init system in a chroot: a policy that forbids starting services keeps the packages'
+    # scripts from starting servers of their own.
+    printf '#!/bin/sh\nexit 101\n' >"$c/usr/sbin/policy-rc.d"; chmod 755 "$c/usr/sbin/policy-rc.d"
+    chroot "$c" apt-get "${apt_o[@]}" update -qq >/tmp/stack-apt-"$name".log 2>&1 \
+      && DEBIAN_FRONTEND=noninteractive chroot "$c" apt-get "${apt_o[@]}" install -y -qq --no-install-recommends $pkgs \
+        >>/tmp/stack-apt-"$name".log 2>&1 \
+      || { tail -n 30 /tmp/stack-apt-"$name".log >&2; die "apt-get install in $c failed"; }
+    chroot "$c" apt-get clean
+    echo "$pkgs" >"$c/.binlog-relay-chroot"
+    log "chroot $name: built in $((SECONDS - began)) s"
+  fi
+  mount_chroot "$c"
+}
 
-# pid_of NAME: pid of the live mariadbd started with this instance's cnf. Pid file first (and
+# ---------------------------------------------------------------- server helpers (of $FLAVOR)
+dir_of() { echo "$STACK_DIR/${SUBDIR[$FLAVOR]}$1"; }
+# Admin access goes through the unix socket as root (exists right after initialising);
+# --no-defaults keeps /etc/mysql and ~/.my.cnf out of the picture.
+sql() {
+  local n=$1; shift
+  if is_mysql; then in_root mysql --no-defaults -uroot -S "$(dir_of "$n")/mysqld.sock" -N -B "$@"
+  else in_root mariadb --no-defaults -uroot -S "$(dir_of "$n")/mysqld.sock" -N -B "$@"; fi
+}
+is_up() { sql "$1" -e 'SELECT 1' >/dev/null 2>&1; }
+slave_field() { sql "$1" --column-names -E -e "$(replica_status_sql)" 2>/dev/null | sed -n "s/^ *$2: *//p"; }
+version_of() { sql "$1" -e 'SELECT VERSION()' 2>/dev/null; }
+
+# pid_of NAME: pid of the live server started with this instance's cnf. Pid file first (and
 # checked against pid reuse), else scan /proc: the pid file may be gone while the server lives.
 pid_of() {
-  local want p d; d=$(dir_of "$1"); want="mariadbd --defaults-file=$d/my.cnf "
+  local want p d; d=$(dir_of "$1"); want="$(server_bin) --defaults-file=$d/my.cnf "
   for p in "$(cat "$d/mysqld.pid" 2>/dev/null)" /proc/[0-9]*; do
     p=${p#/proc/}
     [[ -n $p && $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == "$want" ]] && { echo "$p"; return 0; }
@@ -100,7 +191,7 @@ alive() { local s; [[ -r /proc/$1/stat ]] && read -r _ _ s _ <"/proc/$1/stat" &&
 write_cnf() {
   local n=$1 d; d=$(dir_of "$1")
   {
-    cat <<EOF
+    cat <<CNF
 # Generated by scripts/stack.sh on every start; edits are overwritten. Read via --defaults-file
 # only, so nothing from /etc/mysql leaks in.
 [mysqld]
@@ -109,7 +200,7 @@ datadir                        = $d/data
 socket                         = $d/mysqld.sock
 pid_file                       = $d/mysqld.pid
 log_error                      = $d/error.log
-port                           = ${PORT[$n]}
+port                           = $(port_of "$n")
 bind_address                   = 127.0.0.1
 server_id                      = ${SERVER_ID[$n]}
 skip_name_resolve
@@ -118,74 +209,115 @@ relay_log                      = $d/data/relay-bin
 binlog_row_image               = FULL
 binlog_row_metadata            = FULL
 binlog_checksum                = CRC32
-log_slave_updates              = ON
-gtid_strict_mode               = ON
-gtid_domain_id                 = 0
 # binlogs older than 30 minutes go at the next rotation: with the data in memory, test and bench
 # runs would otherwise pile up gigabytes (stack.sh up sets it on running servers too)
 binlog_expire_logs_seconds     = $BINLOG_EXPIRE
 max_binlog_size                = 64M
 max_allowed_packet             = 256M
+character_set_server           = utf8mb4
+collation_server               = utf8mb4_bin
+max_connections                = 500
+performance_schema             = OFF
+# Test stack: speed over durability. A killed server loses nothing (the OS still has the
+# writes); only an OS crash would, and then we rebuild the stack anyway.
+innodb_flush_log_at_trx_commit = 2
+sync_binlog                    = 0
+# Seven servers a flavour share a small box: keep the other buffers small.
+key_buffer_size                = 8M
+innodb_log_buffer_size         = 16M
+table_open_cache               = 1000
+CNF
+    if is_mysql; then
+      cat <<CNF
+# MySQL: GTIDs on, replicas log what they apply (the relay reads a replica's binlog).
+gtid_mode                      = ON
+enforce_gtid_consistency       = ON
+log_replica_updates            = ON
+replica_max_allowed_packet     = 1G
+# notice a dead primary quickly (heartbeat = half of this)
+replica_net_timeout            = 10
+# MySQL's defaults, written out: a multi-threaded applier that commits in the primary's order.
+replica_parallel_workers       = 4
+replica_preserve_commit_order  = ON
+# no X protocol: seven servers would fight over its port 33060
+mysqlx                         = OFF
+CNF
+    else
+      cat <<CNF
+log_slave_updates              = ON
+gtid_strict_mode               = ON
+gtid_domain_id                 = 0
 slave_max_allowed_packet       = 1G
 # commit order on replicas = primary order (the relay reads replica binlogs)
 slave_parallel_threads         = 0
 # notice a dead primary quickly (heartbeat = half of this)
 slave_net_timeout              = 10
-character_set_server           = utf8mb4
-collation_server               = utf8mb4_bin
-max_connections                = 500
-performance_schema             = OFF
-# Test stack: speed over durability. A killed mariadbd loses nothing (the OS still has the
-# writes); only an OS crash would, and then we rebuild the stack anyway.
-innodb_flush_log_at_trx_commit = 2
-sync_binlog                    = 0
-# Seven servers share a small box: keep the other buffers small.
-key_buffer_size                = 8M
 aria_pagecache_buffer_size     = 8M
-innodb_log_buffer_size         = 16M
-table_open_cache               = 1000
-EOF
+CNF
+    fi
+    local redo=innodb_log_file_size; is_mysql && redo=innodb_redo_log_capacity
     if [[ $n == misconf ]]; then
       # Deliberately wrong for the relay's start-up checks; otherwise like the others.
-      printf '%-30s = %s\n' binlog_format STATEMENT innodb_buffer_pool_size 64M innodb_log_file_size 48M
+      printf '%-30s = %s\n' binlog_format STATEMENT innodb_buffer_pool_size 64M $redo 48M
     elif [[ $n == switch* ]]; then
       # Small test traffic only.
-      printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 64M innodb_log_file_size 48M
+      printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 64M $redo 48M
     else
-      printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 256M innodb_log_file_size 256M
+      printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 256M $redo 256M
     fi
   } >"$d/my.cnf"
 }
 
-# init_instance NAME: create the datadir with mariadb-install-db (once; marker-guarded so an
-# interrupted install is redone from scratch).
+# own DIR: the server's user (the flavour's own mysql user, whose uid differs in a chroot).
+own() { in_root chown -R mysql:mysql "$1"; }
+
+# init_instance NAME: create the datadir (once; marker-guarded so an interrupted install is redone
+# from scratch). MySQL initialises one template without a binlog and copies it: seven
+# `mysqld --initialize` would take a minute on two cores. The copy's auto.cnf goes, so each server
+# makes a server_uuid of its own.
 init_instance() {
   local n=$1 d; d=$(dir_of "$1")
   [[ -f $d/.installed ]] && return 0
-  log "$n: initialising $d/data"
-  rm -rf "$d/data" "$d/.bootstrapped"; mkdir -p "$d/data"
-  write_cnf "$n"; chown -R mysql:mysql "$d"
-  mariadb-install-db --defaults-file="$d/my.cnf" --auth-root-authentication-method=normal \
-      --skip-test-db >"$d/install.log" 2>&1 \
-    || { tail -n 30 "$d/install.log" >&2; die "$n: mariadb-install-db failed"; }
+  log "$FLAVOR $n: initialising $d/data"
+  rm -rf "$d/data" "$d/.bootstrapped"; mkdir -p "$d"
+  write_cnf "$n"; own "$d"
+  if is_mysql; then
+    local tpl; tpl="$STACK_DIR/${SUBDIR[$FLAVOR]}.template"
+    if [[ ! -f $tpl.done ]]; then
+      rm -rf "$tpl"; mkdir -p "$tpl"; own "$tpl"
+      in_root /usr/sbin/mysqld --no-defaults --user=mysql --datadir="$tpl/data" --initialize-insecure \
+          --skip-log-bin --log-error="$tpl/install.log" >/dev/null 2>&1 \
+        || { tail -n 30 "$tpl/install.log" >&2; die "$FLAVOR: mysqld --initialize-insecure failed"; }
+      touch "$tpl.done"
+    fi
+    cp -a "$tpl/data" "$d/data"; rm -f "$d/data/auto.cnf"
+  else
+    mkdir -p "$d/data"; own "$d"
+    in_root mariadb-install-db --defaults-file="$d/my.cnf" --auth-root-authentication-method=normal \
+        --skip-test-db >"$d/install.log" 2>&1 \
+      || { tail -n 30 "$d/install.log" >&2; die "$FLAVOR $n: mariadb-install-db failed"; }
+  fi
   touch "$d/.installed"; CHANGED=1
 }
 
-# start_instance NAME: start mariadbd in the background unless it already answers; wait <= 60 s.
+# start_instance NAME: start the server in the background unless it already answers; wait <= 90 s.
 start_instance() {
-  local n=$1 d pid end; d=$(dir_of "$1")
+  local n=$1 d pid end c; d=$(dir_of "$1")
   is_up "$n" && return 0
-  [[ -f $d/.installed ]] || die "$n: not initialised (run: $0 up)"
-  write_cnf "$n"; chown -R mysql:mysql "$d"
-  log "$n: starting mariadbd on 127.0.0.1:${PORT[$n]}"
+  [[ -f $d/.installed ]] || die "$FLAVOR $n: not initialised (run: $0 up $FLAVOR)"
+  # the server writes its error log as its own user (MySQL opens it after dropping root)
+  write_cnf "$n"; touch "$d/error.log"; own "$d"
+  log "$FLAVOR $n: starting $(server_bin) on 127.0.0.1:$(port_of "$n")"
   # setsid: own session, so a Ctrl-C or CI job teardown of the caller doesn't hit the server;
   # stdio goes to the error log so no pipe of the caller is held open, and 9>&- so the server
   # doesn't inherit (and hold forever) our flock on the stack lock file.
-  setsid mariadbd --defaults-file="$d/my.cnf" </dev/null >>"$d/error.log" 2>&1 9>&- &
-  pid=$! end=$((SECONDS + 60))
+  c=$(chroot_dir) || true
+  if [[ -n $c ]]; then setsid chroot "$c" "$(server_bin)" --defaults-file="$d/my.cnf" </dev/null >>"$d/error.log" 2>&1 9>&- &
+  else setsid "$(server_bin)" --defaults-file="$d/my.cnf" </dev/null >>"$d/error.log" 2>&1 9>&- & fi
+  pid=$! end=$((SECONDS + 90))
   until is_up "$n"; do
     if ! { alive "$pid" || pid_of "$n" >/dev/null; } || (( SECONDS >= end )); then
-      log "$n: mariadbd did not become ready; tail of $d/error.log:"
+      log "$FLAVOR $n: server did not become ready; tail of $d/error.log:"
       tail -n 25 "$d/error.log" >&2; exit 1
     fi
     sleep 0.3
@@ -193,57 +325,81 @@ start_instance() {
   CHANGED=1
 }
 
-# bootstrap NAME: accounts on every server, with sql_log_bin=0. Not binlogged on purpose: the
-# primary's binlog then holds only test traffic (replicas start from an empty gtid_slave_pos =
-# its very first event, with nothing to collide with), and replicas never write GTIDs of
-# their own, which gtid_strict_mode would reject later. repl exists everywhere for failover.
+# bootstrap NAME: accounts on every server, not binlogged. Not binlogged on purpose: the
+# primary's binlog then holds only test traffic (replicas start from an empty position = its very
+# first event, with nothing to collide with), and replicas never write GTIDs of their own, which
+# gtid_strict_mode would reject later. repl exists everywhere for failover. On MySQL, repl uses
+# caching_sha2_password (the default, and the only password plugin MySQL 9 has left) over TCP
+# without TLS: the replicas fetch the server's RSA key (GET_SOURCE_PUBLIC_KEY=1).
 bootstrap() {
   local n=$1 d; d=$(dir_of "$1")
   [[ -f $d/.bootstrapped ]] && return 0
-  sql "$n" -e "SET SESSION sql_log_bin=0;
-    CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
-    GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
-    CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY 'repl';
-    GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1';"
-  mariadb --no-defaults -h127.0.0.1 -P"${PORT[$n]}" -uroot -e 'SELECT 1' >/dev/null \
-    || die "$n: root@127.0.0.1 cannot connect over TCP"
+  if is_mysql; then
+    sql "$n" -e "SET SESSION sql_log_bin=0;
+      CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED WITH caching_sha2_password BY '';
+      GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+      CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED WITH caching_sha2_password BY 'repl';
+      GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1';"
+  else
+    sql "$n" -e "SET SESSION sql_log_bin=0;
+      CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+      GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+      CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY 'repl';
+      GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1';"
+  fi
+  sql "$n" -h127.0.0.1 -P"$(port_of "$n")" --protocol=tcp -e "SELECT 1" >/dev/null 2>&1 \
+    || die "$FLAVOR $n: root@127.0.0.1 cannot connect over TCP"
   touch "$d/.bootstrapped"
 }
 
 # show_threads REPLICA: its replication threads and last errors, on stderr.
-show_threads() { sql "$1" --column-names -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Last_.*Err' >&2 || true; }
+show_threads() { sql "$1" --column-names -E -e "$(replica_status_sql)" | grep -E 'Running|Last_.*Err' >&2 || true; }
 
-repl_ok() { [[ $(slave_field "$1" Slave_IO_Running)/$(slave_field "$1" Slave_SQL_Running) == Yes/Yes ]]; }
+repl_ok() { [[ $(slave_field "$1" "$(io_field)")/$(slave_field "$1" "$(sql_field)") == Yes/Yes ]]; }
 
-# ensure_replication REPLICA: configure if never configured, START SLAVE if stopped, and wait
-# for both threads (only when the primary is up: otherwise IO can only say "Connecting").
+# ensure_replication REPLICA: configure if never configured, start if stopped, and wait for
+# both threads (only when the primary is up: otherwise IO can only say "Connecting").
 ensure_replication() {
-  local n=$1
-  if [[ -z $(sql "$n" -e 'SHOW SLAVE STATUS') ]]; then
-    log "$n: configuring replication from primary (MASTER_USE_GTID=slave_pos)"
-    sql "$n" -e "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${PORT[primary]},
-      MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=slave_pos"
+  local n=$1 p; p=$(port_of primary)
+  if [[ -z $(sql "$n" -e "$(replica_status_sql)") ]]; then
     CHANGED=1
+    if is_mysql; then
+      log "$FLAVOR $n: configuring replication from primary (SOURCE_AUTO_POSITION=1)"
+      sql "$n" -e "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT=$p,
+        SOURCE_USER='repl', SOURCE_PASSWORD='repl', SOURCE_CONNECT_RETRY=1, SOURCE_AUTO_POSITION=1,
+        GET_SOURCE_PUBLIC_KEY=1"
+    else
+      log "$FLAVOR $n: configuring replication from primary (MASTER_USE_GTID=slave_pos)"
+      sql "$n" -e "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$p,
+        MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=slave_pos"
+    fi
   fi
   repl_ok "$n" && return 0
-  log "$n: START SLAVE"; sql "$n" -e 'START SLAVE'; CHANGED=1
-  is_up primary || { log "$n: primary is down, not waiting for replication"; return 0; }
+  log "$FLAVOR $n: START REPLICA"; sql "$n" -e 'START REPLICA'; CHANGED=1
+  is_up primary || { log "$FLAVOR $n: primary is down, not waiting for replication"; return 0; }
   wait_for 30 repl_ok "$n" || {
     show_threads "$n"
-    die "$n: replication threads not running after 30 s"; }
+    die "$FLAVOR $n: replication threads not running after 30 s"; }
 }
+
+# applied REPLICA POS: wait up to 30 s for REPLICA to apply POS; prints 0 when it has.
+applied() {
+  if is_mysql; then sql "$1" -e "SELECT WAIT_FOR_EXECUTED_GTID_SET('$2', 30)"
+  else sql "$1" -e "SELECT MASTER_GTID_WAIT('$2', 30)"; fi
+}
+applied_pos() { if is_mysql; then sql "$1" -e 'SELECT @@gtid_executed'; else sql "$1" -e 'SELECT @@gtid_slave_pos'; fi; }
 
 # catch_up REPLICA POS: wait until REPLICA has applied POS. A replica left behind (a killed
 # bench, a machine stopped mid-run) may have gigabytes to apply: wait as long as it makes
-# progress (its gtid_slave_pos moves within each 30 s), and give up only when it stalls.
+# progress (its position moves within each 30 s), and give up only when it stalls.
 catch_up() {
   local r=$1 pos=$2 seen="" now
-  while [[ $(sql "$r" -e "SELECT MASTER_GTID_WAIT('$pos', 30)") != 0 ]]; do
-    now=$(sql "$r" -e 'SELECT @@gtid_slave_pos')
+  while [[ $(applied "$r" "$pos") != 0 ]]; do
+    now=$(applied_pos "$r")
     [[ $now != "$seen" ]] || {
       show_threads "$r"
-      die "$r: did not reach $pos; stuck at $now for 30 s"; }
-    log "$r: catching up with the primary: at $now, target $pos"
+      die "$FLAVOR $r: did not reach $pos; stuck at $now for 30 s"; }
+    log "$FLAVOR $r: catching up with the primary: at $now, target $pos"
     seen=$now
   done
 }
@@ -251,30 +407,30 @@ catch_up() {
 # verify_replication: end-to-end proof that a row written on the primary reaches each replica.
 verify_replication() {
   local token="ok-$$-$RANDOM" pos r
-  log "verifying replication end to end"
+  log "$FLAVOR: verifying replication end to end"
   sql primary -e "CREATE DATABASE IF NOT EXISTS stack_check;
     CREATE TABLE IF NOT EXISTS stack_check.t (id INT AUTO_INCREMENT PRIMARY KEY, token VARCHAR(64));
     INSERT INTO stack_check.t (token) VALUES ('$token');"
-  pos=$(sql primary -e 'SELECT @@gtid_binlog_pos')
+  pos=$(sql primary -e "SELECT @@$(gtid_var)" | tr -d '\n')
   for r in "${REPLICAS[@]}"; do
     catch_up "$r" "$pos"
     [[ $(sql "$r" -e "SELECT COUNT(*) FROM stack_check.t WHERE token='$token'") == 1 ]] \
-      || die "$r: reached $pos but the check row is missing"
+      || die "$FLAVOR $r: reached $pos but the check row is missing"
   done
   # Drop it again and wait, so tests start from a quiet, in-sync stack.
-  sql primary -e 'DROP DATABASE stack_check'; pos=$(sql primary -e 'SELECT @@gtid_binlog_pos')
+  sql primary -e 'DROP DATABASE stack_check'; pos=$(sql primary -e "SELECT @@$(gtid_var)" | tr -d '\n')
   for r in "${REPLICAS[@]}"; do catch_up "$r" "$pos"; done
-  log "replication ok: primary -> ${REPLICAS[*]} at gtid $pos"
+  log "$FLAVOR: replication ok: primary -> ${REPLICAS[*]} at gtid $pos"
 }
 
 stop_instance() {
   local n=$1 pid end
-  pid=$(pid_of "$n") || { log "$n: not running"; return 0; }
-  log "$n: stopping (pid $pid)"
+  pid=$(pid_of "$n") || { log "$FLAVOR $n: not running"; return 0; }
+  log "$FLAVOR $n: stopping (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
   end=$((SECONDS + 60))
   while alive "$pid"; do
-    if (( SECONDS >= end )); then log "$n: still alive after 60 s, SIGKILL"; kill -KILL "$pid"; fi
+    if (( SECONDS >= end )); then log "$FLAVOR $n: still alive after 60 s, SIGKILL"; kill -KILL "$pid"; fi
     sleep 0.2
   done
 }
@@ -291,12 +447,12 @@ ensure_redis() {
 }
 
 port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
-# amqp_up: send the AMQP 0-9-1 protocol header; a broker answers with a method frame (type 1).
+# amqp_up [PORT]: send the AMQP 0-9-1 protocol header; a broker answers with a method frame (type 1).
 amqp_up() {
-  [[ $(timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672 && printf "AMQP\0\0\x09\x01" >&3 &&
-       head -c1 <&3' 2>/dev/null | od -An -tx1 | tr -d ' \n') == 01 ]]
+  [[ $(timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/${1:-5672} && printf 'AMQP\0\0\x09\x01' >&3 &&
+       head -c1 <&3" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 01 ]]
 }
-# Kicked off early and awaited at the end, so the broker boots while MariaDB initialises.
+# Kicked off early and awaited at the end, so the broker boots while the databases initialise.
 start_rabbit() {
   amqp_up && return 0
   log "rabbitmq: starting rabbitmq-server -detached"
@@ -330,6 +486,53 @@ ensure_rabbit() {
   fi
 }
 
+# RabbitMQ 4.3 runs from the mysql chroot as its own node (rabbit4@localhost) on its own AMQP,
+# distribution and management ports, with its data in STACK_DIR/rabbitmq-4.3. It registers with
+# whichever epmd answers on 4369 (the machine's broker starts one; epmd's protocol is stable).
+# Its plugins are enabled by file before it boots, so no restart is ever needed.
+RABBIT4_DIR() { echo "$STACK_DIR/rabbitmq-4.3"; }
+rabbit4_env() {
+  local d; d=$(RABBIT4_DIR)
+  echo env HOME="$d" RABBITMQ_NODENAME=$RABBIT4_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=5673 \
+    RABBITMQ_DIST_PORT=$RABBIT4_DIST_PORT RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" \
+    RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" \
+    RABBITMQ_PID_FILE="$d/rabbit.pid" RABBITMQ_ADVANCED_CONFIG_FILE="$d/advanced.config"
+}
+rabbit4ctl() { chroot "$CHROOT_BASE/mysql" $(rabbit4_env) rabbitmqctl -n $RABBIT4_NODE "$@"; }
+start_rabbit4() {
+  amqp_up 5673 && return 0
+  local d; d=$(RABBIT4_DIR); mkdir -p "$d/log" "$d/mnesia"
+  cat >"$d/rabbitmq.conf" <<CONF
+# Generated by scripts/stack.sh. RabbitMQ 4.3 of the test stack, beside the machine's 3.10.
+listeners.tcp.default = 127.0.0.1:5673
+management.tcp.port = $RABBIT4_MGMT_PORT
+management.tcp.ip = 127.0.0.1
+loopback_users = none
+default_user = guest
+default_pass = guest
+CONF
+  echo '[rabbitmq_management,rabbitmq_consistent_hash_exchange].' >"$d/enabled_plugins"
+  : >"$d/advanced.config"; echo '[].' >"$d/advanced.config"
+  chroot "$CHROOT_BASE/mysql" chown -R rabbitmq:rabbitmq "$d"
+  log "rabbitmq 4.3: starting node $RABBIT4_NODE on 127.0.0.1:5673"
+  # The server runs as the chroot's rabbitmq user (the package's wrapper switches to it), with
+  # its cookie in HOME=$d; rabbit4ctl uses the same HOME, so the CLI finds that cookie.
+  setsid chroot "$CHROOT_BASE/mysql" $(rabbit4_env) rabbitmq-server </dev/null >>"$d/log/stdout.log" 2>&1 9>&- &
+}
+ensure_rabbit4() {
+  wait_for 120 amqp_up 5673 || { tail -n 30 "$(RABBIT4_DIR)/log/stdout.log" >&2; die "rabbitmq 4.3: no AMQP on 127.0.0.1:5673 after 120 s"; }
+  log "rabbitmq 4.3: AMQP answering on 127.0.0.1:5673"
+}
+stop_rabbit4() {
+  amqp_up 5673 || return 0
+  log "rabbitmq 4.3: stopping"
+  rabbit4ctl stop >/dev/null 2>&1 || true
+  wait_for 60 bash -c '! exec 3<>/dev/tcp/127.0.0.1/5673' || log "rabbitmq 4.3: still listening after 60 s"
+}
+rabbit_version() {
+  if [[ $1 == 5672 ]]; then rabbitmqctl -q version 2>/dev/null; else rabbit4ctl -q version 2>/dev/null; fi
+}
+
 # ---------------------------------------------------------------- commands
 # Serialise mutating commands across clones/CI jobs sharing STACK_DIR. The lock file sits next
 # to STACK_DIR, not inside it, so `down --wipe` cannot delete it under a waiting process.
@@ -342,23 +545,35 @@ lock() {
   flock -w 300 9 || die "could not lock $f in 300 s"
 }
 
-cmd_up() {
-  local n r
-  ensure_packages; lock; touch "$STACK_DIR/$MARKER"
-  start_rabbit
+# up_flavor FLAVOR: the flavour's seven servers, initialised, started and replicating.
+up_flavor() {
+  local n r; set_flavor "$1"; CHANGED=0
+  [[ -n ${SUBDIR[$FLAVOR]} ]] && { mkdir -p "$STACK_DIR/${SUBDIR[$FLAVOR]}"; chmod 755 "$STACK_DIR/${SUBDIR[$FLAVOR]}"; }
   for n in "${NAMES[@]}"; do
     init_instance "$n"; start_instance "$n"; bootstrap "$n"
     sql "$n" -e "SET GLOBAL binlog_expire_logs_seconds = $BINLOG_EXPIRE"   # servers started by an older cnf
   done
   for r in "${REPLICAS[@]}"; do ensure_replication "$r"; done
+  if (( CHANGED )); then verify_replication; else log "$FLAVOR: all seven already up, replication running"; fi
+}
+
+cmd_up() {
+  local f want=("$@") rabbit4=0
+  (( ${#want[@]} )) || want=("${FLAVORS[@]}")
+  for f in "${want[@]}"; do set_flavor "$f"; [[ $f == mariadb-10.11 ]] || rabbit4=1; done
+  ensure_packages; lock; touch "$STACK_DIR/$MARKER"
+  start_rabbit
+  for f in "${want[@]}"; do set_flavor "$f"; [[ -z ${CHROOT_OF[$f]} ]] || ensure_chroot "${CHROOT_OF[$f]}"; done
+  if (( rabbit4 )); then ensure_chroot mysql; start_rabbit4; fi
+  for f in "${want[@]}"; do up_flavor "$f"; done
   if [[ $STACK_DIR == /dev/shm/* ]]; then
     local avail; avail=$(shm_free_kib)
     (( ${avail:-0} >= SHM_MIN_FREE_GIB * 1024 * 1024 )) || log "WARNING: /dev/shm has $(( ${avail:-0} / 1024 )) MiB free," \
       "under ${SHM_MIN_FREE_GIB} GiB; the running stack stays there. Purge binary logs or: $0 down --wipe && $0 up"
   fi
-  if (( CHANGED )); then verify_replication; else log "mariadb: all seven already up, replication running"; fi
   ensure_redis; ensure_rabbit
-  log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR)"
+  (( rabbit4 )) && ensure_rabbit4
+  log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR; flavours: ${want[*]})"
 }
 
 cmd_down() {
@@ -367,11 +582,20 @@ cmd_down() {
   [[ ${1:-} != --wipe || ( -f $STACK_DIR/$MARKER && $STACK_DIR != / ) ]] \
     || die "refusing to wipe $STACK_DIR: no $MARKER marker (not created by '$0 up')"
   lock
-  local n; for n in "${NAMES[@]}"; do stop_instance "$n"; done
+  local f n c
+  for f in "${FLAVORS[@]}"; do
+    set_flavor "$f"
+    c=$(chroot_dir) || true
+    [[ -z $c || -d $c/usr ]] || continue
+    for n in "${NAMES[@]}"; do stop_instance "$n"; done
+  done
+  [[ -d $CHROOT_BASE/mysql/usr ]] && stop_rabbit4
   if [[ ${1:-} == --wipe ]]; then
-    log "wiping $STACK_DIR"; rm -rf -- "$STACK_DIR"
+    # STACK_DIR is bind-mounted into the chroots: unmount it there first.
+    for c in "$CHROOT_BASE"/*; do [[ -d $c$STACK_DIR ]] && { umount -l "$c$STACK_DIR" 2>/dev/null || true; }; done
+    log "wiping $STACK_DIR"; rm -rf --one-file-system -- "$STACK_DIR"
   fi
-  log "down (redis and rabbitmq left running: they belong to the machine)"
+  log "down (redis and rabbitmq 3.10 left running: they belong to the machine)"
 }
 
 # space_of NAME: sets SPACE_LINE to what the server's data directory holds on disk (or in memory) and how much of it
@@ -391,55 +615,85 @@ space_total() {
     "$(( SPACE_DATA / 1024 ))" "$(( SPACE_BINLOG / 1048576 ))" "$(( ${avail:-0} / 1024 ))"
 }
 
-cmd_status() {
-  local n ok=0 line io sq
+# status_flavor FLAVOR: one line per server; returns 1 when one is unhealthy.
+status_flavor() {
+  local n ok=0 line io sq err gtid
+  set_flavor "$1"
   for n in "${NAMES[@]}"; do
-    if ! is_up "$n"; then printf '%-9s down  127.0.0.1:%s\n' "$n" "${PORT[$n]}"; ok=1; continue; fi
-    line=$(printf '%-9s up    127.0.0.1:%s  gtid=%s' "$n" "${PORT[$n]}" "$(sql "$n" -e 'SELECT @@gtid_current_pos')")
+    if ! is_up "$n"; then printf '%-14s %-9s down  127.0.0.1:%s\n' "$FLAVOR" "$n" "$(port_of "$n")"; ok=1; continue; fi
+    gtid=$(sql "$n" -e "SELECT @@$(gtid_var)" | tr -d '\n')
+    line=$(printf '%-14s %-9s up    127.0.0.1:%s  %s  gtid=%s' "$FLAVOR" "$n" "$(port_of "$n")" "$(version_of "$n")" "${gtid:-none}")
     if [[ $n == replica* ]]; then
-      io=$(slave_field "$n" Slave_IO_Running); sq=$(slave_field "$n" Slave_SQL_Running)
-      line+="  io=${io:-none} sql=${sq:-none} lag=$(slave_field "$n" Seconds_Behind_Master)"
-      local err; err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error)
+      io=$(slave_field "$n" "$(io_field)"); sq=$(slave_field "$n" "$(sql_field)")
+      line+="  io=${io:-none} sql=${sq:-none} lag=$(slave_field "$n" "$(lag_field)")"
+      if is_mysql; then err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error)
+      else err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error); fi
       [[ -n $err ]] && line+="  error=\"$err\""
       [[ $io/$sq == Yes/Yes ]] || ok=1
     elif [[ $n == misconf ]]; then line+="  binlog_format=$(sql "$n" -e 'SELECT @@binlog_format')"
-    elif [[ $n == switch* && -n $(sql "$n" -e 'SHOW SLAVE STATUS') ]]; then
-      line+="  io=$(slave_field "$n" Slave_IO_Running) sql=$(slave_field "$n" Slave_SQL_Running) (set up by tests)"
+    elif [[ $n == switch* && -n $(sql "$n" -e "$(replica_status_sql)") ]]; then
+      line+="  io=$(slave_field "$n" "$(io_field)") sql=$(slave_field "$n" "$(sql_field)") (set up by tests)"
     fi
     space_of "$n"; echo "$line$SPACE_LINE"
   done
+  return $ok
+}
+
+cmd_status() {
+  local f ok=0 c
+  for f in "${FLAVORS[@]}"; do
+    set_flavor "$f"; c=$(chroot_dir) || true
+    if [[ -n $c && ! -d $c/usr ]]; then printf '%-14s not built (%s up %s builds its chroot %s)\n' "$f" "$0" "$f" "$c"; ok=1; continue; fi
+    status_flavor "$f" || ok=1
+  done
   space_total
-  if redis_up; then echo "redis     up    127.0.0.1:6379  PONG"; else echo "redis     down  127.0.0.1:6379"; ok=1; fi
-  if amqp_up; then echo "rabbitmq  up    127.0.0.1:5672  AMQP"; else echo "rabbitmq  down  127.0.0.1:5672"; ok=1; fi
+  if redis_up; then echo "redis          up    127.0.0.1:6379  $(redis-cli -h 127.0.0.1 -p 6379 info server 2>/dev/null | sed -n 's/^redis_version:\([^\r]*\).*/\1/p')  PONG"
+  else echo "redis          down  127.0.0.1:6379"; ok=1; fi
+  if amqp_up 5672; then echo "rabbitmq-3     up    127.0.0.1:5672  $(rabbit_version 5672)  AMQP"; else echo "rabbitmq-3     down  127.0.0.1:5672"; ok=1; fi
+  if [[ ! -d $CHROOT_BASE/mysql/usr ]]; then echo "rabbitmq-4     not built"; ok=1
+  elif amqp_up 5673; then echo "rabbitmq-4     up    127.0.0.1:5673  $(rabbit_version 5673)  AMQP  node $RABBIT4_NODE"
+  else echo "rabbitmq-4     down  127.0.0.1:5673"; ok=1; fi
   return $ok
 }
 
 cmd_env() {
   local n
+  set_flavor "${1:-${RELAY_TEST_FLAVOR:-mariadb-10.11}}"
+  echo "export RELAY_TEST_FLAVOR='$FLAVOR'"
   for n in "${NAMES[@]}"; do
-    printf "export RELAY_TEST_%s_DSN='root@tcp(127.0.0.1:%s)/'\n" "${n^^}" "${PORT[$n]}"
+    printf "export RELAY_TEST_%s_DSN='root@tcp(127.0.0.1:%s)/'\n" "${n^^}" "$(port_of "$n")"
   done
-  echo "export RELAY_TEST_AMQP_URL='amqp://guest:guest@127.0.0.1:5672/'"
+  echo "export RELAY_TEST_AMQP_URL='amqp://guest:guest@127.0.0.1:${AMQP_PORT_OF[$FLAVOR]}/'"
   echo "export RELAY_TEST_REDIS_ADDR='127.0.0.1:6379'"
   printf 'export RELAY_STACK_DIR=%q\n' "$STACK_DIR"
 }
 
-cmd_one() {  # start|stop|restart NAME
+cmd_one() {  # start|stop|restart [FLAVOR/]NAME
   local verb=$1 n=${2:-}
-  [[ -n $n && -v PORT[$n] ]] || die "usage: $0 $verb primary|replica|replica2|misconf|switch1|switch2|switch3"
+  set_flavor "${RELAY_TEST_FLAVOR:-mariadb-10.11}"
+  if [[ $n == */* ]]; then set_flavor "${n%%/*}"; n=${n#*/}; fi
+  [[ -n $n && -v OFFSET[$n] ]] || die "usage: $0 $verb [FLAVOR/]primary|replica|replica2|misconf|switch1|switch2|switch3"
   lock
+  [[ -z ${CHROOT_OF[$FLAVOR]} ]] || mount_chroot "$CHROOT_BASE/${CHROOT_OF[$FLAVOR]}"
   [[ $verb == start ]] || stop_instance "$n"
   [[ $verb == stop ]] && return 0
   start_instance "$n"
   [[ $n == replica* ]] && ensure_replication "$n"
-  log "$n: up on 127.0.0.1:${PORT[$n]}"
+  log "$FLAVOR $n: up on 127.0.0.1:$(port_of "$n")"
+}
+
+# rabbitmqctl ARGS: the CLI of the broker that RELAY_TEST_FLAVOR's tests use.
+cmd_rabbitmqctl() {
+  set_flavor "${RELAY_TEST_FLAVOR:-mariadb-10.11}"
+  if [[ ${AMQP_PORT_OF[$FLAVOR]} == 5672 ]]; then rabbitmqctl "$@"; else rabbit4ctl "$@"; fi
 }
 
 case ${1:-} in
-  up) cmd_up ;;
+  up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
-  env) cmd_env ;;
+  env) shift; cmd_env "$@" ;;
   start|stop|restart) cmd_one "$@" ;;
-  *) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 2 ;;
+  rabbitmqctl) shift; cmd_rabbitmqctl "$@" ;;
+  *) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 2 ;;
 esac
