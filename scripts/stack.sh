@@ -179,10 +179,13 @@ version_of() { sql "$1" -e 'SELECT VERSION()' 2>/dev/null; }
 # pid_of NAME: pid of the live server started with this instance's cnf. Pid file first (and
 # checked against pid reuse), else scan /proc: the pid file may be gone while the server lives.
 pid_of() {
-  local want p d; d=$(dir_of "$1"); want="$(server_bin) --defaults-file=$d/my.cnf "
+  local want p d cmd; d=$(dir_of "$1"); want=" --defaults-file=$d/my.cnf "
   for p in "$(cat "$d/mysqld.pid" 2>/dev/null)" /proc/[0-9]*; do
     p=${p#/proc/}
-    [[ -n $p && $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == "$want" ]] && { echo "$p"; return 0; }
+    [[ -n $p ]] || continue
+    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
+    # by path or by name (older stacks started mariadbd from PATH)
+    [[ $cmd == *"$(basename "$(server_bin)")$want" && $cmd != *" "*"$want" ]] && { echo "$p"; return 0; }
   done
   return 1
 }

@@ -75,8 +75,8 @@ func purgeBinlogs(ctx context.Context, logf func(format string, args ...any)) {
 // when every replica has applied everything up to the primary's current
 // file (so no file before it is needed by a replica).
 func primaryPurgeBlocked(ctx context.Context, primary *sql.DB, replicas map[string]string) string {
-	var pos string
-	if err := primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	pos, err := Current.GTIDPos(ctx, primary)
+	if err != nil {
 		return fmt.Sprintf("reading its GTID position: %v", err)
 	}
 	current, err := currentBinlog(ctx, primary)
@@ -100,16 +100,12 @@ func primaryPurgeBlocked(ctx context.Context, primary *sql.DB, replicas map[stri
 // replicaBehind waits up to 30 s for the replica to apply pos, then checks
 // that the primary file it applies from is current or later.
 func replicaBehind(ctx context.Context, db *sql.DB, name, pos, current string) string {
-	var res sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 30)", pos).Scan(&res); err != nil {
-		return fmt.Sprintf("%s cannot be read: %v", name, err)
+	if err := Current.WaitApplied(ctx, db, pos, 30*time.Second); err != nil {
+		return fmt.Sprintf("%s has not applied %s within 30 s (replication stopped or paused?): %v", name, pos, err)
 	}
-	if !res.Valid || res.Int64 != 0 {
-		return fmt.Sprintf("%s has not applied %s within 30 s (replication stopped or paused?)", name, pos)
-	}
-	row, err := showrow.First(ctx, db, "SHOW SLAVE STATUS")
+	row, err := Current.ReplicaStatus(ctx, db)
 	if err != nil {
-		return fmt.Sprintf("%s: SHOW SLAVE STATUS: %v", name, err)
+		return fmt.Sprintf("%s: %v", name, err)
 	}
 	applied := row["Relay_Master_Log_File"]
 	if applied == "" || applied < current {
@@ -160,9 +156,9 @@ func binlogUsage(ctx context.Context, db *sql.DB) (files int, bytes int64) {
 }
 
 func currentBinlog(ctx context.Context, db *sql.DB) (string, error) {
-	row, err := showrow.First(ctx, db, "SHOW MASTER STATUS")
+	row, err := showrow.First(ctx, db, Current.BinlogStatusSQL())
 	if err != nil {
-		return "", fmt.Errorf("SHOW MASTER STATUS: %w", err)
+		return "", fmt.Errorf("%s: %w", Current.BinlogStatusSQL(), err)
 	}
 	if row["File"] == "" {
 		return "", fmt.Errorf("binary logging is off")

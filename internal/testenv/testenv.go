@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -30,20 +31,33 @@ func Env(name, def string) string {
 	return def
 }
 
-// Stack addresses (scripts/stack.sh env prints the same).
+// Stack addresses (scripts/stack.sh env prints the same): the servers of
+// the Current flavour, unless a RELAY_TEST_*_DSN variable names others.
 var (
-	PrimaryDSN  = Env("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/")
-	ReplicaDSN  = Env("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/")
-	Replica2DSN = Env("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/")
-	MisconfDSN  = Env("RELAY_TEST_MISCONF_DSN", "root@tcp(127.0.0.1:3310)/")
+	PrimaryDSN  = Env("RELAY_TEST_PRIMARY_DSN", Current.dsn(0))
+	ReplicaDSN  = Env("RELAY_TEST_REPLICA_DSN", Current.dsn(1))
+	Replica2DSN = Env("RELAY_TEST_REPLICA2_DSN", Current.dsn(2))
+	MisconfDSN  = Env("RELAY_TEST_MISCONF_DSN", Current.dsn(3))
 	// Switch1DSN, Switch2DSN and Switch3DSN are servers tests wire into a
 	// replication topology of their own (testenv.NewTopology).
-	Switch1DSN = Env("RELAY_TEST_SWITCH1_DSN", "root@tcp(127.0.0.1:3311)/")
-	Switch2DSN = Env("RELAY_TEST_SWITCH2_DSN", "root@tcp(127.0.0.1:3312)/")
-	Switch3DSN = Env("RELAY_TEST_SWITCH3_DSN", "root@tcp(127.0.0.1:3313)/")
-	AMQPURL    = Env("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	Switch1DSN = Env("RELAY_TEST_SWITCH1_DSN", Current.dsn(4))
+	Switch2DSN = Env("RELAY_TEST_SWITCH2_DSN", Current.dsn(5))
+	Switch3DSN = Env("RELAY_TEST_SWITCH3_DSN", Current.dsn(6))
+	AMQPURL    = Env("RELAY_TEST_AMQP_URL", fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", Current.AMQPPort))
 	RedisAddr  = Env("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	// ManagementURL is the broker's management API (stack.sh enables it:
+	// 15672 for RabbitMQ 3.10, 15673 for 4.3).
+	ManagementURL = Env("RELAY_TEST_MANAGEMENT_URL", fmt.Sprintf("http://guest:guest@127.0.0.1:%d", Current.AMQPPort+10000))
 )
+
+// AMQPHostPort is the broker's address, host:port.
+func AMQPHostPort() string {
+	u, err := url.Parse(AMQPURL)
+	if err != nil {
+		panic(err)
+	}
+	return u.Host
+}
 
 // Integration marks a test that needs the stack: skipped with -short,
 // otherwise it runs and fails loudly if a server is missing.
@@ -183,14 +197,13 @@ func (d *DB) WaitReplicatedOn(t testing.TB, dsn string, within time.Duration) {
 
 func (d *DB) waitOn(t testing.TB, replica *sql.DB, name string, within time.Duration) {
 	t.Helper()
-	var pos string
-	if err := d.Primary.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	ctx := context.Background()
+	pos, err := Current.GTIDPos(ctx, d.Primary)
+	if err != nil {
 		t.Fatalf("reading primary GTID: %v", err)
 	}
-	var ok sql.NullInt64
-	err := replica.QueryRow("SELECT MASTER_GTID_WAIT(?, ?)", pos, within.Seconds()).Scan(&ok)
-	if err != nil || !ok.Valid || ok.Int64 != 0 {
-		t.Fatalf("%s did not reach %s within %s (err %v, result %v)", name, pos, within, err, ok)
+	if err := Current.WaitApplied(ctx, replica, pos, within); err != nil {
+		t.Fatalf("%s did not reach %s within %s: %v", name, pos, within, err)
 	}
 }
 
@@ -231,6 +244,46 @@ func FirstColumn(t testing.TB, db *sql.DB, query string) []string {
 			vals[0] = string(b)
 		}
 		out = append(out, fmt.Sprint(vals[0]))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	return out
+}
+
+// ColumnOf returns one column, by name, of every row query returns, as
+// text: for SHOW statements, whose column sets vary between servers.
+func ColumnOf(t testing.TB, db *sql.DB, query, column string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatalf("query %.80q: %v", query, err)
+	}
+	at := -1
+	for i, c := range cols {
+		if c == column {
+			at = i
+		}
+	}
+	if at < 0 {
+		t.Fatalf("query %.80q has no column %s (%v)", query, column, cols)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatalf("query %.80q: %v", query, err)
+		}
+		out = append(out, vals[at].String)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("query %.80q: %v", query, err)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -37,8 +38,8 @@ func NewTopology(t testing.TB, ddlFiles ...string) *Topology {
 		tp.Servers[n] = Open(t, tp.DSN[n], "")
 	}
 	for _, n := range topologyNames {
-		tp.exec(t, n, "STOP ALL SLAVES")
-		tp.exec(t, n, "RESET SLAVE ALL")
+		tp.exec(t, n, StopReplicaSQL)
+		tp.exec(t, n, ResetReplicaSQL)
 	}
 	for _, n := range topologyNames {
 		rows, err := tp.Servers[n].Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 't\\_%'")
@@ -55,8 +56,9 @@ func NewTopology(t testing.TB, ddlFiles ...string) *Topology {
 		for _, s := range old {
 			tp.exec(t, n, "DROP DATABASE `"+s+"`") // binlogged, but RESET MASTER follows with replication off
 		}
-		tp.exec(t, n, "RESET MASTER")
-		tp.exec(t, n, "SET GLOBAL gtid_slave_pos = ''")
+		for _, q := range Current.ResetBinlogSQL() {
+			tp.exec(t, n, q)
+		}
 		tp.exec(t, n, "SET GLOBAL read_only = 0")
 	}
 	tp.Replicate(t, "switch2", "switch1")
@@ -80,7 +82,7 @@ func NewTopology(t testing.TB, ddlFiles ...string) *Topology {
 // lockTopology holds a file lock for the test's life.
 func lockTopology(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "binlog-relay-topology.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "binlog-relay-topology-"+Current.Name+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,33 +119,35 @@ func (tp *Topology) On(t testing.TB, name string) *sql.DB {
 }
 
 // Replicate makes replica replicate from master by GTID, from the
-// position the replica has (current_pos: its own binlog included, which is
-// what a promoted or re-pointed server needs).
+// position the replica has (its own binlog included, which is what a
+// promoted or re-pointed server needs: MariaDB's current_pos, MySQL's auto
+// position).
 func (tp *Topology) Replicate(t testing.TB, replica, master string) {
 	t.Helper()
 	_, port := HostPort(tp.DSN[master])
-	tp.exec(t, replica, "STOP SLAVE")
-	tp.exec(t, replica, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=current_pos", port))
-	tp.exec(t, replica, "START SLAVE")
-	Eventually(t, 30*time.Second, func() bool {
-		var io, sqlT string
-		row := map[string]*string{"Slave_IO_Running": &io, "Slave_SQL_Running": &sqlT}
-		readSlaveStatus(tp.Servers[replica], row)
-		return io == "Yes" && sqlT == "Yes"
-	}, "%s does not replicate from %s", replica, master)
+	tp.exec(t, replica, StopReplicaSQL)
+	tp.exec(t, replica, Current.ChangeSourceSQL(port))
+	tp.exec(t, replica, StartReplicaSQL)
+	WaitFor(t, 30*time.Second, fmt.Sprintf("%s to replicate from %s", replica, master), func() (bool, string) {
+		row, err := Current.ReplicaStatus(context.Background(), tp.Servers[replica])
+		if err != nil {
+			return false, err.Error()
+		}
+		return row["Slave_IO_Running"] == "Yes" && row["Slave_SQL_Running"] == "Yes",
+			fmt.Sprintf("io=%s sql=%s %s%s", row["Slave_IO_Running"], row["Slave_SQL_Running"], row["Last_IO_Error"], row["Last_SQL_Error"])
+	})
 }
 
 // WaitReplicated waits until replica has what the current primary logged.
 func (tp *Topology) WaitReplicated(t testing.TB, replica string, within time.Duration) {
 	t.Helper()
-	var pos string
-	if err := tp.Servers[tp.Primary].QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
-		t.Fatalf("%s: reading gtid_binlog_pos: %v", tp.Primary, err)
+	ctx := context.Background()
+	pos, err := Current.GTIDPos(ctx, tp.Servers[tp.Primary])
+	if err != nil {
+		t.Fatalf("%s: reading %s: %v", tp.Primary, Current.GTIDVar(), err)
 	}
-	var ok sql.NullInt64
-	err := tp.Servers[replica].QueryRow("SELECT MASTER_GTID_WAIT(?, ?)", pos, within.Seconds()).Scan(&ok)
-	if err != nil || !ok.Valid || ok.Int64 != 0 {
-		t.Fatalf("%s did not reach %s's %s within %s (err %v, result %v)", replica, tp.Primary, pos, within, err, ok)
+	if err := Current.WaitApplied(ctx, tp.Servers[replica], pos, within); err != nil {
+		t.Fatalf("%s did not reach %s's %s: %v", replica, tp.Primary, pos, err)
 	}
 }
 
@@ -157,8 +161,8 @@ func (tp *Topology) Switchover(t testing.TB, newPrimary string) {
 			tp.WaitReplicated(t, n, 30*time.Second)
 		}
 	}
-	tp.exec(t, newPrimary, "STOP SLAVE")
-	tp.exec(t, newPrimary, "RESET SLAVE ALL")
+	tp.exec(t, newPrimary, StopReplicaSQL)
+	tp.exec(t, newPrimary, ResetReplicaSQL)
 	old := tp.Primary
 	tp.Primary = newPrimary
 	for _, n := range topologyNames {
@@ -167,30 +171,4 @@ func (tp *Topology) Switchover(t testing.TB, newPrimary string) {
 		}
 	}
 	_ = old
-}
-
-// readSlaveStatus fills the named columns of SHOW SLAVE STATUS.
-func readSlaveStatus(db *sql.DB, want map[string]*string) {
-	rows, err := db.Query("SHOW SLAVE STATUS")
-	if err != nil {
-		return
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		return
-	}
-	raw := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	if rows.Scan(ptrs...) != nil {
-		return
-	}
-	for i, c := range cols {
-		if p, ok := want[c]; ok {
-			*p = raw[i].String
-		}
-	}
 }
