@@ -14,7 +14,7 @@ HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 CHART := deploy/helm/binlog-relay
 
-.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-flavor unit lint demo bench chaos clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
@@ -52,15 +52,27 @@ lint:
 unit:
 	$(GO) test -short -count=1 ./...
 
-# Unit and integration tests against the local stack. Packages run one at a
-# time (-p 1): they share the servers, and some tests read global server
-# counters.
+# Unit and integration tests against the local stack, on every flavour of it
+# (scripts/stack.sh): everything on MariaDB 10.11 with RabbitMQ 3.10; the
+# suites that touch a server on MySQL 9.7 with RabbitMQ 4.3; the core suites
+# (drain, kill -9, positions, XA, the seed tables) on MariaDB 11.8 with
+# RabbitMQ 4.3. Packages run one at a time (-p 1): they share the servers,
+# and some tests read global server counters.
+FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/status ./pkg/inbox
+CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test: stack-up lint
 	$(GO) test -count=1 -p 1 -timeout 25m ./...
+	RELAY_TEST_FLAVOR=mysql-9.7 $(GO) test -count=1 -p 1 -timeout 25m $(FLAVOR_PKGS)
+	RELAY_TEST_FLAVOR=mariadb-11.8 $(GO) test -count=1 -p 1 -timeout 15m -run '$(CORE_TESTS)' ./test/integration
+
+# One flavour's suites: make test-flavor FLAVOR=mysql-9.7 [RUN=regexp]
+test-flavor: stack-up
+	RELAY_TEST_FLAVOR=$(FLAVOR) $(GO) test -count=1 -p 1 -timeout 25m $(if $(RUN),-run '$(RUN)') $(FLAVOR_PKGS)
 
 # Orders -> outbox -> binlog-relay -> RabbitMQ -> inventory through pkg/inbox
 # (examples/order-inventory): prints counts by status and checks the stock.
-demo: stack-up build
+demo: build
+	scripts/stack.sh up mariadb-10.11
 	ORDERS=$(or $(ORDERS),2000) examples/order-inventory/demo.sh
 
 bench: stack-up build

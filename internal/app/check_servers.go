@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ func (c *checker) checkSource(ctx context.Context) bool {
 		if v != "1" && !strings.EqualFold(v, "ON") {
 			c.add(Error, where, "the source is a replica with log_slave_updates off: rows replicated from the primary never reach its binlog; set log_slave_updates=ON (log_replica_updates on MySQL 8)")
 		}
+		if flavor == binlog.FlavorMySQL {
+			c.checkApplierOrder(ctx, where)
+		}
 	}
 	if v, err := binlog.CompressionSetting(ctx, a.Source); err == nil && v != "" {
 		// Compressed transactions arrive as TRANSACTION_PAYLOAD events,
@@ -83,6 +87,32 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	})
 	c.checkMessageIDIndexes(ctx, where, a.Source, a.Cfg.Tables)
 	return true
+}
+
+// checkApplierOrder refuses a MySQL source replica whose multi-threaded
+// applier may commit in another order than the primary did: with
+// replica_parallel_workers > 1 and replica_preserve_commit_order OFF,
+// workers commit independent transactions as they finish, so the replica's
+// binlog (which the relay reads) holds them in its own order, and the relay
+// would publish out of the primary's commit order (invariant 4). MySQL
+// 8.0.27+ defaults to 4 workers with the order preserved. MariaDB's parallel
+// replication always commits in order within a GTID domain.
+func (c *checker) checkApplierOrder(ctx context.Context, where string) {
+	workers, ok := variable(ctx, c.a.Source, "replica_parallel_workers")
+	preserve, _ := variable(ctx, c.a.Source, "replica_preserve_commit_order")
+	if !ok { // before MySQL 8.0.26
+		workers, _ = variable(ctx, c.a.Source, "slave_parallel_workers")
+		preserve, _ = variable(ctx, c.a.Source, "slave_preserve_commit_order")
+	}
+	n, err := strconv.Atoi(workers)
+	if err != nil || n <= 1 {
+		return
+	}
+	if preserve != "1" && !strings.EqualFold(preserve, "ON") {
+		c.add(Error, where, "the source replica applies with replica_parallel_workers=%d and replica_preserve_commit_order OFF: its binlog may hold transactions in another order than the primary committed them, and the relay would publish them out of commit order; SET GLOBAL replica_preserve_commit_order=ON (after STOP REPLICA SQL_THREAD) or replica_parallel_workers=1", n)
+		return
+	}
+	c.add(Info, where, "multi-threaded applier (replica_parallel_workers=%d) with replica_preserve_commit_order ON: the replica commits in the primary's order", n)
 }
 
 // isReplica reports whether db replicates from another server.

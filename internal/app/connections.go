@@ -144,7 +144,7 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 		return binlog.Position{}, err
 	}
 	p := binlog.Position{Flavor: flavor}
-	file, pos, err := masterStatus(ctx, a.Source)
+	file, pos, err := masterStatus(ctx, a.Source, flavor)
 	if err != nil {
 		return p, err
 	}
@@ -167,15 +167,22 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 	return p, nil
 }
 
-// masterStatus reads SHOW MASTER STATUS (SHOW BINARY LOG STATUS on MySQL
-// 8.4+) by column name, as the column set differs between versions.
-func masterStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+// masterStatus reads the file and position the source writes now, by
+// column name, as the column set differs between versions: SHOW BINARY LOG
+// STATUS on MySQL (8.2 and later; MySQL 9 removed SHOW MASTER STATUS), SHOW
+// MASTER STATUS on MariaDB and, where the first is unknown, older MySQL.
+func masterStatus(ctx context.Context, db *sql.DB, flavor string) (string, uint32, error) {
+	q := "SHOW MASTER STATUS"
+	if flavor == binlog.FlavorMySQL {
+		q = "SHOW BINARY LOG STATUS"
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil && flavor == binlog.FlavorMySQL {
+		q = "SHOW MASTER STATUS"
+		rows, err = db.QueryContext(ctx, q)
+	}
 	if err != nil {
-		rows, err = db.QueryContext(ctx, "SHOW BINARY LOG STATUS")
-		if err != nil {
-			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
-		}
+		return "", 0, fmt.Errorf("reading the source's binlog position (%s): %w", q, err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -186,7 +193,7 @@ func masterStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
 		if err := rows.Err(); err != nil {
 			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
 		}
-		return "", 0, errors.New("the source has binary logging off (SHOW MASTER STATUS is empty): start it with log_bin")
+		return "", 0, fmt.Errorf("the source has binary logging off (%s is empty): start it with log_bin", q)
 	}
 	vals := make([]sql.RawBytes, len(cols))
 	ptrs := make([]any, len(cols))

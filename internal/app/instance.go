@@ -201,7 +201,7 @@ func (c *checker) checkDuplicates(ctx context.Context) {
 	where := "source " + a.sourceAddr()
 	others, err := a.sameServerID(ctx)
 	if err != nil {
-		c.add(Warning, where, "cannot list the source's replicas to look for a second relay with source.server_id %d (SHOW SLAVE HOSTS: %v): grant REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL) to the relay user", id, err)
+		c.add(Warning, where, "cannot list the source's replicas to look for a second relay with source.server_id %d (SHOW SLAVE HOSTS or SHOW REPLICAS: %v): grant REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL) to the relay user", id, err)
 		return
 	}
 	sev := Warning
@@ -222,10 +222,16 @@ func (a *App) sameServerID(ctx context.Context) ([]string, error) {
 	if id == 0 {
 		return nil, nil
 	}
-	rows, err := a.Source.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	// SHOW REPLICAS on MySQL (8.0.22+; MySQL 9 removed SHOW SLAVE HOSTS),
+	// SHOW SLAVE HOSTS on MariaDB and older MySQL.
+	first, second := "SHOW SLAVE HOSTS", "SHOW REPLICAS"
+	if f, _ := a.Flavor(ctx); f == binlog.FlavorMySQL {
+		first, second = second, first
+	}
+	rows, err := a.Source.QueryContext(ctx, first)
 	if err != nil {
 		var err2 error
-		if rows, err2 = a.Source.QueryContext(ctx, "SHOW REPLICAS"); err2 != nil {
+		if rows, err2 = a.Source.QueryContext(ctx, second); err2 != nil {
 			return nil, err
 		}
 	}

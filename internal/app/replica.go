@@ -43,6 +43,11 @@ type ReplicaState struct {
 	IOError       string // Last_IO_Error
 	SQLError      string // Last_SQL_Error
 	SecondsBehind *int64 // Seconds_Behind_Master; nil when the server says NULL
+	// Start is the statement this server takes to start replication:
+	// START REPLICA where it names its columns Replica_* (MySQL 8.0.22+;
+	// MySQL 9 has no START SLAVE), START SLAVE elsewhere (MariaDB, older
+	// MySQL).
+	Start string
 }
 
 // Running reports whether both threads run.
@@ -68,26 +73,32 @@ func (s ReplicaState) Threads() string {
 	return out
 }
 
-// Fix says what to do about stopped threads.
+// Fix says what to do about stopped threads, in the statement the server
+// takes.
 func (s ReplicaState) Fix() string {
-	if s.IOError != "" || s.SQLError != "" {
-		return "fix the replication error on " + s.Addr + ", then START SLAVE (START REPLICA on MySQL)"
+	start := s.Start
+	if start == "" {
+		start = "START SLAVE"
 	}
-	return "START SLAVE on " + s.Addr + " (START REPLICA on MySQL)"
+	if s.IOError != "" || s.SQLError != "" {
+		return "fix the replication error on " + s.Addr + ", then " + start
+	}
+	return start + " on " + s.Addr
 }
 
-// readReplicaState reads SHOW SLAVE STATUS, or SHOW REPLICA STATUS where
-// the first is gone (MySQL 8.4). Columns are read by name: MySQL 8.0.22+
+// readReplicaState reads SHOW REPLICA STATUS (MySQL 8.0.22+, MariaDB
+// 10.5+), or SHOW SLAVE STATUS where the first is unknown (older MySQL;
+// MySQL 9 knows only the first). Columns are read by name: MySQL 8.0.22+
 // says Replica_IO_Running, Source_Host and Seconds_Behind_Source where
 // MariaDB and older MySQL say Slave_IO_Running, Master_Host and
 // Seconds_Behind_Master.
 func readReplicaState(ctx context.Context, db *sql.DB, addr string) (ReplicaState, error) {
-	st := ReplicaState{Addr: addr}
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	st := ReplicaState{Addr: addr, Start: "START SLAVE"}
+	rows, err := db.QueryContext(ctx, "SHOW REPLICA STATUS")
 	if err != nil {
 		var err2 error
-		if rows, err2 = db.QueryContext(ctx, "SHOW REPLICA STATUS"); err2 != nil {
-			return st, fmt.Errorf("reading SHOW SLAVE STATUS on %s: %w", addr, err)
+		if rows, err2 = db.QueryContext(ctx, "SHOW SLAVE STATUS"); err2 != nil {
+			return st, fmt.Errorf("reading SHOW REPLICA STATUS on %s: %w", addr, err)
 		}
 	}
 	defer rows.Close()
@@ -104,7 +115,7 @@ func readReplicaState(ctx context.Context, db *sql.DB, addr string) (ReplicaStat
 		ptrs[i] = &raw[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return st, fmt.Errorf("reading SHOW SLAVE STATUS on %s: %w", addr, err)
+		return st, fmt.Errorf("reading SHOW REPLICA STATUS on %s: %w", addr, err)
 	}
 	col := map[string]sql.NullString{}
 	for i, c := range cols {
@@ -119,6 +130,9 @@ func readReplicaState(ctx context.Context, db *sql.DB, addr string) (ReplicaStat
 		return sql.NullString{}
 	}
 	st.IsReplica = true
+	if _, ok := col["Replica_IO_Running"]; ok {
+		st.Start = "START REPLICA"
+	}
 	st.IO = get("Slave_IO_Running", "Replica_IO_Running").String
 	st.SQL = get("Slave_SQL_Running", "Replica_SQL_Running").String
 	st.IOError = get("Last_IO_Error").String

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // env is a broker the scenario suite runs against: the scripted fake, or
@@ -101,12 +102,9 @@ func (f fakeEnv) received(t *testing.T, exchange string, n int) []amqp.Publishin
 
 // realEnv --------------------------------------------------------------
 
-var amqpURL = func() string {
-	if u := os.Getenv("RELAY_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}()
+// amqpURL is the broker of the stack's flavour: RabbitMQ 3.10 or 4.3
+// (testenv.Current).
+var amqpURL = testenv.AMQPURL
 
 type realEnv struct {
 	p      *Publisher // dials with the production dialFunc
@@ -161,11 +159,7 @@ func (r *realEnv) denied(t *testing.T) string {
 // manage calls the RabbitMQ management API as the stack's admin user.
 func manage(t *testing.T, method, path, body string) {
 	t.Helper()
-	base := os.Getenv("RELAY_TEST_AMQP_MANAGEMENT_URL")
-	if base == "" {
-		base = "http://guest:guest@127.0.0.1:15672"
-	}
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, testenv.ManagementURL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,23 +101,15 @@ func (f *fleet) stack(args ...string) {
 }
 
 // readingFrom is the index of the replica proxy the leader streams from
-// (SHOW SLAVE HOSTS on each replica), or -1.
+// (SHOW SLAVE HOSTS, SHOW REPLICAS on MySQL, on each replica), or -1.
 func (f *fleet) readingFrom(leader int) int {
 	for i, dsn := range []string{testenv.Replica2DSN, testenv.ReplicaDSN} {
 		db := testenv.Open(f.t, dsn, "")
-		rows, err := db.Query("SHOW SLAVE HOSTS")
-		if err != nil {
-			continue
-		}
-		for rows.Next() {
-			var id any
-			var rest [3]any
-			if rows.Scan(&id, &rest[0], &rest[1], &rest[2]) == nil && fmt.Sprint(id) == fmt.Sprint(f.ids[leader]) {
-				rows.Close()
+		for _, id := range testenv.FirstColumn(f.t, db, testenv.Current.ReplicaHostsSQL()) {
+			if id == fmt.Sprint(f.ids[leader]) {
 				return i
 			}
 		}
-		rows.Close()
 	}
 	return -1
 }
@@ -276,8 +268,9 @@ func (r *privateRedis) restart() time.Duration {
 func restartRabbit(t *testing.T) time.Duration {
 	t.Helper()
 	began := time.Now()
-	run(t, "rabbitmqctl", "stop_app")
-	run(t, "rabbitmqctl", "start_app")
+	// the CLI of the flavour's broker (RabbitMQ 4.3 runs as a node of its own)
+	run(t, testenv.RepoPath("scripts/stack.sh"), "rabbitmqctl", "stop_app")
+	run(t, testenv.RepoPath("scripts/stack.sh"), "rabbitmqctl", "start_app")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		conn, err := amqp.Dial(testenv.AMQPURL)

@@ -25,8 +25,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
 
-var managementURL = testenv.Env("RELAY_TEST_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
-
 // The Compose demo's pieces on the local stack (MariaDB stands in for MySQL 8.4): the
 // definitions file imported into a vhost of its own, with its users renamed for the test
 // and their password hashes kept; the init scripts the primary runs; the relay with the
@@ -183,11 +181,11 @@ func management(t *testing.T, method, path string, body any) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	u, err := url.Parse(managementURL)
+	u, err := url.Parse(testenv.ManagementURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(method, strings.TrimSuffix(managementURL, "/")+path, rd)
+	req, err := http.NewRequest(method, strings.TrimSuffix(testenv.ManagementURL, "/")+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

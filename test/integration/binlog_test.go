@@ -191,26 +191,12 @@ func replicaHealthy(t *testing.T, db *testenv.DB) {
 	t.Helper()
 	replica := testenv.Open(t, testenv.ReplicaDSN, "")
 	db.WaitReplicated(t, 30*time.Second)
-	rows, err := replica.Query("SHOW SLAVE STATUS")
+	status, err := testenv.Current.ReplicaStatus(context.Background(), replica)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		t.Fatal("SHOW SLAVE STATUS: the replica has no replication configured")
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	status := map[string]string{}
-	for i, c := range cols {
-		status[c] = vals[i].String
+	if len(status) == 0 {
+		t.Fatal("the replica has no replication configured")
 	}
 	if status["Slave_IO_Running"] != "Yes" || status["Slave_SQL_Running"] != "Yes" || status["Last_SQL_Errno"] != "0" {
 		t.Fatalf("the replica's replication is broken: IO %s, SQL %s, last SQL error %s %s",
@@ -232,6 +218,7 @@ const localDomain = 77
 // row arrives once.
 func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 	testenv.Integration(t)
+	testenv.Only(t, false, "GTID domains are MariaDB's; TestMySQLLocalWritesOnTheReplica is MySQL's case")
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("localwrite")
@@ -354,14 +341,18 @@ func TestLocalWritesOnTheReplicaKeepOneGTIDPerDomain(t *testing.T) {
 func TestReaderServerIDConflict(t *testing.T) {
 	testenv.Integration(t)
 	replica := testenv.Open(t, testenv.ReplicaDSN, "")
-	pos := binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: queryString(t, replica, "SELECT @@global.gtid_current_pos")}
+	gtid := queryString(t, replica, "SELECT @@global.gtid_current_pos")
+	if testenv.Current.MySQL {
+		gtid = queryString(t, replica, "SELECT @@global.gtid_executed")
+	}
+	pos := binlog.Position{Flavor: binlogFlavor(), GTIDSet: gtid}
 	sh, sp := testenv.HostPort(testenv.ReplicaDSN)
 	serverID := uint32(400_000 + time.Now().UnixNano()%100_000)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
-		r, err := binlog.New(binlog.Config{Host: sh, Port: uint16(sp), User: "root", Flavor: binlog.FlavorMariaDB, ServerID: serverID,
+		r, err := binlog.New(binlog.Config{Host: sh, Port: uint16(sp), User: "root", Flavor: binlogFlavor(), ServerID: serverID,
 			ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, nil, nil, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 		if err != nil {
 			t.Fatal(err)
@@ -401,6 +392,7 @@ func TestReaderServerIDConflict(t *testing.T) {
 // CompressionSetting on MariaDB, which has no binlog transaction compression.
 func TestCompressionSettingOnMariaDB(t *testing.T) {
 	testenv.Integration(t)
+	testenv.Only(t, false, "MySQL has binlog_transaction_compression: TestMySQLCompressedTransactions")
 	v, err := binlog.CompressionSetting(context.Background(), testenv.Open(t, testenv.ReplicaDSN, ""))
 	if err != nil || v != "" {
 		t.Fatalf("CompressionSetting on MariaDB = %q, %v; want \"\" (no such variable) and no error", v, err)

@@ -75,7 +75,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 		}
 		h, p := testenv.HostPort(testenv.MisconfDSN)
 		yaml := strings.Replace(relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(name), ""),
-			"source: {host: 127.0.0.1, port: 3308, user: root}", fmt.Sprintf("source: {host: %s, port: %d, user: root}", h, p), 1)
+			fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: root}", replicaPort()), fmt.Sprintf("source: {host: %s, port: %d, user: root}", h, p), 1)
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", "binlog_format is STATEMENT", "set binlog_format=ROW") {
 			t.Fatalf("no line about binlog_format in:\n%s", strings.Join(lines, "\n"))
@@ -105,7 +105,7 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 		t.Cleanup(func() { _, _ = db.Primary.Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'127.0.0.1'", user)) })
 		db.WaitReplicated(t, 30e9)
 		yaml := strings.Replace(relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(db.Name), ""),
-			"port: 3308, user: root}", fmt.Sprintf("port: 3308, user: %s, password: pw-%s}", user, user), 1)
+			fmt.Sprintf("port: %d, user: root}", replicaPort()), fmt.Sprintf("port: %d, user: %s, password: pw-%s}", replicaPort(), user, user), 1)
 		lines := runCheck(t, yaml)
 		if !findLine(lines, "ERROR", "lacks REPLICATION SLAVE", "GRANT REPLICATION SLAVE") {
 			t.Fatalf("no line about REPLICATION SLAVE in:\n%s", strings.Join(lines, "\n"))
@@ -119,4 +119,10 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// replicaPort is the port of the stack's replica, the relay's source.
+func replicaPort() int {
+	_, p := testenv.HostPort(testenv.ReplicaDSN)
+	return p
 }

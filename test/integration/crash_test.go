@@ -109,8 +109,8 @@ func loadCheckpoint(t *testing.T, key string) (checkpoint.Checkpoint, error) {
 // primaryGTID is the primary's binlog GTID position now.
 func primaryGTID(t *testing.T, db *testenv.DB) string {
 	t.Helper()
-	var pos string
-	if err := db.Primary.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	pos, err := testenv.Current.GTIDPos(context.Background(), db.Primary)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return pos

@@ -269,6 +269,9 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 		Lease: fmt.Sprintf("%.0f:%s", acq["token"], acq["holder"])}
 	old := before
 	old.GTIDSet = "0-1-1"
+	if testenv.Current.MySQL {
+		old.GTIDSet = "00000000-0000-0000-0000-000000000001:1"
+	}
 	if err := stale.Save(context.Background(), old); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("a save with the deposed leader's token: %v, want ErrFenced", err)
 	}
@@ -299,11 +302,11 @@ func stack(t *testing.T, args ...string) {
 }
 
 // binlogClientOn reports whether a binlog client with this server id is
-// registered on a server (SHOW SLAVE HOSTS).
+// registered on a server (SHOW SLAVE HOSTS, SHOW REPLICAS on MySQL).
 func binlogClientOn(t *testing.T, dsn string, serverID uint32) bool {
 	t.Helper()
 	db := testenv.Open(t, dsn, "")
-	for _, id := range testenv.FirstColumn(t, db, "SHOW SLAVE HOSTS") {
+	for _, id := range testenv.FirstColumn(t, db, testenv.Current.ReplicaHostsSQL()) {
 		if id == fmt.Sprint(serverID) {
 			return true
 		}
@@ -353,7 +356,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	br, got := testenv.NewCollectedBroker(t)
 	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
 	r2 := testenv.Open(t, testenv.Replica2DSN, "")
-	t.Cleanup(func() { _, _ = r2.Exec("START SLAVE") })
+	t.Cleanup(func() { _, _ = r2.Exec(testenv.StartReplicaSQL) })
 	r2h, r2p := testenv.HostPort(testenv.Replica2DSN)
 	source := fmt.Sprintf("{hosts: [\"%s\", \"%s:%d\"], user: root}", px.Addr(), r2h, r2p)
 	p := relaytest.StartProcess(t, relaytest.WriteConfig(t, relayYAML(testenv.UniqueName("lag"), db.Name, source, "")))
@@ -363,7 +366,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	waitAllDistinct(t, got, first, 30*time.Second)
 	// replica2 stops replicating; the relay reads a second batch from
 	// replica, then loses it: its position is now ahead of replica2.
-	if _, err := r2.Exec("STOP SLAVE"); err != nil {
+	if _, err := r2.Exec(testenv.StopReplicaSQL); err != nil {
 		t.Fatal(err)
 	}
 	second := startProducer(t, db, br.Exchange, "l2", 25, 20).wait(t)
@@ -375,7 +378,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 	if n := got.Len(); n != len(first)+len(second) {
 		t.Fatalf("%d delivered while the only reachable replica lagged, want %d", n, len(first)+len(second))
 	}
-	if _, err := r2.Exec("START SLAVE"); err != nil {
+	if _, err := r2.Exec(testenv.StartReplicaSQL); err != nil {
 		t.Fatal(err)
 	}
 	waitLogged(t, p, "binlog source failed over", 1, 30*time.Second)

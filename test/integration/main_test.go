@@ -5,8 +5,17 @@ import (
 	"os"
 	"testing"
 
+	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
+
+// binlogFlavor is the reader's flavour for the stack's flavour.
+func binlogFlavor() string {
+	if testenv.Current.MySQL {
+		return binlog.FlavorMySQL
+	}
+	return binlog.FlavorMariaDB
+}
 
 // TestMain purges, once the package's tests are over, the binary logs the
 // run left on the stack (testenv.PurgeBinlogs' rules): the stack keeps its

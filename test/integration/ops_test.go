@@ -637,7 +637,7 @@ func TestPasswordsNeverLogged(t *testing.T) {
 	bad := opsYAML(testenv.UniqueName("secrets-bad"), relaytest.SeedTable(db.Name), map[string]string{
 		"source":  fmt.Sprintf("{host: %s, port: %d, user: %s, password_file: %q}", sh, sp, user, writeSecret("wrong-pw", wrongSourcePW)),
 		"primary": fmt.Sprintf("{host: 127.0.0.1, port: 1, user: %s, password: %q}", user, primaryPW),
-		"broker":  fmt.Sprintf("{url: \"amqp://guest@127.0.0.1:5672/\", password_file: %q}", writeSecret("amqp-pw", brokerPW)),
+		"broker":  fmt.Sprintf("{url: \"amqp://guest@%s/\", password_file: %q}", testenv.AMQPHostPort(), writeSecret("amqp-pw", brokerPW)),
 		"redis":   fmt.Sprintf("{addr: \"127.0.0.1:1\", password_file: %q}", writeSecret("redis-pw", redisPW)),
 		"log":     "{level: debug, format: json}",
 	})
@@ -687,7 +687,7 @@ func TestPasswordsNeverLogged(t *testing.T) {
 	runCmd(false, "status", "--config", badPath)
 
 	all := captured.String()
-	for _, want := range []string{"binlog stream connected", "binlog stream lost", "broker connected", "Access denied", "amqp://guest:xxxxx@127.0.0.1:5672/", "start-up check"} {
+	for _, want := range []string{"binlog stream connected", "binlog stream lost", "broker connected", "Access denied", "amqp://guest:xxxxx@" + testenv.AMQPHostPort() + "/", "start-up check"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("captured output lacks %q: the test would prove nothing\n%s", want, all)
 		}

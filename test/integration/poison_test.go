@@ -23,9 +23,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
 
-// managementURL is the stack's RabbitMQ management API.
-var managementURL = testenv.Env("RELAY_TEST_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
-
 // management sends one request to the management API.
 func management(t *testing.T, method, path string, body any) {
 	t.Helper()
@@ -36,7 +33,7 @@ func management(t *testing.T, method, path string, body any) {
 	} else {
 		rd = bytes.NewReader(nil)
 	}
-	u, err := url.Parse(managementURL)
+	u, err := url.Parse(testenv.ManagementURL)
 	if err != nil {
 		t.Fatal(err)
 	}
