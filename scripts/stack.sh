@@ -303,6 +303,21 @@ init_instance() {
   touch "$d/.installed"; CHANGED=1
 }
 
+# daemon LOG CMD...: CMD in the background in a session of its own (a Ctrl-C or CI job teardown of
+# the caller doesn't hit it), stdio to LOG, and no other file of the caller open: a server that
+# inherited a caller's pipe or lock (our flock on fd 9, a CI runner's output, a test's lock file)
+# would hold it for as long as it runs. $! is its pid.
+daemon() {
+  local log=$1; shift
+  ( close_fds; exec setsid "$@" </dev/null >>"$log" 2>&1 ) &
+}
+# close_fds: close every file descriptor above 2 of this (sub)shell.
+close_fds() {
+  local fd
+  for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; (( fd > 2 )) && eval "exec $fd>&-" 2>/dev/null; done
+  return 0
+}
+
 # start_instance NAME: start the server in the background unless it already answers; wait <= 90 s.
 start_instance() {
   local n=$1 d pid end c; d=$(dir_of "$1")
@@ -311,12 +326,8 @@ start_instance() {
   # the server writes its error log as its own user (MySQL opens it after dropping root)
   write_cnf "$n"; touch "$d/error.log"; own "$d"
   log "$FLAVOR $n: starting $(server_bin) on 127.0.0.1:$(port_of "$n")"
-  # setsid: own session, so a Ctrl-C or CI job teardown of the caller doesn't hit the server;
-  # stdio goes to the error log so no pipe of the caller is held open, and 9>&- so the server
-  # doesn't inherit (and hold forever) our flock on the stack lock file.
   c=$(chroot_dir) || true
-  if [[ -n $c ]]; then setsid chroot "$c" "$(server_bin)" --defaults-file="$d/my.cnf" </dev/null >>"$d/error.log" 2>&1 9>&- &
-  else setsid "$(server_bin)" --defaults-file="$d/my.cnf" </dev/null >>"$d/error.log" 2>&1 9>&- & fi
+  daemon "$d/error.log" ${c:+chroot "$c"} "$(server_bin)" --defaults-file="$d/my.cnf"
   pid=$! end=$((SECONDS + 90))
   until is_up "$n"; do
     if ! { alive "$pid" || pid_of "$n" >/dev/null; } || (( SECONDS >= end )); then
@@ -444,8 +455,8 @@ ensure_redis() {
   redis_up && { log "redis: already answering on 127.0.0.1:6379"; return 0; }
   local d="$STACK_DIR/redis"; mkdir -p "$d"
   log "redis: starting redis-server on 127.0.0.1:6379"
-  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-    --dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid" </dev/null >/dev/null 2>&1 9>&-
+  ( close_fds; exec redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid" </dev/null >/dev/null 2>&1 )
   wait_for 30 redis_up || { tail -n 20 "$d/redis.log" >&2; die "redis did not answer PONG"; }
 }
 
@@ -459,7 +470,7 @@ amqp_up() {
 start_rabbit() {
   amqp_up && return 0
   log "rabbitmq: starting rabbitmq-server -detached"
-  rabbitmq-server -detached </dev/null >/dev/null 2>&1 9>&- || true  # may already be booting
+  ( close_fds; exec rabbitmq-server -detached </dev/null >/dev/null 2>&1 ) || true  # may already be booting
 }
 ensure_rabbit() {
   wait_for 90 amqp_up || die "rabbitmq: no AMQP on 127.0.0.1:5672 after 90 s (see /var/log/rabbitmq)"
@@ -520,7 +531,7 @@ CONF
   log "rabbitmq 4.3: starting node $RABBIT4_NODE on 127.0.0.1:5673"
   # The server runs as the chroot's rabbitmq user (the package's wrapper switches to it), with
   # its cookie in HOME=$d; rabbit4ctl uses the same HOME, so the CLI finds that cookie.
-  setsid chroot "$CHROOT_BASE/mysql" $(rabbit4_env) rabbitmq-server </dev/null >>"$d/log/stdout.log" 2>&1 9>&- &
+  daemon "$d/log/stdout.log" chroot "$CHROOT_BASE/mysql" $(rabbit4_env) rabbitmq-server
 }
 ensure_rabbit4() {
   wait_for 120 amqp_up 5673 || { tail -n 30 "$(RABBIT4_DIR)/log/stdout.log" >&2; die "rabbitmq 4.3: no AMQP on 127.0.0.1:5673 after 120 s"; }
