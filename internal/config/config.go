@@ -99,7 +99,8 @@ type Broker struct {
 	DeadLetterExchange string `yaml:"dead_letter_exchange"`
 	// MaxMessageBytes is the largest body published; a larger row is FAILED
 	// (RabbitMQ closes the channel on a body over its max_message_size).
-	// 0 means the publisher's default, 128 MiB, RabbitMQ's own limit.
+	// 0 means the broker's default max_message_size by the version it
+	// announces: 16 MiB on RabbitMQ 4, 128 MiB on 3.x.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 

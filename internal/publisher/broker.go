@@ -3,6 +3,8 @@ package publisher
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -28,6 +30,9 @@ type amqpConn interface {
 	Channel() (amqpChannel, error)
 	// FrameMax is the negotiated frame_max, which bounds the content header.
 	FrameMax() int
+	// MaxMessageSize is the broker's default max_message_size, told by the
+	// version it announces (AMQP has no field for the limit itself).
+	MaxMessageSize() int
 	IsClosed() bool
 	Close() error
 }
@@ -58,6 +63,25 @@ func (c realConn) Channel() (amqpChannel, error) {
 }
 
 func (c realConn) FrameMax() int { return c.Connection.Config.FrameSize }
+
+func (c realConn) MaxMessageSize() int {
+	v, _ := c.Connection.Properties["version"].(string)
+	return defaultMaxMessageSize(v)
+}
+
+// defaultMaxMessageSize is RabbitMQ's default max_message_size for the
+// version a broker announces in connection.start: 16 MiB from 4.0 on, 128
+// MiB before (3.8 to 3.13). A body over it closes the channel with 406
+// PRECONDITION_FAILED, so the publisher refuses it first. A broker that
+// announces no version (or another product) gets the larger figure: the
+// broker's own refusal is then classified like any other.
+func defaultMaxMessageSize(version string) int {
+	major, _, _ := strings.Cut(version, ".")
+	if n, err := strconv.Atoi(major); err == nil && n >= 4 {
+		return 16 << 20
+	}
+	return 128 << 20
+}
 
 // dialAMQP is the production dialFunc: amqp091-go over a write-coalescing
 // TCP connection. amqp091-go's dial takes no context, so it runs aside and

@@ -176,6 +176,8 @@ func (c *fakeConn) Channel() (amqpChannel, error) {
 
 func (c *fakeConn) FrameMax() int { return c.b.frameMax }
 
+func (c *fakeConn) MaxMessageSize() int { return 128 << 20 }
+
 func (c *fakeConn) IsClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

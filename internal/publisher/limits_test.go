@@ -51,3 +51,15 @@ func TestCheckLimitsBrokerRules(t *testing.T) {
 		})
 	}
 }
+
+// The broker's default max_message_size follows the version it announces.
+func TestDefaultMaxMessageSizeByVersion(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		want    int
+	}{{"3.10.8", 128 << 20}, {"3.13.7", 128 << 20}, {"4.0.1", 16 << 20}, {"4.3.6", 16 << 20}, {"10.0.0", 16 << 20}, {"", 128 << 20}, {"x", 128 << 20}} {
+		if got := defaultMaxMessageSize(c.version); got != c.want {
+			t.Errorf("defaultMaxMessageSize(%q) = %d, want %d", c.version, got, c.want)
+		}
+	}
+}

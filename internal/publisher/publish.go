@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"time"
@@ -20,7 +21,7 @@ func (m *machine[T]) send(e *entry[T]) error {
 	if e.viaDLX {
 		exchange, key, pub = m.deadLetter(e)
 	}
-	if err := checkLimits(exchange, key, &pub, m.sess.frameMax, m.cfg.MaxMessageSize); err != nil {
+	if err := checkLimits(exchange, key, &pub, m.sess.frameMax, cmp.Or(m.cfg.MaxMessageSize, m.sess.maxBody)); err != nil {
 		m.fail(e, err)
 		return nil
 	}

@@ -44,8 +44,10 @@ type Config struct {
 	// Window bounds messages published but not yet confirmed.
 	Window int
 	// MaxMessageSize refuses bodies the broker would refuse (RabbitMQ closes
-	// the channel on them, which would otherwise loop); 128 MiB by default,
-	// RabbitMQ's max_message_size.
+	// the channel on them, which would otherwise loop). 0, the default, is
+	// the broker's default max_message_size by the version it announces:
+	// 16 MiB on RabbitMQ 4, 128 MiB on 3.x. Set it where the broker's
+	// max_message_size was changed.
 	MaxMessageSize int
 	ReconnectMin   time.Duration
 	ReconnectMax   time.Duration
@@ -75,7 +77,6 @@ type Config struct {
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
 	c.Window = cmp.Or(c.Window, 1024)
-	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, 128<<20)
 	c.ReconnectMin = cmp.Or(c.ReconnectMin, 200*time.Millisecond)
 	c.ReconnectMax = cmp.Or(c.ReconnectMax, 10*time.Second)
 	c.ConnectionName = cmp.Or(c.ConnectionName, "binlog-relay")
@@ -99,8 +100,8 @@ func (c *Config) Validate() error {
 	if c.Window < 1 {
 		errs = append(errs, errors.New("broker.window: must be at least 1"))
 	}
-	if c.MaxMessageSize < 1 {
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.MaxMessageSize))
+	if c.MaxMessageSize < 0 {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive (or 0: the broker's default)", c.MaxMessageSize))
 	}
 	if c.StrictRetryMin <= 0 || c.StrictRetryMax < c.StrictRetryMin {
 		errs = append(errs, fmt.Errorf("relay.hold_backoff: base %s and max %s must be positive, base at most max",

@@ -24,6 +24,7 @@ type session[T any] struct {
 	closeErr  *amqp.Error
 	closeSeen bool
 	frameMax  int
+	maxBody   int // the broker's default max_message_size (amqpConn.MaxMessageSize)
 	// bySeq maps this channel's delivery tags to their entries.
 	bySeq map[uint64]*entry[T]
 	// lastReturn is the tag the latest basic.return was matched to: returns
@@ -45,7 +46,7 @@ func openChannel[T any](conn amqpConn, window int) (*session[T], error) {
 		return nil, fmt.Errorf("enabling publisher confirms: %w", err)
 	}
 	return &session[T]{
-		conn: conn, ch: ch, frameMax: conn.FrameMax(),
+		conn: conn, ch: ch, frameMax: conn.FrameMax(), maxBody: conn.MaxMessageSize(),
 		confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window+16)),
 		returns:  ch.NotifyReturn(make(chan amqp.Return, window+16)),
 		closes:   ch.NotifyClose(make(chan *amqp.Error, 1)),
