@@ -23,13 +23,14 @@ type Flavor struct {
 	MySQL    bool   // MySQL (GTID sets, SHOW REPLICA STATUS) rather than MariaDB (GTID domains)
 	BasePort int    // the primary's port; the other six follow it
 	AMQPPort int    // the broker: RabbitMQ 3.10 on 5672, RabbitMQ 4.3 on 5673
+	Broker   string // the broker's version, major.minor
 }
 
 // Flavors are the stack's flavours, the default first.
 var Flavors = []Flavor{
-	{Name: "mariadb-10.11", BasePort: 3307, AMQPPort: 5672},
-	{Name: "mysql-9.7", MySQL: true, BasePort: 3317, AMQPPort: 5673},
-	{Name: "mariadb-11.8", BasePort: 3327, AMQPPort: 5673},
+	{Name: "mariadb-10.11", BasePort: 3307, AMQPPort: 5672, Broker: "3.10"},
+	{Name: "mysql-9.7", MySQL: true, BasePort: 3317, AMQPPort: 5673, Broker: "4.3"},
+	{Name: "mariadb-11.8", BasePort: 3327, AMQPPort: 5673, Broker: "4.3"},
 }
 
 // Current is the flavour this test binary runs on (RELAY_TEST_FLAVOR).

@@ -157,7 +157,7 @@ func NewPrimaryDB(t testing.TB, ddlFiles ...string) *DB {
 	if _, err := root.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatalf("creating database: %v", err)
 	}
-	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS " + name) })
+	t.Cleanup(func() { dropDatabase(t, root, name) })
 	d := &DB{Name: name, DSN: dsnOn(t, PrimaryDSN, name, false), Primary: Open(t, PrimaryDSN, name)}
 	for _, f := range ddlFiles {
 		ddl, err := os.ReadFile(RepoPath(f))
@@ -167,6 +167,24 @@ func NewPrimaryDB(t testing.TB, ddlFiles ...string) *DB {
 		d.Exec(t, string(ddl))
 	}
 	return d
+}
+
+// dropDatabase drops a test's database, waiting at most 30 s for the
+// tables' metadata locks: a transaction a failed test left open must not
+// hold the suite forever (lock_wait_timeout is a year by default).
+func dropDatabase(t testing.TB, root *sql.DB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	conn, err := root.Conn(ctx)
+	if err == nil {
+		defer conn.Close()
+		if _, err = conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 30"); err == nil {
+			_, err = conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
+		}
+	}
+	if err != nil {
+		t.Logf("dropping the test database %s: %v", name, err)
+	}
 }
 
 // Exec runs statements on the primary or fails the test.

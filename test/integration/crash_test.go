@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,12 +43,34 @@ func (s *producerState) fail(err error) {
 // connection).
 func execLastGTID(conn *sql.Conn, stmt string, withGTID bool) (gtid string, err error) {
 	ctx := context.Background()
+	if testenv.Current.MySQL && withGTID {
+		// MySQL has no @@last_gtid: the transaction is given its GTID, in a
+		// source UUID of this test binary's own, which every server of the
+		// stack then holds like any replicated GTID.
+		gtid = fmt.Sprintf("%s:%d", producerUUID, producerSeq.Add(1))
+		if _, err := conn.ExecContext(ctx, "SET gtid_next = '"+gtid+"'"); err != nil {
+			return "", err
+		}
+		_, err = conn.ExecContext(ctx, stmt)
+		if _, rerr := conn.ExecContext(ctx, "SET gtid_next = 'AUTOMATIC'"); err == nil {
+			err = rerr
+		}
+		return gtid, err
+	}
 	if _, err := conn.ExecContext(ctx, stmt); err != nil || !withGTID {
 		return "", err
 	}
 	err = conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid)
 	return gtid, err
 }
+
+// producerUUID is the source UUID execLastGTID gives transactions on MySQL,
+// new for each test binary (a GTID is never used twice), with producerSeq
+// numbering them.
+var (
+	producerUUID = fmt.Sprintf("b1e10000-0000-4000-8000-%012x", rand.Uint64()&(1<<48-1))
+	producerSeq  atomic.Int64
+)
 
 // producer inserts txs transactions of perTx rows in the background.
 type producer struct {

@@ -30,10 +30,10 @@ func onlyMySQL(t *testing.T) {
 // insertOn writes txs transactions of perTx rows on one connection of the
 // primary after the session statements given (a GTID tag, compression),
 // and returns the message ids in commit order.
-func insertOn(t *testing.T, db *testenv.DB, session []string, exchange, prefix string, txs, perTx int) []string {
+func insertOn(t *testing.T, db *sql.DB, session []string, exchange, prefix string, txs, perTx int) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := db.Primary.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestMySQLTaggedGTIDsInTheCheckpoint(t *testing.T) {
 	r := relaytest.StartRelay(t, cfg)
 	tag := []string{"SET gtid_next = 'AUTOMATIC:orders'"}
 
-	want := insertOn(t, db, tag, br.Exchange, "tag1", 50, 20)
+	want := insertOn(t, db.Primary, tag, br.Exchange, "tag1", 50, 20)
 	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
 	key := "binlog-relay:" + name + ":checkpoint"
 	waitCheckpointCovers(t, key, primaryGTID(t, db))
@@ -88,7 +88,7 @@ func TestMySQLTaggedGTIDsInTheCheckpoint(t *testing.T) {
 	t.Logf("checkpoint with a tag: %s", cp.GTIDSet)
 
 	// Rows written while it is down, tagged and not, then a restart.
-	want = append(want, insertOn(t, db, tag, br.Exchange, "tag2", 20, 20)...)
+	want = append(want, insertOn(t, db.Primary, tag, br.Exchange, "tag2", 20, 20)...)
 	want = append(want, insertOrders(t, db, br.Exchange, "untagged", 20, 20)...)
 	r2 := relaytest.StartRelay(t, cfg)
 	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
@@ -101,31 +101,46 @@ func TestMySQLTaggedGTIDsInTheCheckpoint(t *testing.T) {
 	}
 }
 
-// Transactions the primary compresses (binlog_transaction_compression=ON)
-// reach the replica's binlog as Transaction_payload events, which the
-// relay decodes: every row arrives once, in order.
+// The relay's source replica compresses what it logs
+// (binlog_transaction_compression=ON there: a MySQL replica re-logs what it
+// applies in its own setting, whatever the primary did), so every
+// transaction reaches the relay as one ZSTD Transaction_payload event,
+// which it decodes: every row arrives once, in order, and check says the
+// setting is on. On the switch topology, whose source is switch2.
 func TestMySQLCompressedTransactions(t *testing.T) {
 	onlyMySQL(t)
-	db := testenv.NewDB(t, "schema/producer_message.sql")
+	tp := testenv.NewTopology(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
-	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("zstd"), relaytest.SeedTable(db.Name), noSweeper))
-	replica := testenv.Open(t, testenv.ReplicaDSN, "")
-	file, pos := binlogAt(t, replica)
+	setCompression := func(v string) {
+		tp.Exec(t, "switch2", "STOP REPLICA SQL_THREAD")
+		tp.Exec(t, "switch2", "SET GLOBAL binlog_transaction_compression = "+v)
+		tp.Exec(t, "switch2", "START REPLICA SQL_THREAD")
+	}
+	setCompression("ON")
+	t.Cleanup(func() { setCompression("OFF") })
+	yaml := topologyYAML(tp, testenv.UniqueName("zstd"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB),
+		map[string]string{"sweeper": "{enabled: false}"})
+	if !findLine(runCheck(t, yaml), "INFO", "binlog_transaction_compression is ON") {
+		t.Errorf("check does not report the source's compression")
+	}
+	relaytest.StartRelay(t, yaml)
+	source := tp.Servers["switch2"]
+	file, pos := binlogAt(t, source)
 
-	want := insertOn(t, db, []string{"SET SESSION binlog_transaction_compression = ON"}, br.Exchange, "zstd", 40, 50)
+	want := insertOn(t, tp.On(t, "switch1"), nil, br.Exchange, "zstd", 40, 50)
 	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
 
-	// The replica did log them compressed: the test would prove nothing otherwise.
-	db.WaitReplicated(t, 30*time.Second)
-	types := testenv.ColumnOf(t, replica, fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 400", file, pos), "Event_type")
+	// The source did log them compressed: the test would prove nothing otherwise.
+	tp.WaitReplicated(t, "switch2", 30*time.Second)
+	types := testenv.ColumnOf(t, source, fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 400", file, pos), "Event_type")
 	n := 0
 	for _, ty := range types {
 		if ty == "Transaction_payload" {
 			n++
 		}
 	}
-	if n == 0 {
-		t.Fatalf("no Transaction_payload event in the replica's binlog after %s:%d (events: %v)", file, pos, types[:min(len(types), 20)])
+	if n < 40 {
+		t.Fatalf("%d Transaction_payload events in the source's binlog after %s:%d, want the 40 transactions (events: %v)", n, file, pos, types[:min(len(types), 20)])
 	}
 	t.Logf("%d compressed transactions among the first %d events", n, len(types))
 }
@@ -258,10 +273,10 @@ func TestMySQLCachingSha2WithoutTLS(t *testing.T) {
 	db.Exec(t, fmt.Sprintf("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '%s'@'127.0.0.1'", user))
 	db.Exec(t, fmt.Sprintf("GRANT SELECT, UPDATE ON `%s`.* TO '%s'@'127.0.0.1'", db.Name, user))
 	db.WaitReplicated(t, 30*time.Second)
-	// FLUSH PRIVILEGES empties the servers' caches of hashes, so the first
+	// FLUSH LOCAL PRIVILEGES empties the servers' caches of hashes, so the first
 	// login is a full authentication: the one that needs the key.
 	for _, dsn := range []string{testenv.PrimaryDSN, testenv.ReplicaDSN} {
-		if _, err := testenv.Open(t, dsn, "").Exec("FLUSH PRIVILEGES"); err != nil {
+		if _, err := testenv.Open(t, dsn, "").Exec("FLUSH LOCAL PRIVILEGES"); err != nil { // LOCAL: no GTID of the replica's own
 			t.Fatal(err)
 		}
 	}

@@ -356,7 +356,7 @@ func TestDebeziumUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 		t.Fatalf("delivered %v, want %v", messageIDs(msgs), good)
 	}
 	dlq := dropinWait(t, dead, 1, 10*time.Second)
-	if dlq[0].MessageID != bad || !headerNaming(dlq[0], "exchange is empty") || string(dlq[0].Body) != fmt.Sprintf(`{"id":%q}`, bad) {
+	if dlq[0].MessageID != bad || !headerNaming(dlq[0], "exchange is empty") || string(dlq[0].Body) != asStored(t, db, "outbox", "id", bad, fmt.Sprintf(`{"id":%q}`, bad)) {
 		t.Fatalf("dead-lettered %s body %q headers %v; want %s with the reason", dlq[0].MessageID, dlq[0].Body, dlq[0].Headers, bad)
 	}
 	fams, _ := scrape(t, httpAddr(t, r.App))
@@ -534,5 +534,34 @@ func TestMissingExchangeBacklogIsRecordedAndLoggedOnce(t *testing.T) {
 	}
 	if lines < 1 || lines > 3 {
 		t.Fatalf("%d \"publish failed\" log lines for %d failed rows, want 1 to 3 (one per 10 s with a count)", lines, n)
+	}
+}
+
+// RabbitMQ 4 lowered max_message_size to 16 MiB (3.x: 128 MiB). With
+// broker.max_message_bytes unset, the relay takes the limit from the
+// version the broker announces: a row one byte over 16 MiB ends FAILED
+// with its size in the reason, never sent (the broker would close the
+// channel), and the rows after it flow in order.
+func TestBodyOverRabbitMQ4DefaultLimit(t *testing.T) {
+	testenv.Integration(t)
+	if !strings.HasPrefix(testenv.Current.Broker, "4.") {
+		t.Skipf("RabbitMQ %s's default limit is 128 MiB: a row that large costs the suite far more than it shows; the same code path runs on RabbitMQ 4", testenv.Current.Broker)
+	}
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("max16"), relaytest.SeedTable(db.Name), noSweeper))
+	db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES ('huge', ?, 'k', ?)",
+		br.Exchange, strings.Repeat("b", 16<<20+1))
+	want := insertOrders(t, db, br.Exchange, "after", 10, 10)
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	var status, reason string
+	testenv.WaitFor(t, 20*time.Second, "the huge row to be FAILED", func() (bool, string) {
+		if err := db.Primary.QueryRow("SELECT status, COALESCE(error_msg, '') FROM producer_message WHERE message_id = 'huge'").Scan(&status, &reason); err != nil {
+			return false, err.Error()
+		}
+		return status == "FAILED", status + " " + reason
+	})
+	if !strings.Contains(reason, "too large") || !strings.Contains(reason, "16777217") || !strings.Contains(reason, "16777216") {
+		t.Fatalf("error_msg %q: want it to say too large, the size 16777217 and the limit 16777216", reason)
 	}
 }

@@ -72,7 +72,9 @@ func TestReconcileChunksAndKeys(t *testing.T) {
 
 	// events: UUID keys, no message id column; the rows at the 100th, 200th
 	// and last key are missing.
-	db.Exec(t, "INSERT INTO events (id, body, state, created) SELECT UUID(), '{}', 'DONE', NOW(3) - INTERVAL 1 HOUR FROM seq_1_to_300")
+	// A recursive CTE numbers the rows on both flavours (MariaDB's seq_1_to_N
+	// is its own).
+	db.Exec(t, "INSERT INTO events (id, body, state, created) WITH RECURSIVE seq (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 300) SELECT UUID(), '{}', 'DONE', NOW(3) - INTERVAL 1 HOUR FROM seq")
 	rows, err := db.Primary.Query("SELECT id FROM events ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
