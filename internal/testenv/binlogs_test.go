@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"github.com/binlog-relay/binlog-relay/internal/showrow"
-
 	"context"
 	"fmt"
 	"strings"
@@ -55,7 +53,7 @@ func TestPurgeBinlogsKeepsReplicationWhole(t *testing.T) {
 	db.WaitReplicatedOn(t, Replica2DSN, 60*time.Second)
 	for _, dsn := range []string{ReplicaDSN, Replica2DSN} {
 		r := Open(t, dsn, "")
-		row, err := showrow.First(ctx, r, "SHOW SLAVE STATUS")
+		row, err := Current.ReplicaStatus(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
