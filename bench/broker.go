@@ -36,12 +36,14 @@ func dialChannel(url string, confirm bool) (*amqp.Connection, *amqp.Channel, err
 
 // setupBroker declares the run's topic exchange and a durable queue bound to
 // it with "#", and starts the consumer that every step reads deliveries from.
+// It also declares the quorum queue of the quorum drain (quorum.go), unbound.
 func (e *env) setupBroker() error {
 	conn, ch, err := dialChannel(e.o.amqpURL, false)
 	if err != nil {
 		return fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
 	}
 	defer conn.Close()
+	e.stack.broker = brokerVersion(conn)
 	if err := ch.ExchangeDeclare(e.exchange, "topic", true, false, false, false, nil); err != nil {
 		return fmt.Errorf("declaring exchange: %w", err)
 	}
@@ -51,10 +53,13 @@ func (e *env) setupBroker() error {
 	if err := ch.QueueBind(e.queue, "#", e.exchange, false, nil); err != nil {
 		return fmt.Errorf("binding queue: %w", err)
 	}
+	if err := e.declareQuorumQueue(ch); err != nil {
+		return err
+	}
 	if e.o.noConsumer {
 		return nil
 	}
-	e.consumer, err = startConsumer(e.o.amqpURL, e.queue)
+	e.consumer, err = startConsumer(e.o.amqpURL, e.queue, true)
 	return err
 }
 
@@ -66,10 +71,11 @@ func (e *env) teardownBroker() {
 	}
 	defer conn.Close()
 	_, _ = ch.QueueDelete(e.queue, false, false, false)
+	_, _ = ch.QueueDelete(e.quorumQueue(), false, false, false)
 	_ = ch.ExchangeDelete(e.exchange, false, false)
 }
 
-// consumer reads the queue with auto-ack and hands each delivery to the
+// consumer reads a queue with auto-ack and hands each delivery to the
 // current sink. Deliveries whose message id is not the sink's are dropped.
 type consumer struct {
 	conn *amqp.Connection
@@ -77,12 +83,13 @@ type consumer struct {
 	done chan struct{}
 }
 
-func startConsumer(url, queue string) (*consumer, error) {
+// startConsumer consumes queue, as its only consumer when exclusive.
+func startConsumer(url, queue string, exclusive bool) (*consumer, error) {
 	conn, ch, err := dialChannel(url, false)
 	if err != nil {
 		return nil, err
 	}
-	deliveries, err := ch.Consume(queue, "bench", true, true, false, false, nil)
+	deliveries, err := ch.Consume(queue, "bench", true, exclusive, false, false, nil)
 	if err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("consuming %s: %w", queue, err)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // On a small machine every process of the stack competes for the same
@@ -26,7 +28,7 @@ type proc struct {
 // stackProcs finds the local processes of the stack: the broker, the MySQL
 // servers (from their pid files), and the bench itself.
 func (e *env) stackProcs(ctx context.Context) []proc {
-	out := []proc{{"broker", findProcess("beam.smp")}, {"primary", e.primaryPID}, {"replica", serverPID(ctx, e.replica)}}
+	out := []proc{{"broker", brokerPID(e.o.amqpURL)}, {"primary", e.primaryPID}, {"replica", serverPID(ctx, e.replica)}}
 	for i, db := range e.extras {
 		out = append(out, proc{"replica" + strconv.Itoa(i+2), serverPID(ctx, db)})
 	}
@@ -47,6 +49,66 @@ func serverPID(ctx context.Context, db *sql.DB) int {
 		return 0
 	}
 	return pid
+}
+
+// brokerPID is the broker's process: the beam.smp listening on the AMQP
+// URL's port. The stack runs two RabbitMQ nodes (3.10 on 5672, 4.3 on
+// 5673 for the other flavours), so the command name alone may pick the one
+// the run does not use. Where the sockets cannot be read (not root), it is
+// the first beam.smp.
+func brokerPID(amqpURL string) int {
+	port := 5672
+	if u, err := amqp.ParseURI(amqpURL); err == nil {
+		port = u.Port
+	}
+	if pid := listenerPID(port, "beam.smp"); pid > 0 {
+		return pid
+	}
+	return findProcess("beam.smp")
+}
+
+// listenerPID is the pid of the process whose command is name and which
+// holds a socket listening on TCP port (/proc/net/tcp and tcp6, then each
+// such process's fds); 0 when there is none or it cannot be read.
+func listenerPID(port int, name string) int {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// sl local_address rem_address st ... inode; the address is
+		// ADDR:PORT in hex, st 0A is LISTEN.
+		for _, line := range strings.Split(string(b), "\n") {
+			fs := strings.Fields(line)
+			if len(fs) < 10 || fs[3] != "0A" {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fs[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return 0
+	}
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, c := range comms {
+		b, err := os.ReadFile(c)
+		if err != nil || strings.TrimSpace(string(b)) != name {
+			continue
+		}
+		dir := filepath.Dir(c)
+		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err == nil && inodes[l] {
+				pid, _ := strconv.Atoi(filepath.Base(dir))
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // findProcess returns the pid of the first process whose command is name.

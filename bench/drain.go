@@ -171,13 +171,20 @@ func (d *drainClock) result(after sample) drainResult {
 		msgs: d.n, totalTime: last.Sub(d.start)}
 }
 
-// drainStep is step 2 at the main table size.
+// drainStep is step 2 at the main table size: the relay's drain into the
+// classic queue and into a quorum one (quorum.go), and the poller's.
 func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
 	rr, pr, err := e.drainBoth(ctx, rep, size)
 	if err != nil {
 		return err
 	}
+	qr, err := e.drainQuorum(ctx)
+	if err != nil {
+		return fmt.Errorf("relay into a quorum queue: %w", err)
+	}
 	rep.add("drain_relay_msgs_per_s", rr.rate, "msg/s")
+	rep.add("drain_relay_quorum_msgs_per_s", qr.rate, "msg/s")
+	rep.add("drain_relay_quorum_vs_classic_ratio", qr.rate/rr.rate, "x")
 	rep.add("drain_poller_msgs_per_s", pr.rate, "msg/s")
 	if e.brokerRate > 0 {
 		rep.add("drain_relay_vs_broker_pct", 100*rr.rate/e.brokerRate, "%")
@@ -187,13 +194,16 @@ func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
 	rep.add("scale_"+sizeLabel(size)+"_drain_relay_msgs_per_s", rr.rate, "msg/s")
 	rep.add("scale_"+sizeLabel(size)+"_drain_poller_msgs_per_s", pr.rate, "msg/s")
 	rep.add("drain_relay_first_delivery_ms", ms(rr.first), "ms")
+	rep.add("drain_relay_quorum_first_delivery_ms", ms(qr.first), "ms")
 	rep.add("drain_poller_first_delivery_ms", ms(pr.first), "ms")
 	rep.add("drain_relay_primary_stmts_per_1k_msgs", per1k(rr.load.stmts.questions, rr.msgs), "stmt")
+	rep.add("drain_relay_quorum_primary_stmts_per_1k_msgs", per1k(qr.load.stmts.questions, qr.msgs), "stmt")
 	rep.add("drain_poller_primary_stmts_per_1k_msgs", per1k(pr.load.stmts.questions, pr.msgs), "stmt")
 	rep.add("drain_relay_primary_wire_stmts_per_1k_msgs", per1k(rr.load.wire.questions, rr.msgs), "stmt")
 	rep.add("drain_poller_primary_wire_stmts_per_1k_msgs", per1k(pr.load.wire.questions, pr.msgs), "stmt")
-	if rr.load.cpu >= 0 && pr.load.cpu >= 0 && e.primaryPID > 0 {
+	if rr.load.cpu >= 0 && qr.load.cpu >= 0 && pr.load.cpu >= 0 && e.primaryPID > 0 {
 		rep.add("drain_relay_primary_cpu_ms_per_1k_msgs", per1kDur(rr.load.cpu, rr.msgs), "ms")
+		rep.add("drain_relay_quorum_primary_cpu_ms_per_1k_msgs", per1kDur(qr.load.cpu, qr.msgs), "ms")
 		rep.add("drain_poller_primary_cpu_ms_per_1k_msgs", per1kDur(pr.load.cpu, pr.msgs), "ms")
 	}
 	if rr.relayCPU >= 0 {
@@ -201,6 +211,7 @@ func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
 	}
 	rep.add("rss_relay_drain_peak_mb", mb(rr.rss), "MB")
 	rep.addCPU("drain_relay", "binlog-relay drain", rr.msgs, rr.cpu)
+	rep.addCPU("drain_relay_quorum", "into a quorum queue", qr.msgs, qr.cpu)
 	if ur, ok, err := e.drainUnmarked(ctx); err != nil {
 		return fmt.Errorf("relay without SENT marks: %w", err)
 	} else if ok {

@@ -76,13 +76,12 @@ func (e *env) lanesStep(ctx context.Context, rep *report) error {
 // quiesceBrief is quiesce with a shorter wait for an idle machine, so the
 // step stays short on a shared one.
 func quiesceBrief(ctx context.Context, e *env) error {
-	var pos string
-	if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	pos, err := e.primaryPos(ctx)
+	if err != nil {
 		return err
 	}
-	var res *int64
-	if err := e.replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&res); err != nil || res == nil || *res != 0 {
-		return fmt.Errorf("the replica did not reach %s within 300s (%v)", pos, err)
+	if err := waitApplied(ctx, e.replica, pos, 300*time.Second); err != nil {
+		return fmt.Errorf("the replica did not reach %s: %w", pos, err)
 	}
 	return waitMachineIdle(ctx, 10*time.Second)
 }

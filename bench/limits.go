@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/binlog-relay/binlog-relay/internal/showrow"
-
 	"context"
 	"database/sql"
 	"fmt"
@@ -12,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/showrow"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // The limits steps: the relay's memory while it drains large payloads, and
@@ -62,11 +63,8 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 		return err
 	}
 	prefix := e.nextPrefix("big")
-	// MariaDB logs each statement's text beside its row events
-	// (binlog_annotate_row_events): for these statements that would double
-	// the gigabytes every server's binlog takes. The relay reads only the
-	// row events.
-	bulk, err := openDB(e.o.primaryDSN, e.dbName, map[string]string{"binlog_annotate_row_events": "0"})
+	// Without the statements' text in the binlog (bulkParams).
+	bulk, err := openDB(e.o.primaryDSN, e.dbName, bulkParams())
 	if err != nil {
 		return err
 	}
@@ -284,8 +282,7 @@ func (e *env) purgeBinlogs() {
 	ctx, cancel := context.WithTimeout(context.Background(), 330*time.Second)
 	defer cancel()
 	if e.primary != nil {
-		var pos string
-		_ = e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+		pos, _ := e.primaryPos(ctx)
 		e.catchUpExtras(ctx, pos, 300*time.Second)
 	}
 	// Every replica of the primary must be among these: one left out could
@@ -348,31 +345,32 @@ func (e *env) purgeTo(ctx context.Context, label, dsn, file string, rotate bool)
 }
 
 // appliedSourceFile is the primary's binary log file holding the last event
-// a replica applied (Relay_Master_Log_File): the oldest it may ask for again.
-func appliedSourceFile(ctx context.Context, db execQuerier) (string, error) {
-	row, err := showrow.First(ctx, db, "SHOW SLAVE STATUS")
+// a replica applied (Relay_Master_Log_File, MySQL's Relay_Source_Log_File):
+// the oldest it may ask for again.
+func appliedSourceFile(ctx context.Context, db *sql.DB) (string, error) {
+	row, err := testenv.Current.ReplicaStatus(ctx, db)
 	if err != nil {
 		return "", fmt.Errorf("not a replica: %w", err)
 	}
-	for _, c := range []string{"Relay_Master_Log_File", "Relay_Source_Log_File"} {
-		if f, ok := row[c]; ok {
-			if f == "" {
-				return "", fmt.Errorf("no applied position")
-			}
-			return f, nil
-		}
+	f, ok := row["Relay_Master_Log_File"]
+	switch {
+	case !ok:
+		return "", fmt.Errorf("the replica status has no Relay_Master_Log_File")
+	case f == "":
+		return "", fmt.Errorf("no applied position")
 	}
-	return "", fmt.Errorf("SHOW SLAVE STATUS has no Relay_Master_Log_File")
+	return f, nil
 }
 
 type execQuerier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }
 
-// masterFile is the server's current binary log file (the first column of
-// SHOW MASTER STATUS, whose other columns differ between versions).
+// masterFile is the server's current binary log file (the File column of
+// SHOW MASTER STATUS, MySQL 9's SHOW BINARY LOG STATUS, whose other columns
+// differ between versions).
 func masterFile(ctx context.Context, db execQuerier) (string, error) {
-	row, err := showrow.First(ctx, db, "SHOW MASTER STATUS")
+	row, err := showrow.First(ctx, db, testenv.Current.BinlogStatusSQL())
 	if err != nil {
 		return "", fmt.Errorf("binary logging is off: %w", err)
 	}

@@ -19,10 +19,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
-// options are the flags. Defaults are the local stack (scripts/stack.sh)
-// and the figures issue 7 asks for.
+// options are the flags. Defaults are the local stack (scripts/stack.sh):
+// the servers and broker of the flavour RELAY_TEST_FLAVOR names (testenv;
+// each RELAY_TEST_*_DSN, RELAY_TEST_AMQP_URL and RELAY_TEST_REDIS_ADDR
+// overrides its address), and the figures issue 7 asks for.
 type options struct {
 	primaryDSN    string
 	replicaDSN    string
@@ -59,13 +63,6 @@ type options struct {
 
 var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes"}
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -92,11 +89,11 @@ type listFlags struct {
 // the listFlags it returns.
 func (o *options) define(fs *flag.FlagSet) listFlags {
 	var lists listFlags
-	fs.StringVar(&o.primaryDSN, "primary-dsn", envOr("RELAY_TEST_PRIMARY_DSN", "root@tcp(127.0.0.1:3307)/"), "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
-	fs.StringVar(&o.replicaDSN, "replica-dsn", envOr("RELAY_TEST_REPLICA_DSN", "root@tcp(127.0.0.1:3308)/"), "replica whose binlog the relay reads")
-	lists.extra = fs.String("extra-replica-dsns", envOr("RELAY_TEST_REPLICA2_DSN", "root@tcp(127.0.0.1:3309)/"), "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused during the measurements, caught up between steps and resumed at the end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
-	fs.StringVar(&o.amqpURL, "amqp-url", envOr("RELAY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ")
-	fs.StringVar(&o.redisAddr, "redis-addr", envOr("RELAY_TEST_REDIS_ADDR", "127.0.0.1:6379"), "Redis (the relay's checkpoints)")
+	fs.StringVar(&o.primaryDSN, "primary-dsn", testenv.PrimaryDSN, "primary (go-sql-driver DSN): the producer writes here, the relay marks rows SENT here, the poller polls here")
+	fs.StringVar(&o.replicaDSN, "replica-dsn", testenv.ReplicaDSN, "replica whose binlog the relay reads")
+	lists.extra = fs.String("extra-replica-dsns", testenv.Replica2DSN, "every other replica of the primary, comma-separated (the stack's second replica, there for failover tests): their replication is paused during the measurements, caught up between steps and resumed at the end, so only the replica the relay reads shares the cores; the primary's binary logs are purged at the end only up to what these and -replica-dsn have applied, so leave none out (an unreachable one keeps the primary's logs)")
+	fs.StringVar(&o.amqpURL, "amqp-url", testenv.AMQPURL, "RabbitMQ")
+	fs.StringVar(&o.redisAddr, "redis-addr", testenv.RedisAddr, "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
 	fs.StringVar(&o.relayYAML, "relay-yaml", "", "extra top-level YAML appended to the relay's config (e.g. 'relay: {flush_interval: 100ms}')")
 	lists.relayEnv = fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
@@ -214,7 +211,9 @@ func run(ctx context.Context, o *options, rep *report) error {
 		return err
 	}
 	defer e.close()
-	progress("database %s, exchange %s, queue %s", e.dbName, e.exchange, e.queue)
+	rep.stack = e.stack
+	progress("flavour %s: primary %s, replica %s; broker %s", e.stack.flavor, e.stack.primary, e.stack.replica, e.stack.broker)
+	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.exchange, e.queue, e.quorumQueue())
 
 	if o.phases["broker"] {
 		if err := e.brokerLimit(ctx, rep); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"slices"
@@ -100,9 +99,9 @@ func (e *env) fixedRate(ctx context.Context, c *contender, d, idle time.Duration
 // lagProbe samples how long the replica takes to apply what the primary
 // has committed: every 100 ms it reads the primary's GTID position (a bench
 // statement, subtracted from the primary's load like the others) and times
-// MASTER_GTID_WAIT for it on the replica. binlog-relay reads the replica, so
-// this delay is part of its commit-to-delivery latency; the rest is the relay
-// and the broker.
+// the wait for it on the replica (waitApplied). binlog-relay reads the
+// replica, so this delay is part of its commit-to-delivery latency; the rest
+// is the relay and the broker.
 type lagProbe struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -122,13 +121,12 @@ func (e *env) startLagProbe(ctx context.Context) *lagProbe {
 				return
 			case <-t.C:
 			}
-			var pos string
-			if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+			pos, err := e.primaryPos(ctx)
+			if err != nil {
 				continue
 			}
 			start := time.Now()
-			var res sql.NullInt64
-			if err := e.replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 10)", pos).Scan(&res); err != nil || res.Int64 != 0 {
+			if err := waitApplied(ctx, e.replica, pos, 10*time.Second); err != nil {
 				continue
 			}
 			p.lags = append(p.lags, time.Since(start))

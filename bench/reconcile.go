@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,13 +80,12 @@ func (e *env) createReconcileDB(ctx context.Context, db string) error {
 			return fmt.Errorf("creating %s in %s: %w", f, db, err)
 		}
 	}
-	var pos string
-	if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+	pos, err := e.primaryPos(ctx)
+	if err != nil {
 		return err
 	}
-	var res sql.NullInt64
-	if err := e.replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 60)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
-		return fmt.Errorf("the replica did not create %s within 60s (%v)", db, err)
+	if err := waitApplied(ctx, e.replica, pos, 60*time.Second); err != nil {
+		return fmt.Errorf("the replica did not create %s: %w", db, err)
 	}
 	return nil
 }

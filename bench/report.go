@@ -13,6 +13,7 @@ import (
 
 // report holds the figures in the order they were measured.
 type report struct {
+	stack   stackInfo // empty when the run ended before it reached the servers
 	figures []figure
 	cpu     []cpuRow
 	scale   map[int]map[string]float64 // by table size: drain_relay, drain_poller, p50_<label>, p99_<label>
@@ -84,8 +85,14 @@ func num(v float64) string {
 	}
 }
 
-// print writes one `name value unit` line per figure, then the tables.
+// print writes the header (what the run ran on, as # comments), one `name
+// value unit` line per figure, then the tables.
 func (r *report) print(w io.Writer, o *options) {
+	if r.stack.flavor != "" {
+		for _, l := range r.stack.header() {
+			fmt.Fprintln(w, l)
+		}
+	}
 	for _, f := range r.figures {
 		fmt.Fprintf(w, "%s %s %s\n", f.name, num(f.value), f.unit)
 	}
@@ -125,12 +132,20 @@ func (t *tables) drain() {
 	t.row("broker limit", t.cell("broker_limit_msgs_per_s", ""), "100%", "", "", "")
 	t.row("binlog-relay", t.cell("drain_relay_msgs_per_s", ""), t.cell("drain_relay_vs_broker_pct", "%"), t.cell("drain_relay_primary_stmts_per_1k_msgs", ""),
 		t.cell("drain_relay_primary_cpu_ms_per_1k_msgs", ""), t.cell("drain_relay_first_delivery_ms", ""))
+	if _, ok := t.r.get("drain_relay_quorum_msgs_per_s"); ok {
+		t.row("into a quorum queue", t.cell("drain_relay_quorum_msgs_per_s", ""), "", t.cell("drain_relay_quorum_primary_stmts_per_1k_msgs", ""),
+			t.cell("drain_relay_quorum_primary_cpu_ms_per_1k_msgs", ""), t.cell("drain_relay_quorum_first_delivery_ms", ""))
+	}
 	if _, ok := t.r.get("drain_relay_unmarked_msgs_per_s"); ok {
 		t.row("without SENT marks", t.cell("drain_relay_unmarked_msgs_per_s", ""), t.cell("drain_relay_unmarked_vs_broker_pct", "%"), "0", "", "")
 	}
 	t.row("poller", t.cell("drain_poller_msgs_per_s", ""), t.cell("drain_poller_vs_broker_pct", "%"), t.cell("drain_poller_primary_stmts_per_1k_msgs", ""),
 		t.cell("drain_poller_primary_cpu_ms_per_1k_msgs", ""), t.cell("drain_poller_first_delivery_ms", ""))
 	_ = t.tw.Flush()
+	if _, ok := t.r.get("drain_relay_quorum_vs_classic_ratio"); ok {
+		fmt.Fprintf(t.w, "(binlog-relay into a quorum queue over into the classic one: %sx; the broker limit is the classic queue's)\n",
+			t.cell("drain_relay_quorum_vs_classic_ratio", ""))
+	}
 }
 
 func (t *tables) cpu() {

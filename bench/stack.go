@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
 // env is one bench run's servers and the things it created.
@@ -49,7 +50,8 @@ type env struct {
 	// relaySection, when set, is the relay: section of the relay's config
 	// (the lanes step's lanes and ordering).
 	relaySection string
-	procs        []proc // local processes of the stack, for CPU use
+	procs        []proc    // local processes of the stack, for CPU use
+	stack        stackInfo // what the run runs on, for the report's header
 }
 
 // openDB opens a DSN with the bench's options: client-side interpolation, so
@@ -95,6 +97,12 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("primary: %w", err)
 	}
+	e.stack.flavor = testenv.Current.Name
+	if e.stack.primary, err = serverVersion(ctx, root, "-primary-dsn"); err != nil {
+		_ = root.Close()
+		return nil, err
+	}
+	e.ownStmts.note("SELECT VERSION()")
 	e.ownStmts.note("CREATE DATABASE")
 	_, err = root.ExecContext(ctx, "CREATE DATABASE "+e.dbName)
 	_ = root.Close()
@@ -115,6 +123,9 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 	if e.replica, err = openDB(o.replicaDSN, "", nil); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
+	if e.stack.replica, err = serverVersion(ctx, e.replica, "-replica-dsn"); err != nil {
+		return nil, err
+	}
 	for _, dsn := range o.extraReplicas {
 		db, err := openDB(dsn, "", nil)
 		if err != nil {
@@ -122,7 +133,7 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 			continue
 		}
 		// STOP/START REPLICA: MariaDB 10.5+, MySQL 8.0.22+.
-		if _, err := db.ExecContext(ctx, "STOP REPLICA"); err != nil {
+		if _, err := db.ExecContext(ctx, testenv.StopReplicaSQL); err != nil {
 			progress("extra replica %s not paused: %v", redactDSN(dsn), err)
 			_ = db.Close()
 			continue
@@ -216,7 +227,7 @@ func (e *env) resumeExtras() {
 	defer cancel()
 	var pos string
 	if e.primary != nil {
-		_ = e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+		pos, _ = e.primaryPos(ctx)
 	}
 	e.catchUp(ctx, pos, 15*time.Second, false)
 }
@@ -235,15 +246,13 @@ func (e *env) catchUpExtras(ctx context.Context, pos string, max time.Duration) 
 // to reach pos, and with pause stops it again.
 func (e *env) catchUp(ctx context.Context, pos string, max time.Duration, pause bool) {
 	for _, db := range e.extras {
-		if _, err := db.ExecContext(ctx, "START REPLICA"); err != nil {
+		if _, err := db.ExecContext(ctx, testenv.StartReplicaSQL); err != nil {
 			progress("extra replica: resuming replication: %v (scripts/stack.sh up resumes it)", err)
 			continue
 		}
 		if pos != "" {
 			start := time.Now()
-			var res sql.NullInt64
-			err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", pos, int(max.Seconds())).Scan(&res)
-			if err != nil || !res.Valid || res.Int64 != 0 {
+			if err := waitApplied(ctx, db, pos, max); err != nil {
 				progress("extra replica: not caught up with %s after %s (%v); it goes on in the background", pos, time.Since(start).Round(time.Second), err)
 			} else if d := time.Since(start); d > 5*time.Second {
 				progress("extra replica: caught up with the primary in %s", d.Round(time.Second))
@@ -252,7 +261,7 @@ func (e *env) catchUp(ctx context.Context, pos string, max time.Duration, pause 
 		if !pause {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, "STOP REPLICA"); err != nil {
+		if _, err := db.ExecContext(ctx, testenv.StopReplicaSQL); err != nil {
 			progress("extra replica: pausing replication again: %v", err)
 		}
 	}
@@ -351,13 +360,12 @@ func (e *env) findPrimaryPID(ctx context.Context) int {
 // InnoDB's purge has caught up, so the next measurement does not share the
 // machine with catch-up work from the previous step.
 func (e *env) quiesce(ctx context.Context) error {
-	var pos string
-	if err := e.primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
-		return fmt.Errorf("reading the primary's GTID position: %w", err)
+	pos, err := e.primaryPos(ctx)
+	if err != nil {
+		return err
 	}
-	var res sql.NullInt64
-	if err := e.replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 300)", pos).Scan(&res); err != nil || !res.Valid || res.Int64 != 0 {
-		return fmt.Errorf("the replica did not reach %s within 300s (%v)", pos, err)
+	if err := waitApplied(ctx, e.replica, pos, 300*time.Second); err != nil {
+		return fmt.Errorf("the replica did not reach %s: %w", pos, err)
 	}
 	e.catchUpExtras(ctx, pos, 300*time.Second)
 	deadline := time.Now().Add(60 * time.Second)
