@@ -53,8 +53,9 @@ func (e *env) rebind(from, to string) error {
 // its own; the classic queue and its consumer are back when it returns.
 func (e *env) drainQuorum(ctx context.Context) (drainResult, error) {
 	progress("drain: binlog-relay again into a quorum queue, %d rows", e.o.backlog)
-	// Not an exclusive consumer: quorum queues do not support them on
-	// every broker version, and the queue is the run's own anyway.
+	// Not an exclusive consumer: the queue is the run's own, so exclusivity
+	// would buy nothing, and the drain should not depend on a consumer
+	// feature beyond plain auto-ack.
 	c, err := startConsumer(e.o.amqpURL, e.quorumQueue(), false)
 	if err != nil {
 		return drainResult{}, err
