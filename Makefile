@@ -75,8 +75,15 @@ demo: build
 	scripts/stack.sh up mariadb-10.11
 	ORDERS=$(or $(ORDERS),2000) examples/order-inventory/demo.sh
 
-bench: stack-up build
-	$(GO) run ./bench $(BENCH_FLAGS)
+# make bench [BENCH_FLAVOR=mariadb|mysql|<flavour>] [BENCH_FLAGS=...]: the bench
+# (bench/README.md) on one flavour of the stack, its servers and broker only:
+# mariadb is mariadb-10.11 (the default) with RabbitMQ 3.10, mysql is
+# mysql-9.7 with RabbitMQ 4.3; any name scripts/stack.sh knows works too.
+BENCH_FLAVOR ?= mariadb-10.11
+bench_flavor = $(or $(if $(filter mysql,$(BENCH_FLAVOR)),mysql-9.7),$(if $(filter mariadb,$(BENCH_FLAVOR)),mariadb-10.11),$(BENCH_FLAVOR))
+bench: build
+	scripts/stack.sh up $(bench_flavor)
+	stack_env="$$(scripts/stack.sh env $(bench_flavor))" && eval "$$stack_env" && $(GO) run ./bench $(BENCH_FLAGS)
 
 chaos: stack-up build
 	$(GO) test -count=1 -v -run TestChaos -timeout 30m ./test/chaos/ -chaos.duration=5m
