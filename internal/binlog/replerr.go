@@ -69,11 +69,13 @@ func IsPurgedMessage(msg string) bool {
 // server_uuid) already connected, the source drops the older connection.
 // MySQL ends it with 1236 "A slave with the same server_uuid/server_id as
 // this slave has connected to the master" (8.0.26+: "A replica ... this
-// replica has connected to the source"); MariaDB (10.11 on the test stack)
-// with 4052 ER_SLAVE_SAME_ID "A slave with the same server_uuid/server_id
-// is already connected".
+// replica has connected to the source"); MariaDB with 4052
+// ER_SLAVE_SAME_ID "A slave with the same server_uuid/server_id is already
+// connected" (10.11), "A slave with the same server_id is already
+// connected" (11.8).
 var serverIDMessages = []string{
 	"same server_uuid/server_id",
+	"same server_id is already connected",
 }
 
 // erSlaveSameID is MariaDB's ER_SLAVE_SAME_ID.

@@ -262,6 +262,8 @@ func TestClassifyError1236(t *testing.T) {
 		{"Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged.", replErrPurged},
 		{"A slave with the same server_uuid/server_id as this slave has connected to the master; the first event 'binlog.000002' at 4, the last event read from './binlog.000002' at 126, the last byte read from './binlog.000002' at 126.", replErrServerID},
 		{"A replica with the same server_uuid/server_id as this replica has connected to the source; the first event 'binlog.000017' at 4", replErrServerID},
+		// MariaDB 11.8 (seen on the test stack; its code is 4052 too)
+		{"A slave with the same server_id is already connected; the first event '.' at 0, the last event read from 'binlog.000010' at 18277, the last byte read from 'binlog.000010' at 18308.", replErrServerID},
 		// Not purged: reported as themselves.
 		{"An attempt was made to binlog GTID 0-1-5 which would create an out-of-order sequence number with existing GTID 0-1-6, and gtid strict mode is enabled", replErrOther},
 		{"Error: connecting slave requested to start from GTID 0-9-100, which is not in the master's binlog", replErrOther},
