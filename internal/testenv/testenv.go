@@ -239,39 +239,27 @@ func (d *DB) Count(t testing.TB, q string, args ...any) int {
 // for SHOW statements, whose other columns vary between servers.
 func FirstColumn(t testing.TB, db *sql.DB, query string) []string {
 	t.Helper()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatalf("query %.80q: %v", query, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatalf("query %.80q: %v", query, err)
-	}
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatalf("query %.80q: %v", query, err)
-		}
-		if b, ok := vals[0].([]byte); ok {
-			vals[0] = string(b)
-		}
-		out = append(out, fmt.Sprint(vals[0]))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("query %.80q: %v", query, err)
-	}
-	return out
+	return column(t, db, query, func([]string) int { return 0 })
 }
 
 // ColumnOf returns one column, by name, of every row query returns, as
 // text: for SHOW statements, whose column sets vary between servers.
-func ColumnOf(t testing.TB, db *sql.DB, query, column string) []string {
+func ColumnOf(t testing.TB, db *sql.DB, query, name string) []string {
+	t.Helper()
+	return column(t, db, query, func(cols []string) int {
+		for i, c := range cols {
+			if c == name {
+				return i
+			}
+		}
+		t.Fatalf("query %.80q has no column %s (%v)", query, name, cols)
+		return -1
+	})
+}
+
+// column returns the column pick chooses of every row query returns, as
+// text (NULL as "").
+func column(t testing.TB, db *sql.DB, query string, pick func(cols []string) int) []string {
 	t.Helper()
 	rows, err := db.Query(query)
 	if err != nil {
@@ -282,15 +270,7 @@ func ColumnOf(t testing.TB, db *sql.DB, query, column string) []string {
 	if err != nil {
 		t.Fatalf("query %.80q: %v", query, err)
 	}
-	at := -1
-	for i, c := range cols {
-		if c == column {
-			at = i
-		}
-	}
-	if at < 0 {
-		t.Fatalf("query %.80q has no column %s (%v)", query, column, cols)
-	}
+	at := pick(cols)
 	var out []string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))

@@ -59,7 +59,7 @@ func insertOn(t *testing.T, db *sql.DB, session []string, exchange, prefix strin
 // (a GTID tag, compression) to the next user.
 func discard(conn *sql.Conn) { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }
 
-// A tagged GTID (MySQL 8.4+: SET gtid_next='AUTOMATIC:tag') is kept in the
+// A tagged GTID (MySQL 8.3+: SET gtid_next='AUTOMATIC:tag') is kept in the
 // checkpoint as the server writes it, and a restart resumes from it:
 // every row arrives once, in order, and status shows the tag.
 func TestMySQLTaggedGTIDsInTheCheckpoint(t *testing.T) {
