@@ -411,3 +411,48 @@ func TestMySQLRemovedStatementsNeverSent(t *testing.T) {
 	}
 	t.Logf("%d statements to the source, none removed in MySQL 9", len(sent))
 }
+
+// The delay behind the primary is measured with tagged GTIDs too: while
+// the source's SQL thread is stopped and the primary writes tagged
+// transactions, the delay grows; once the replica applies them and the
+// relay has streamed them, the primary's tagged set is covered by the
+// relay's position and the delay is 0 again.
+func TestMySQLTaggedGTIDsInTheDelay(t *testing.T) {
+	onlyMySQL(t)
+	tp := testenv.NewTopology(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	yaml := topologyYAML(tp, testenv.UniqueName("tagdelay"), fmt.Sprintf("  - {preset: producer-message, schema: %s}\n", tp.DB), map[string]string{
+		"http":    `{addr: "127.0.0.1:0", ready_max_lag: 30s}`,
+		"sweeper": "{enabled: false}",
+	})
+	r := relaytest.StartRelay(t, yaml)
+	base := httpAddr(t, r.App)
+	delay := func() (float64, bool) {
+		fams, _ := scrape(t, base)
+		return value(fams, "binlog_relay_source_delay_seconds")
+	}
+	tag := []string{"SET gtid_next = 'AUTOMATIC:delay'"}
+	want := insertOn(t, tp.On(t, "switch1"), tag, br.Exchange, "d1", 5, 10)
+	waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
+
+	tp.Exec(t, "switch2", "STOP REPLICA SQL_THREAD")
+	t.Cleanup(func() { _, _ = tp.Servers["switch2"].Exec("START REPLICA SQL_THREAD") })
+	want = append(want, insertOn(t, tp.On(t, "switch1"), tag, br.Exchange, "d2", 5, 10)...)
+	testenv.WaitFor(t, 15*time.Second, "the delay to grow behind tagged transactions", func() (bool, string) {
+		v, ok := delay()
+		return ok && v >= 2, fmt.Sprintf("delay %v (present %v)", v, ok)
+	})
+	tp.Exec(t, "switch2", "START REPLICA SQL_THREAD")
+	waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
+	testenv.WaitFor(t, 20*time.Second, "the delay back to 0 once the tagged set is streamed", func() (bool, string) {
+		v, ok := delay()
+		return ok && v == 0, fmt.Sprintf("delay %v (present %v)", v, ok)
+	})
+	var status strings.Builder
+	if err := r.App.Status(context.Background(), &status); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), ":delay:") {
+		t.Errorf("status does not show the tagged position:\n%s", status.String())
+	}
+}
