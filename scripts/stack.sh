@@ -401,7 +401,10 @@ applied() {
   if is_mysql; then sql "$1" -e "SELECT WAIT_FOR_EXECUTED_GTID_SET('$2', 30)"
   else sql "$1" -e "SELECT MASTER_GTID_WAIT('$2', 30)"; fi
 }
-applied_pos() { if is_mysql; then sql "$1" -e 'SELECT @@gtid_executed'; else sql "$1" -e 'SELECT @@gtid_slave_pos'; fi; }
+applied_pos() { if is_mysql; then gtid_pos "$1"; else sql "$1" -e 'SELECT @@gtid_slave_pos'; fi; }
+# gtid_pos NAME: what the server has logged, on one line (MySQL breaks gtid_executed after each
+# UUID's comma, and the client's batch mode would print that newline as a literal \n).
+gtid_pos() { sql "$1" -e "SELECT REPLACE(@@$(gtid_var), CHAR(10), '')"; }
 
 # catch_up REPLICA POS: wait until REPLICA has applied POS. A replica left behind (a killed
 # bench, a machine stopped mid-run) may have gigabytes to apply: wait as long as it makes
@@ -425,14 +428,14 @@ verify_replication() {
   sql primary -e "CREATE DATABASE IF NOT EXISTS stack_check;
     CREATE TABLE IF NOT EXISTS stack_check.t (id INT AUTO_INCREMENT PRIMARY KEY, token VARCHAR(64));
     INSERT INTO stack_check.t (token) VALUES ('$token');"
-  pos=$(sql primary -e "SELECT @@$(gtid_var)" | tr -d '\n')
+  pos=$(gtid_pos primary)
   for r in "${REPLICAS[@]}"; do
     catch_up "$r" "$pos"
     [[ $(sql "$r" -e "SELECT COUNT(*) FROM stack_check.t WHERE token='$token'") == 1 ]] \
       || die "$FLAVOR $r: reached $pos but the check row is missing"
   done
   # Drop it again and wait, so tests start from a quiet, in-sync stack.
-  sql primary -e 'DROP DATABASE stack_check'; pos=$(sql primary -e "SELECT @@$(gtid_var)" | tr -d '\n')
+  sql primary -e 'DROP DATABASE stack_check'; pos=$(gtid_pos primary)
   for r in "${REPLICAS[@]}"; do catch_up "$r" "$pos"; done
   log "$FLAVOR: replication ok: primary -> ${REPLICAS[*]} at gtid $pos"
 }
@@ -526,7 +529,7 @@ default_user = guest
 default_pass = guest
 CONF
   echo '[rabbitmq_management,rabbitmq_consistent_hash_exchange].' >"$d/enabled_plugins"
-  : >"$d/advanced.config"; echo '[].' >"$d/advanced.config"
+  echo '[].' >"$d/advanced.config"
   chroot "$CHROOT_BASE/mysql" chown -R rabbitmq:rabbitmq "$d"
   log "rabbitmq 4.3: starting node $RABBIT4_NODE on 127.0.0.1:5673"
   # The server runs as the chroot's rabbitmq user (the package's wrapper switches to it), with
@@ -635,13 +638,12 @@ status_flavor() {
   set_flavor "$1"
   for n in "${NAMES[@]}"; do
     if ! is_up "$n"; then printf '%-14s %-9s down  127.0.0.1:%s\n' "$FLAVOR" "$n" "$(port_of "$n")"; ok=1; continue; fi
-    gtid=$(sql "$n" -e "SELECT @@$(gtid_var)" | tr -d '\n')
+    gtid=$(gtid_pos "$n")
     line=$(printf '%-14s %-9s up    127.0.0.1:%s  %s  gtid=%s' "$FLAVOR" "$n" "$(port_of "$n")" "$(version_of "$n")" "${gtid:-none}")
     if [[ $n == replica* ]]; then
       io=$(slave_field "$n" "$(io_field)"); sq=$(slave_field "$n" "$(sql_field)")
       line+="  io=${io:-none} sql=${sq:-none} lag=$(slave_field "$n" "$(lag_field)")"
-      if is_mysql; then err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error)
-      else err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error); fi
+      err=$(slave_field "$n" Last_IO_Error)$(slave_field "$n" Last_SQL_Error)
       [[ -n $err ]] && line+="  error=\"$err\""
       [[ $io/$sq == Yes/Yes ]] || ok=1
     elif [[ $n == misconf ]]; then line+="  binlog_format=$(sql "$n" -e 'SELECT @@binlog_format')"
