@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // checkMessageIDIndexes warns about each table whose message-id column is

@@ -17,9 +17,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 func variable(ctx context.Context, db *sql.DB, name string) (string, bool) {
@@ -83,7 +85,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 		{privs: []string{"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}, why: "to read the binlog position (SHOW MASTER STATUS)"},
 	})
 	c.checkTables(ctx, where, a.Source, a.Cfg.Tables, "SELECT", func(t *outbox.Table) string {
-		return "SELECT 1 FROM " + t.QuotedName() + " LIMIT 0"
+		return "SELECT 1 FROM " + outboxsql.QuotedName(t) + " LIMIT 0"
 	})
 	c.checkMessageIDIndexes(ctx, where, a.Source, a.Cfg.Tables)
 	return true
@@ -184,7 +186,7 @@ func (c *checker) checkTables(ctx context.Context, where string, db *sql.DB, tab
 			}
 		}
 		if _, err := db.ExecContext(ctx, probe(t)); err != nil {
-			c.add(Error, where, "the relay user cannot %s on %s: GRANT %s ON %s TO the relay user (%v)", priv, t.FullName(), priv, t.QuotedName(), err)
+			c.add(Error, where, "the relay user cannot %s on %s: GRANT %s ON %s TO the relay user (%v)", priv, t.FullName(), priv, outboxsql.QuotedName(t), err)
 		}
 	}
 }
@@ -288,7 +290,7 @@ func (c *checker) checkPrimary(ctx context.Context) {
 	// A statement that matches nothing: it proves the UPDATE grant and
 	// writes nothing (no binlog event either).
 	c.checkTables(ctx, where, a.Primary, written, "UPDATE", func(t *outbox.Table) string {
-		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", t.QuotedName(), outbox.QuoteIdent(t.Columns.Status))
+		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", outboxsql.QuotedName(t), ident.Quote(t.Columns.Status))
 	})
 }
 

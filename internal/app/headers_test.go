@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Every header left out is counted; each table and header is warned about

@@ -13,8 +13,8 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 func TestReadyzReasonsNameEachConnection(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // checkpointLogEvery spaces the info line about checkpoints: saves happen

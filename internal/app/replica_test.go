@@ -9,7 +9,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // A MariaDB position is one GTID per domain: a switchover changes the

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Requeue puts FAILED rows back to PENDING with retry_count reset, on the

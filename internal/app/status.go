@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, and the
@@ -32,7 +33,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 		if t.Columns.Status == "" {
 			continue
 		}
-		rows, err := a.Source.QueryContext(ctx, t.CountByStatusSQL(nil))
+		rows, err := a.Source.QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
 		if err != nil {
 			fmt.Fprintf(w, "table        %s: %v\n", t.FullName(), err)
 			continue

@@ -14,10 +14,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // sweeperService returns the sweeper to run inside `run`, or nil when
@@ -99,7 +100,7 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 	}
 	if l.RetryRatio >= 0 {
 		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried %d+ times)\n",
-			100*l.RetryRatio, l.Retried, l.Recent, outbox.RetriedFrom)
+			100*l.RetryRatio, l.Retried, l.Recent, outboxsql.RetriedFrom)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Genuine binlog files written by MySQL 8.0.22-9.6 and MariaDB 10.5, run

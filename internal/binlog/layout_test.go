@@ -12,8 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // fakeSchema is a SchemaSource whose table definition the test changes, as

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Config is the replica the reader streams from.

@@ -9,7 +9,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // XA transactions in the binlog (MySQL 5.7.7+, MariaDB 10.5+) are two

@@ -27,7 +27,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Config is the whole file.
@@ -401,7 +402,7 @@ func (c *Config) resolveSecrets() error {
 // stages (internal/app checks them at start-up and in lint).
 func (c *Config) Validate() error {
 	var errs []error
-	if err := outbox.CheckIdent("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
+	if err := ident.Check("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateServers()...)

@@ -10,8 +10,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Reconcile is the `reconcile:` section: the consumer inboxes to compare
@@ -206,7 +207,7 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 	}
 	if c.Schema == "" {
 		bad("schema", "required: the database holding the inbox table")
-	} else if err := outbox.CheckIdent(field+".schema", c.Schema); err != nil {
+	} else if err := ident.Check(field+".schema", c.Schema); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := c.InboxLayout(); err != nil {

@@ -8,7 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Status names as they appear in the outbox_rows "status" label, whatever
@@ -116,16 +117,16 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if len(watched) == 0 {
 		return q, false
 	}
-	q.counts = t.CountByStatusSQL(watched)
+	q.counts = outboxsql.CountByStatusSQL(t, watched)
 	if s.Pending != "" && c.CreatedAt != "" {
-		q.oldest = t.OldestAgeSQL([]string{s.Pending})
+		q.oldest = outboxsql.OldestAgeSQL(t, []string{s.Pending})
 	}
 	if c.RetryCount != "" && c.UpdatedAt != "" {
 		all := watched
 		if s.Sent != "" {
 			all = append(append([]string(nil), watched...), s.Sent)
 		}
-		q.retries, q.retryArg = t.RetryRatioSQL(all)
+		q.retries, q.retryArg = outboxsql.RetryRatioSQL(t, all)
 	}
 	return q, true
 }

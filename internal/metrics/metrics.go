@@ -25,8 +25,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Namespace prefixes every metric.

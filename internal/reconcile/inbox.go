@@ -8,9 +8,10 @@ import (
 	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // consumer is one consumer's inbox, read through its table layout.
@@ -32,10 +33,10 @@ func newConsumer(cc config.ReconcileConsumer, db *sql.DB, all []*outbox.Table) (
 		return nil, err
 	}
 	c := &consumer{name: cc.Name, value: cc.Consumer, db: db, layout: layout, schema: cc.Schema,
-		table:  outbox.QuoteIdent(cc.Schema) + "." + outbox.QuoteIdent(layout.Table),
+		table:  ident.Quote(cc.Schema) + "." + ident.Quote(layout.Table),
 		filter: newFilter(cc.Exchanges, cc.RoutingKeys), tables: all}
 	if layout.LogTable != "" {
-		c.logTable = outbox.QuoteIdent(cc.Schema) + "." + outbox.QuoteIdent(layout.LogTable)
+		c.logTable = ident.Quote(cc.Schema) + "." + ident.Quote(layout.LogTable)
 	}
 	if len(cc.Tables) > 0 {
 		c.tables = nil
@@ -78,7 +79,7 @@ func (c *consumer) stateTable() bool { return c.layout.Kind == inbox.KindState }
 // consumerCond is the condition on the consumer column, when the table has one.
 func (c *consumer) consumerCond() (string, []any) {
 	if col := c.layout.Columns.Consumer; col != "" {
-		return outbox.QuoteIdent(col) + " = ?", []any{c.value}
+		return ident.Quote(col) + " = ?", []any{c.value}
 	}
 	return "", nil
 }
@@ -92,15 +93,15 @@ func (c *consumer) lookup(ctx context.Context, ids []string) ([]record, error) {
 	cols := c.layout.Columns
 	var sel string
 	if c.stateTable() {
-		sel = outbox.QuoteIdent(cols.MessageID) + ", " + outbox.QuoteIdent(cols.Status)
+		sel = ident.Quote(cols.MessageID) + ", " + ident.Quote(cols.Status)
 	} else {
-		sel = outbox.QuoteIdent(cols.MessageID) + ", ''"
+		sel = ident.Quote(cols.MessageID) + ", ''"
 	}
 	where, args := c.consumerCond()
 	if where != "" {
 		where += " AND "
 	}
-	where += outbox.QuoteIdent(cols.MessageID) + " IN (" + placeholders(len(ids)) + ")"
+	where += ident.Quote(cols.MessageID) + " IN (" + placeholders(len(ids)) + ")"
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -114,8 +115,8 @@ func (c *consumer) lookup(ctx context.Context, ids []string) ([]record, error) {
 		for i, id := range ids {
 			args[i] = id
 		}
-		id := outbox.QuoteIdent(lc.MessageID)
-		q := "SELECT " + id + ", " + outbox.QuoteIdent(lc.Status) + " FROM " + c.logTable + " WHERE " + id + " IN (" + placeholders(len(ids)) + ")"
+		id := ident.Quote(lc.MessageID)
+		q := "SELECT " + id + ", " + ident.Quote(lc.Status) + " FROM " + c.logTable + " WHERE " + id + " IN (" + placeholders(len(ids)) + ")"
 		logRecs, err := c.read(ctx, q, args, true)
 		if err != nil {
 			return nil, fmt.Errorf("reading processing log %s of consumer %s: %w", c.logTable, c.name, err)
@@ -210,7 +211,7 @@ func selectNothing(ctx context.Context, db *sql.DB, table string, cols []string)
 	var quoted []string
 	for _, c := range cols {
 		if c != "" {
-			quoted = append(quoted, outbox.QuoteIdent(c))
+			quoted = append(quoted, ident.Quote(c))
 		}
 	}
 	rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+table+" LIMIT 0")

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
@@ -103,7 +103,7 @@ func (s *scan) repairChunk(ctx context.Context, rows []outRow) error {
 		rp.Repairable.add(row.msgID, max)
 		if s.repair {
 			reset = append(reset, sweeper.SentRow{ID: row.id, Version: row.version})
-			byID[outbox.ValueString(row.id)] = row.msgID
+			byID[colval.ValueString(row.id)] = row.msgID
 		}
 	}
 	if len(reset) == 0 {
@@ -111,7 +111,7 @@ func (s *scan) repairChunk(ctx context.Context, rows []outRow) error {
 	}
 	done, err := sweeper.ResetSent(ctx, s.r.primary, s.t, reset, repairNote)
 	for _, id := range done {
-		rp.Reset.add(byID[outbox.ValueString(id)], max)
+		rp.Reset.add(byID[colval.ValueString(id)], max)
 	}
 	if err != nil {
 		return err

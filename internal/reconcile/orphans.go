@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // finder looks message ids up in one outbox table, through the index on its
@@ -99,7 +101,7 @@ func (r *Reconciler) newFinder(ctx context.Context, t *outbox.Table) (*finder, s
 		return nil, "", fmt.Errorf("reading the indexes of %s: %w", t.FullName(), err)
 	case !indexed:
 		return nil, fmt.Sprintf("%s has no index on its message id column %s (ALTER TABLE %s ADD INDEX (%s) makes the check possible)",
-			t.FullName(), f.col, t.QuotedName(), outbox.QuoteIdent(f.col)), nil
+			t.FullName(), f.col, outboxsql.QuotedName(t), ident.Quote(f.col)), nil
 	}
 	f.intCol = strings.Contains(strings.ToLower(dataType), "int")
 	return f, "", nil
@@ -127,7 +129,7 @@ func (f *finder) find(ctx context.Context, db *sql.DB, ids []string) ([]string, 
 	if len(args) == 0 {
 		return nil, nil
 	}
-	q, cols := f.t.LookupSQL(f.col, len(args))
+	q, cols := outboxsql.LookupSQL(f.t, f.col, len(args))
 	var found []string
 	err := eachOutboxRow(ctx, db, f.t, q, args, cols, 0, func(row *outbox.Row, _ []any, _ bool) error {
 		found = append(found, router.MessageID(row))
@@ -170,9 +172,9 @@ func newInboxScan(c *consumer, size int, since, until string) *inboxScan {
 	if !c.stateTable() {
 		key, timeCol = cols.MessageID, cols.CreatedAt
 	}
-	sc := &inboxScan{c: c, size: size, key: outbox.QuoteIdent(key), since: since, until: until}
+	sc := &inboxScan{c: c, size: size, key: ident.Quote(key), since: since, until: until}
 	if timeCol != "" {
-		sc.time = outbox.QuoteIdent(timeCol)
+		sc.time = ident.Quote(timeCol)
 	}
 	// The ranges are drawn over every consumer's rows, so that no statement
 	// examines more than a chunk of a table several consumers share.
@@ -197,7 +199,7 @@ func (sc *inboxScan) next(ctx context.Context) ([]string, bool, error) {
 		conds = append(conds, sc.time+" >= ? AND "+sc.time+" < ?")
 		args = append(args, sc.since, sc.until)
 	}
-	q := "SELECT " + sc.key + ", " + outbox.QuoteIdent(c.layout.Columns.MessageID) + " FROM " + c.table +
+	q := "SELECT " + sc.key + ", " + ident.Quote(c.layout.Columns.MessageID) + " FROM " + c.table +
 		" WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + sc.key + " LIMIT ?"
 	ids := make([]string, 0, sc.size)
 	var k, id sql.RawBytes

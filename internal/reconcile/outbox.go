@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // class is an outbox row's status as reconcile sees it.
@@ -60,7 +63,7 @@ func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, 
 		return nil
 	}
 	s := r.newScan(t, clk, o, tr)
-	kr := newKeyRanges(r.replica, t.QuotedName(), outbox.QuoteIdent(t.Columns.ID), r.cfg.ChunkSize)
+	kr := newKeyRanges(r.replica, outboxsql.QuotedName(t), ident.Quote(t.Columns.ID), r.cfg.ChunkSize)
 	for {
 		ok, err := kr.next(ctx)
 		if err != nil {
@@ -136,7 +139,7 @@ func (s *scan) read(ctx context.Context, kr *keyRanges) ([]outRow, error) {
 	cond, rangeArgs := kr.cond()
 	args := append(append(append([]any(nil), s.bounds...), rangeArgs...), s.r.cfg.ChunkSize)
 	rows := make([]outRow, 0, s.r.cfg.ChunkSize)
-	err := eachOutboxRow(ctx, s.r.replica, s.t, s.t.ReconcileChunkSQL(s.rowCols, cond), args, s.rowCols, 4,
+	err := eachOutboxRow(ctx, s.r.replica, s.t, outboxsql.ReconcileChunkSQL(s.t, s.rowCols, cond), args, s.rowCols, 4,
 		func(row *outbox.Row, rest []any, intID bool) error {
 			rows = append(rows, s.outRow(row, rest, intID))
 			return nil
@@ -166,7 +169,7 @@ func eachOutboxRow(ctx context.Context, db *sql.DB, t *outbox.Table, q string, a
 				datetime[i] = types[i].DatabaseTypeName() == "DATETIME"
 			}
 		}
-		return f(t.RowFromSQL(cols, vals[:n], datetime), vals[n:], sqlrows.IntType(types[0]))
+		return f(outboxsql.RowFromSQL(t, cols, vals[:n], datetime), vals[n:], sqlrows.IntType(types[0]))
 	})
 }
 
@@ -175,8 +178,8 @@ func eachOutboxRow(ctx context.Context, db *sql.DB, t *outbox.Table, q string, a
 func (s *scan) outRow(row *outbox.Row, rest []any, intID bool) outRow {
 	o := outRow{id: row.ID, msgID: router.MessageID(row), class: s.classify(rest[0]),
 		recent: truth(rest[2]), stale: truth(rest[3])}
-	o.version, _ = strconv.ParseInt(outbox.ValueString(rest[1]), 10, 64)
-	o.id = keyValue(outbox.ValueString(row.ID), intID)
+	o.version, _ = strconv.ParseInt(colval.ValueString(rest[1]), 10, 64)
+	o.id = keyValue(colval.ValueString(row.ID), intID)
 	if s.route {
 		var err error
 		o.exchange, o.routingKey, err = s.r.router.Destination(row)
@@ -185,14 +188,14 @@ func (s *scan) outRow(row *outbox.Row, rest []any, intID bool) outRow {
 	return o
 }
 
-func truth(v any) bool { return outbox.ValueString(v) == "1" }
+func truth(v any) bool { return colval.ValueString(v) == "1" }
 
 func (s *scan) classify(status any) class {
 	st := s.t.Statuses
 	if s.t.Columns.Status == "" {
 		return classSent // every insert is published; nothing is written back
 	}
-	switch v := outbox.ValueString(status); {
+	switch v := colval.ValueString(status); {
 	case status == nil:
 		return classOther
 	case v == st.Sent:

@@ -31,8 +31,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Reconciler compares one relay's outbox tables with its consumers' inboxes.

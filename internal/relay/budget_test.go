@@ -8,9 +8,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // acquired runs acquire in a goroutine and reports its result.

@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // committer is the last stage: it takes the publish results in binlog

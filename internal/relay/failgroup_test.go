@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Consecutive identical failures (same table, exchange, reason and retry

@@ -10,10 +10,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // failGroup is a run of failed rows of one table with the same attempt
@@ -122,7 +123,7 @@ func failureKind(err error) string {
 }
 
 func intValue(v any) int {
-	n, ok := outbox.ValueUint64(v)
+	n, ok := colval.ValueUint64(v)
 	if !ok {
 		return 0
 	}

@@ -20,10 +20,10 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // The binary wires the real stages in through the same interfaces.

@@ -8,9 +8,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Headers on a message the relay sends to the dead-letter exchange because
@@ -90,7 +91,7 @@ func (r *Relay) unroutableMessage(row *outbox.Row, cause error) *router.Message 
 			DeliveryMode: amqp.Persistent,
 			Timestamp:    time.Now().UTC(),
 			AppId:        r.router.AppID,
-			Body:         outbox.ValueBytes(row.Values[t.Columns.Payload]),
+			Body:         colval.ValueBytes(row.Values[t.Columns.Payload]),
 			Headers:      amqp.Table{HeaderReason: cause.Error(), HeaderTable: t.FullName()},
 		}}
 }

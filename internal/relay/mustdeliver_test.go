@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 func debeziumRow(tb *outbox.Table, id, aggregateType string) *outbox.Row {

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Observer is told what the pipeline does, for metrics. Calls come from the

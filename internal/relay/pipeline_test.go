@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // tx is one source transaction of a script: its rows (by id) and the

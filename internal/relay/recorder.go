@@ -10,7 +10,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // recorder writes the committer's batches in order: the SENT updates (one

@@ -21,9 +21,9 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Config tunes the pipeline.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // The stages around the pipeline are reached through these interfaces, each

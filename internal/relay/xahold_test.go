@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // A prepared XA branch's rows live only in the reader's memory until its

@@ -14,8 +14,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // HeaderProblem is told about a mapped header left out of a message because
@@ -37,7 +38,7 @@ const (
 
 // ceTemplates are a table's parsed cloudevents templates.
 type ceTemplates struct {
-	source, typ, subject outbox.Template
+	source, typ, subject colval.Template
 }
 
 func parseCE(t *outbox.Table) (*ceTemplates, error) {
@@ -50,9 +51,9 @@ func parseCE(t *outbox.Table) (*ceTemplates, error) {
 	for _, p := range []struct {
 		field string
 		s     string
-		dst   *outbox.Template
+		dst   *colval.Template
 	}{{"source", ce.Source, &out.source}, {"type", ce.Type, &out.typ}, {"subject", ce.Subject, &out.subject}} {
-		if *p.dst, err = outbox.ParseTemplate(p.s); err != nil {
+		if *p.dst, err = colval.ParseTemplate(p.s); err != nil {
 			return nil, fmt.Errorf("table %s cloudevents.%s: %w", t.FullName(), p.field, err)
 		}
 	}
@@ -96,7 +97,7 @@ func (r *Router) traceHeaders(row *outbox.Row, pub *amqp.Publishing) {
 	var tp, ts string
 	switch t.Trace.Format {
 	case outbox.TraceDebezium:
-		text := outbox.ValueString(v)
+		text := colval.ValueString(v)
 		if strings.TrimSpace(text) == "" {
 			return
 		}
@@ -109,9 +110,9 @@ func (r *Router) traceHeaders(row *outbox.Row, pub *amqp.Publishing) {
 		}
 		ts = props[tracecontext.TracestateHeader]
 	default:
-		tp = outbox.ValueString(v)
+		tp = colval.ValueString(v)
 		if c := t.Trace.TracestateColumn; c != "" {
-			ts = outbox.ValueString(row.Values[c])
+			ts = colval.ValueString(row.Values[c])
 		}
 		if strings.TrimSpace(tp) == "" {
 			return
@@ -188,12 +189,12 @@ func eventTime(t *outbox.Table, col string, v any) (time.Time, error) {
 		return tm, nil
 	}
 	if col == t.Columns.CreatedAt && t.CreatedAtEpoch != "" {
-		if n, ok := outbox.ValueUint64(v); ok {
+		if n, ok := colval.ValueUint64(v); ok {
 			if t.CreatedAtEpoch == "ms" {
 				return time.UnixMilli(int64(n)), nil
 			}
 			return time.Unix(int64(n), 0), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("cloudevents time column %s holds %q, not a DATETIME or TIMESTAMP", col, outbox.ValueString(v))
+	return time.Time{}, fmt.Errorf("cloudevents time column %s holds %q, not a DATETIME or TIMESTAMP", col, colval.ValueString(v))
 }

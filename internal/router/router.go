@@ -12,7 +12,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Message is a routed row ready to publish.
@@ -49,9 +51,9 @@ type Router struct {
 }
 
 type tableRoute struct {
-	exchange    outbox.Template
-	routingKey  outbox.Template
-	partition   outbox.Template // empty: no partition key
+	exchange    colval.Template
+	routingKey  colval.Template
+	partition   colval.Template // empty: no partition key
 	contentType string
 	ce          *ceTemplates // nil without cloudevents.enabled
 }
@@ -61,15 +63,15 @@ func New(tables []*outbox.Table, appID string) (*Router, error) {
 	r := &Router{tables: map[*outbox.Table]*tableRoute{}, AppID: appID}
 	for _, t := range tables {
 		exT, rkT := t.RouteTemplates()
-		ex, err := outbox.ParseTemplate(exT)
+		ex, err := colval.ParseTemplate(exT)
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.exchange: %w", t.FullName(), err)
 		}
-		rk, err := outbox.ParseTemplate(rkT)
+		rk, err := colval.ParseTemplate(rkT)
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.routing_key: %w", t.FullName(), err)
 		}
-		pk, err := outbox.ParseTemplate(t.PartitionKeyTemplate())
+		pk, err := colval.ParseTemplate(t.PartitionKeyTemplate())
 		if err != nil {
 			return nil, fmt.Errorf("table %s route.partition_key: %w", t.FullName(), err)
 		}
@@ -101,7 +103,7 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		return nil, fmt.Errorf("%w: message id column %q is NULL or missing (%w)", ErrNoRoute, c, ErrNullField)
 	}
 	msgID := MessageID(row)
-	body := outbox.ValueBytes(row.Values[t.Columns.Payload])
+	body := colval.ValueBytes(row.Values[t.Columns.Payload])
 	if t.Route.ExpandPayload {
 		body = unwrapJSONString(body)
 	}
@@ -146,7 +148,7 @@ func headers(row *outbox.Row, h amqp.Table) {
 		if t.Route.ExpandHeaders && expandJSONObject(h, v) {
 			continue
 		}
-		h[col] = t.FormatValue(v)
+		h[col] = outboxsql.FormatValue(t, v)
 	}
 }
 
@@ -184,7 +186,7 @@ func rowLookup(row *outbox.Row) func(string) (any, bool) {
 	return func(column string) (any, bool) {
 		v, ok := row.Get(column)
 		if tm, isTime := v.(time.Time); isTime {
-			return row.Table.FormatValue(tm), true
+			return outboxsql.FormatValue(row.Table, tm), true
 		}
 		return v, ok
 	}
@@ -200,7 +202,7 @@ func RouteColumns(t *outbox.Table) []string {
 	}
 	ex, rk := t.RouteTemplates()
 	for _, s := range []string{ex, rk} {
-		tmpl, _ := outbox.ParseTemplate(s)
+		tmpl, _ := colval.ParseTemplate(s)
 		for _, c := range tmpl.Columns() {
 			add(c)
 		}
@@ -212,7 +214,7 @@ func RouteColumns(t *outbox.Table) []string {
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
 	t := row.Table
 	if len(t.Route.ExchangeMap) > 0 {
-		key := t.FormatValue(row.Values[t.Route.ExchangeMapColumn])
+		key := outboxsql.FormatValue(t, row.Values[t.Route.ExchangeMapColumn])
 		if ex, ok := t.Route.ExchangeMap[key]; ok {
 			return ex, nil
 		}
@@ -232,7 +234,7 @@ func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (
 
 // isNullColumn reports whether tmpl is exactly the placeholder {col} and
 // the row has col, NULL.
-func isNullColumn(row *outbox.Row, tmpl outbox.Template, col string) bool {
+func isNullColumn(row *outbox.Row, tmpl colval.Template, col string) bool {
 	if c, ok := tmpl.SingleColumn(); !ok || c != col {
 		return false
 	}
@@ -247,10 +249,10 @@ func MessageID(row *outbox.Row) string {
 	t := row.Table
 	if t.Columns.MessageID != "" {
 		if v, ok := row.Values[t.Columns.MessageID]; ok && v != nil {
-			return t.FormatValue(v)
+			return outboxsql.FormatValue(t, v)
 		}
 	}
-	return t.FullName() + ":" + t.FormatValue(row.ID)
+	return t.FullName() + ":" + outboxsql.FormatValue(t, row.ID)
 }
 
 // expandJSONObject copies the keys of a JSON object value into headers and
@@ -258,7 +260,7 @@ func MessageID(row *outbox.Row) string {
 // integral numbers become int64 and other numbers float64; null is left out;
 // nested objects and arrays are kept as their JSON text.
 func expandJSONObject(headers amqp.Table, v any) bool {
-	raw := bytes.TrimSpace(outbox.ValueBytes(v))
+	raw := bytes.TrimSpace(colval.ValueBytes(v))
 	if len(raw) == 0 || raw[0] != '{' {
 		return false
 	}

@@ -8,8 +8,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // preset is the preset's table in schema app, changed by change.

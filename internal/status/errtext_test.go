@@ -7,9 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // A reason longer than the error column is cut to the column (characters

@@ -9,7 +9,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Writer runs status statements against the primary.
@@ -33,7 +34,7 @@ func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int6
 	if t.Columns.Status == "" || len(ids) == 0 {
 		return 0, nil
 	}
-	res, err := w.DB.ExecContext(ctx, t.MarkSentSQL(len(ids), t.Statuses.Publishable, false), ids...)
+	res, err := w.DB.ExecContext(ctx, outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids...)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}
@@ -89,7 +90,7 @@ func (w *Writer) MarkClaimedSent(ctx context.Context, ex Execer, t *outbox.Table
 		return 0, nil
 	}
 	versioned := version != nil && c.Version != ""
-	q := t.MarkSentSQL(len(ids), from, versioned)
+	q := outboxsql.MarkSentSQL(t, len(ids), from, versioned)
 	args := ids
 	if versioned {
 		args = append(append([]any(nil), ids...), *version)
@@ -155,7 +156,7 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 		// Validation refuses such statuses; never write an empty status.
 		return Skipped, 0, errors.New("no status to write (statuses.pending and statuses.failed are empty)")
 	}
-	r := outbox.Retry{Status: status, Retrying: out == Retrying, IDs: ids, From: a.FromStatuses}
+	r := outboxsql.Retry{Status: status, Retrying: out == Retrying, IDs: ids, From: a.FromStatuses}
 	if r.Retrying {
 		r.Delay = w.Backoff.Delay(a.Retries)
 	}
@@ -165,7 +166,7 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 	if a.HasVersion {
 		r.Version = &a.Version
 	}
-	q, args := t.MarkRetrySQL(r)
+	q, args := outboxsql.MarkRetrySQL(t, r)
 	res, err := ex.ExecContext(ctx, q, args...)
 	if err != nil {
 		return Skipped, 0, err

@@ -9,10 +9,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Claimed is a row this sweeper holds; its publisher job carries it as the
@@ -168,7 +170,7 @@ func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*Claimed,
 // router sends the same message either way.
 func (p *plan) claimedRow(vals []any, datetime []bool) *Claimed {
 	t := p.T
-	row := t.RowFromSQL(p.Cols, vals, datetime)
+	row := outboxsql.RowFromSQL(t, p.Cols, vals, datetime)
 	c := &Claimed{row: row, maxRetries: t.MaxRetries}
 	if col := t.Columns.RetryCount; col != "" {
 		c.retries = int(intOf(row.Values[col]))
@@ -189,7 +191,7 @@ func intOf(v any) int64 {
 	case nil:
 		return 0
 	}
-	n, _ := strconv.ParseInt(outbox.ValueString(v), 10, 64)
+	n, _ := strconv.ParseInt(colval.ValueString(v), 10, 64)
 	return n
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 )
 
 // Config tunes the sweeper: the `sweeper:` section of the relay's YAML
@@ -109,7 +109,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if a.Mode == ArchiveMove {
-		if err := outbox.CheckIdent("sweeper.archive.table", ArchiveTableName(a.Table, "t")); err != nil {
+		if err := ident.Check("sweeper.archive.table", ArchiveTableName(a.Table, "t")); err != nil {
 			errs = append(errs, err)
 		}
 	}

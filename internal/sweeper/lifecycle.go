@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Lifecycle is what `binlog-relay status` shows of a table's outbox health.
@@ -33,7 +34,7 @@ func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifec
 		return l, err
 	}
 	var age sql.NullFloat64
-	if err := replica.QueryRowContext(ctx, t.OldestAgeSQL(p.Pending)).Scan(&age); err != nil {
+	if err := replica.QueryRowContext(ctx, outboxsql.OldestAgeSQL(t, p.Pending)).Scan(&age); err != nil {
 		return l, fmt.Errorf("reading the oldest pending row of %s: %w", t.FullName(), err)
 	}
 	if age.Valid {
@@ -45,7 +46,7 @@ func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifec
 		}
 	}
 	if t.Columns.RetryCount != "" {
-		q, args := t.RetryRatioSQL(nil)
+		q, args := outboxsql.RetryRatioSQL(t, nil)
 		if err := replica.QueryRowContext(ctx, q, args...).Scan(&l.Recent, &l.Retried); err != nil {
 			return l, fmt.Errorf("reading the retry ratio of %s: %w", t.FullName(), err)
 		}
@@ -62,7 +63,7 @@ func ReadLifecycle(ctx context.Context, replica *sql.DB, t *outbox.Table) (Lifec
 func countFailed(ctx context.Context, replica *sql.DB, t *outbox.Table) (int64, error) {
 	var status string
 	var n int64
-	err := replica.QueryRowContext(ctx, t.CountByStatusSQL([]string{t.Statuses.Failed})).Scan(&status, &n)
+	err := replica.QueryRowContext(ctx, outboxsql.CountByStatusSQL(t, []string{t.Statuses.Failed})).Scan(&status, &n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // mode is how a claimed row is kept from other sweepers while it is
@@ -35,7 +36,7 @@ func (m mode) String() string {
 // plan is how the sweeper treats one table: its claim mode, and the
 // statements that follow from it (internal/outbox builds them).
 type plan struct {
-	outbox.Sweep
+	outboxsql.Sweep
 	mode mode
 
 	lastArchive time.Time
@@ -59,7 +60,7 @@ func newPlan(t *outbox.Table) (*plan, error) {
 	if c.CreatedAt == "" {
 		return nil, fmt.Errorf("%w: %s has no columns.created_at, which the grace period needs (map it to the row's insert time)", errNotSweepable, t.FullName())
 	}
-	p := &plan{Sweep: outbox.Sweep{T: t}}
+	p := &plan{Sweep: outboxsql.Sweep{T: t}}
 	if st.Pending != "" {
 		p.Pending = []string{st.Pending}
 	} else {

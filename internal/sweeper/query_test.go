@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // table is the preset's table in schema app, changed by edit.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // RequeueFilter picks the FAILED rows an operator puts back.

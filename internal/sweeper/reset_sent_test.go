@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // The reset a repair sends: only a row still SENT (and at the version it was

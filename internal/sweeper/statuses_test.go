@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // recorder is a status.Execer that keeps the statements instead of running

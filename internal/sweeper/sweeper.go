@@ -22,10 +22,11 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/router"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Publisher is the ordered, confirming publisher (internal/publisher) as the
@@ -84,7 +85,7 @@ func New(cfg Config, tables []*outbox.Table, replica, primary *sql.DB, pub Publi
 			return nil, err
 		}
 		if cfg.Archive.Mode == ArchiveMove {
-			p.ArchiveTable = outbox.QuoteIdent(t.Schema) + "." + outbox.QuoteIdent(ArchiveTableName(cfg.Archive.Table, t.Name))
+			p.ArchiveTable = ident.Quote(t.Schema) + "." + ident.Quote(ArchiveTableName(cfg.Archive.Table, t.Name))
 		}
 		s.plans = append(s.plans, p)
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 )
 
 // Columns names the inbox table's columns, the way an outbox mapping names
@@ -176,7 +176,7 @@ func (m mapping) validate() error {
 	}
 	ident := func(field, v string) {
 		if v != "" {
-			if err := outbox.CheckIdent(field, v); err != nil {
+			if err := ident.Check(field, v); err != nil {
 				errs = append(errs, fmt.Errorf("inbox config: %w", err))
 			}
 		}
@@ -250,7 +250,7 @@ func forEachField[T any](v *T, f func(name string, field *string)) {
 }
 
 // q quotes a column name.
-func q(col string) string { return outbox.QuoteIdent(col) }
+func q(col string) string { return ident.Quote(col) }
 
 // list renders columns as a comma-separated, quoted SQL list.
 func list(cols ...string) string {

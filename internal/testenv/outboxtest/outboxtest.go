@@ -8,7 +8,7 @@ package outboxtest
 import (
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Preset is the preset called name in schema, changed by edit (when not

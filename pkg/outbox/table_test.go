@@ -3,7 +3,6 @@ package outbox
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func validTable() Table {
@@ -106,17 +105,6 @@ func TestMappedColumns(t *testing.T) {
 	}
 }
 
-func TestStatusSQL(t *testing.T) {
-	s := Statuses{Publishable: []string{"PENDING", "SENDING"}}
-	if got := s.SQLList(s.Publishable); got != "'PENDING', 'SENDING'" {
-		t.Fatalf("strings: %s", got)
-	}
-	n := Statuses{Publishable: []string{"0"}, Numeric: true}
-	if got := n.SQLList([]string{"0", "3"}); got != "0, 3" {
-		t.Fatalf("numbers: %s", got)
-	}
-}
-
 func TestIsPublishable(t *testing.T) {
 	seed := Table{Columns: Columns{Status: "status"}, Statuses: Statuses{Publishable: []string{"PENDING", "SENDING"}}}
 	local := Table{Columns: Columns{Status: "status"}, Statuses: Statuses{Publishable: []string{"0"}, Numeric: true}}
@@ -140,59 +128,6 @@ func TestIsPublishable(t *testing.T) {
 		if got := c.t.IsPublishable(c.v); got != c.want {
 			t.Errorf("IsPublishable(%#v) with %v = %v", c.v, c.t.Statuses.Publishable, got)
 		}
-	}
-}
-
-func TestFormatValueUsesTheZone(t *testing.T) {
-	tb := validTable()
-	instant := time.Date(2024, 2, 29, 15, 59, 58, 123000000, time.UTC)
-	if got := tb.FormatValue(instant); got != "2024-02-29T15:59:58.123Z" {
-		t.Fatalf("default zone: %s", got)
-	}
-	tb.Route.TimeZone = "Asia/Shanghai"
-	if err := tb.Validate("t"); err != nil {
-		t.Fatal(err)
-	}
-	if got := tb.FormatValue(instant); got != "2024-02-29T23:59:58.123+08:00" {
-		t.Fatalf("Shanghai: %s", got)
-	}
-	if tb.Location().String() != "Asia/Shanghai" {
-		t.Fatalf("location %s", tb.Location())
-	}
-	if got := tb.FormatValue(uint64(18446744073709551615)); got != "18446744073709551615" {
-		t.Fatalf("uint64: %s", got)
-	}
-}
-
-func TestCreatedBefore(t *testing.T) {
-	tb := validTable()
-	if _, _, ok := tb.CreatedBefore(time.Minute); ok {
-		t.Fatal("a table without a created column has no condition")
-	}
-	tb.Columns.CreatedAt = "create_time"
-	cond, arg, ok := tb.CreatedBefore(90 * time.Second)
-	if !ok || cond != "`create_time` < NOW(3) - INTERVAL ? MICROSECOND" || arg != int64(90_000_000) {
-		t.Fatalf("datetime: %s %v", cond, arg)
-	}
-	tb.CreatedAtEpoch = "ms"
-	cond, arg, _ = tb.CreatedBefore(90 * time.Second)
-	if cond != "`create_time` < UNIX_TIMESTAMP(NOW(3)) * 1000 - ?" || arg != int64(90_000) {
-		t.Fatalf("ms: %s %v", cond, arg)
-	}
-	tb.CreatedAtEpoch = "s"
-	cond, arg, _ = tb.CreatedBefore(90 * time.Second)
-	if cond != "`create_time` < UNIX_TIMESTAMP(NOW(3)) - ?" || arg != int64(90) {
-		t.Fatalf("s: %s %v", cond, arg)
-	}
-}
-
-func TestQuoting(t *testing.T) {
-	tb := Table{Schema: "app", Name: "my$outbox"}
-	if got := tb.QuotedName(); got != "`app`.`my$outbox`" {
-		t.Fatal(got)
-	}
-	if got := QuoteIdent("a`b"); got != "`a``b`" {
-		t.Fatal(got)
 	}
 }
 

@@ -3,6 +3,9 @@ package outbox
 import (
 	"errors"
 	"fmt"
+
+	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 )
 
 // Trace context column formats (Trace.Format).
@@ -85,10 +88,10 @@ func (t *Table) validateHeaders(field string) error {
 		add(fmt.Errorf("%s.trace.format: %q is not %q or %q", field, tr.Format, TraceDebezium, TraceTraceparent))
 	}
 	if tr.Column != "" {
-		add(CheckIdent(field+".trace.column", tr.Column))
+		add(ident.Check(field+".trace.column", tr.Column))
 	}
 	if tr.TracestateColumn != "" {
-		add(CheckIdent(field+".trace.tracestate_column", tr.TracestateColumn))
+		add(ident.Check(field+".trace.tracestate_column", tr.TracestateColumn))
 		if tr.Format == TraceDebezium {
 			add(fmt.Errorf("%s.trace.tracestate_column: format debezium reads tracestate from the same column", field))
 		}
@@ -110,12 +113,12 @@ func (t *Table) validateHeaders(field string) error {
 			}
 			continue
 		}
-		if _, err := ParseTemplate(tmpl.s); err != nil {
+		if _, err := colval.ParseTemplate(tmpl.s); err != nil {
 			add(fmt.Errorf("%s.cloudevents.%s: %w", field, tmpl.name, err))
 		}
 	}
 	if ce.TimeColumn != "" {
-		add(CheckIdent(field+".cloudevents.time_column", ce.TimeColumn))
+		add(ident.Check(field+".cloudevents.time_column", ce.TimeColumn))
 	}
 	return errors.Join(errs...)
 }
@@ -134,7 +137,7 @@ func (t *Table) headerColumns(out map[string]string) {
 		return
 	}
 	for _, tmpl := range []struct{ name, s string }{{"source", ce.Source}, {"type", ce.Type}, {"subject", ce.Subject}} {
-		parsed, _ := ParseTemplate(tmpl.s)
+		parsed, _ := colval.ParseTemplate(tmpl.s)
 		for _, col := range parsed.Columns() {
 			out["cloudevents."+tmpl.name+" {"+col+"}"] = col
 		}

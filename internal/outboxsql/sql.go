@@ -1,9 +1,17 @@
-package outbox
+// Package outboxsql builds every statement the relay runs over outbox rows
+// from a mapped outbox.Table: the status command, the backlog metrics, the
+// status writer, the sweeper and reconcile's repair all ask here, so one
+// mapping gives one SQL everywhere. It also turns a row read by SQL into the
+// outbox.Row the binlog reader would have decoded.
+package outboxsql
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // This file and sql_*.go hold every statement the relay runs over outbox
@@ -19,12 +27,7 @@ const (
 	RetryRatioWindow = time.Hour
 )
 
-// Placeholders is n comma-separated "?".
-func Placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
-}
-
-func q(col string) string { return QuoteIdent(col) }
+func q(col string) string { return ident.Quote(col) }
 
 // quoteAll quotes each of cols and joins them with ", ".
 func quoteAll(cols []string) string {
@@ -36,17 +39,17 @@ func quoteAll(cols []string) string {
 }
 
 // StatusIn is the condition "status is one of vs".
-func (t *Table) StatusIn(vs []string) string {
+func StatusIn(t *outbox.Table, vs []string) string {
 	status := q(t.Columns.Status)
 	if len(vs) == 1 {
-		return status + " = " + t.Statuses.SQLValue(vs[0])
+		return status + " = " + SQLValue(&t.Statuses, vs[0])
 	}
-	return status + " IN (" + t.Statuses.SQLList(vs) + ")"
+	return status + " IN (" + SQLList(&t.Statuses, vs) + ")"
 }
 
 // bookkeeping is version+1 and updated_at = now, for the columns the table
 // has: every write that moves a row sets them.
-func (t *Table) bookkeeping() []string {
+func bookkeeping(t *outbox.Table) []string {
 	var sets []string
 	if v := t.Columns.Version; v != "" {
 		sets = append(sets, fmt.Sprintf("%[1]s = %[1]s + 1", q(v)))
@@ -59,22 +62,22 @@ func (t *Table) bookkeeping() []string {
 
 // updatedWithin selects rows updated (created, without updated_at) within
 // d, by the server's clock.
-func (t *Table) updatedWithin(d time.Duration) (string, any) {
+func updatedWithin(t *outbox.Table, d time.Duration) (string, any) {
 	if u := t.Columns.UpdatedAt; u != "" {
 		return q(u) + " >= NOW(3) - INTERVAL ? MICROSECOND", d.Microseconds()
 	}
-	created, arg, _ := t.CreatedBefore(d)
+	created, arg, _ := CreatedBefore(t, d)
 	return "NOT (" + created + ")", arg
 }
 
 // CountByStatusSQL reads (status, rows) pairs, for the statuses in only (all
 // when only is empty): a range on the status index.
-func (t *Table) CountByStatusSQL(only []string) string {
+func CountByStatusSQL(t *outbox.Table, only []string) string {
 	where := ""
 	if len(only) > 0 {
-		where = " WHERE " + t.StatusIn(only)
+		where = " WHERE " + StatusIn(t, only)
 	}
-	return fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s%[3]s GROUP BY %[1]s ORDER BY %[1]s", q(t.Columns.Status), t.QuotedName(), where)
+	return fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM %[2]s%[3]s GROUP BY %[1]s ORDER BY %[1]s", q(t.Columns.Status), QuotedName(t), where)
 }
 
 // OldestAgeSQL reads how long ago, in seconds by the server's clock, the
@@ -82,7 +85,7 @@ func (t *Table) CountByStatusSQL(only []string) string {
 // 0. The age is taken on the server, so neither the relay's clock nor its
 // time zone matters, and an epoch column is read in its unit
 // (created_at_epoch), not guessed.
-func (t *Table) OldestAgeSQL(statuses []string) string {
+func OldestAgeSQL(t *outbox.Table, statuses []string) string {
 	c := q(t.Columns.CreatedAt)
 	var age string
 	switch t.CreatedAtEpoch {
@@ -93,18 +96,18 @@ func (t *Table) OldestAgeSQL(statuses []string) string {
 	default:
 		age = fmt.Sprintf("TIMESTAMPDIFF(MICROSECOND, MIN(%s), NOW(6)) / 1e6", c)
 	}
-	return fmt.Sprintf("SELECT GREATEST(%s, 0) FROM %s WHERE %s", age, t.QuotedName(), t.StatusIn(statuses))
+	return fmt.Sprintf("SELECT GREATEST(%s, 0) FROM %s WHERE %s", age, QuotedName(t), StatusIn(t, statuses))
 }
 
 // RetryRatioSQL reads how many rows were updated within RetryRatioWindow and
 // how many of them were retried RetriedFrom times or more. statuses, when
 // given, limits it to rows in them, so it is a range on (status,
 // updated_at); the table needs a retry_count column.
-func (t *Table) RetryRatioSQL(statuses []string) (string, []any) {
-	recent, arg := t.updatedWithin(RetryRatioWindow)
+func RetryRatioSQL(t *outbox.Table, statuses []string) (string, []any) {
+	recent, arg := updatedWithin(t, RetryRatioWindow)
 	if len(statuses) > 0 {
-		recent = t.StatusIn(statuses) + " AND " + recent
+		recent = StatusIn(t, statuses) + " AND " + recent
 	}
 	return fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s",
-		q(t.Columns.RetryCount), RetriedFrom, t.QuotedName(), recent), []any{arg}
+		q(t.Columns.RetryCount), RetriedFrom, QuotedName(t), recent), []any{arg}
 }

@@ -1,9 +1,12 @@
-package outbox
+package outboxsql
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // Sweep builds the statements a sweeper runs over one table's rows: the
@@ -11,7 +14,7 @@ import (
 // SENT rows. The sweeper decides which statuses a due and a claimed row are
 // in and how a claim holds its rows; Sweep turns that into SQL.
 type Sweep struct {
-	T       *Table
+	T       *outbox.Table
 	Pending []string // statuses a due row is in; Pending[0] is written back
 	Claimed []string // statuses a claimed row is in
 	// ClaimSending: the claim moves rows to SENDING (version+1), so a row
@@ -27,8 +30,8 @@ type Sweep struct {
 // due selects rows a sweeper may take: pending, older than the grace
 // period, and with next_retry_time (when the table has one) unset or past.
 func (s *Sweep) due(grace time.Duration) (string, []any) {
-	created, arg, _ := s.T.CreatedBefore(grace)
-	where := s.T.StatusIn(s.Pending) + " AND " + created
+	created, arg, _ := CreatedBefore(s.T, grace)
+	where := StatusIn(s.T, s.Pending) + " AND " + created
 	if nrt := s.T.Columns.NextRetryTime; nrt != "" {
 		where += fmt.Sprintf(" AND (%[1]s IS NULL OR %[1]s <= NOW(3))", q(nrt))
 	}
@@ -43,14 +46,14 @@ func (s *Sweep) zombie(timeout time.Duration) (where string, args []any, ok bool
 		return "", nil, false
 	}
 	c := s.T.Columns
-	sending := s.T.StatusIn(s.Claimed)
+	sending := StatusIn(s.T, s.Claimed)
 	switch {
 	case c.UpdatedAt != "":
 		return fmt.Sprintf("%s AND %s < NOW(3) - INTERVAL ? MICROSECOND", sending, q(c.UpdatedAt)), []any{timeout.Microseconds()}, true
 	case c.NextRetryTime != "":
 		// The claim set next_retry_time as a lease (LeaseOnClaim); a row the
 		// application inserted SENDING has none and is judged by its age.
-		created, arg, _ := s.T.CreatedBefore(timeout)
+		created, arg, _ := CreatedBefore(s.T, timeout)
 		return fmt.Sprintf("%s AND (%[2]s <= NOW(3) OR (%[2]s IS NULL AND %[3]s))", sending, q(c.NextRetryTime), created), []any{arg}, true
 	}
 	return "", nil, false
@@ -70,10 +73,10 @@ func (s *Sweep) LookSQL(grace, zombieTimeout time.Duration) (string, []any) {
 	due, args := s.due(grace)
 	zombie := "0"
 	if zw, zargs, ok := s.zombie(zombieTimeout); ok {
-		zombie = fmt.Sprintf("EXISTS(SELECT 1 FROM %s WHERE %s)", s.T.QuotedName(), zw)
+		zombie = fmt.Sprintf("EXISTS(SELECT 1 FROM %s WHERE %s)", QuotedName(s.T), zw)
 		args = append(args, zargs...)
 	}
-	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s), %s", s.T.QuotedName(), due, zombie), args
+	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s), %s", QuotedName(s.T), due, zombie), args
 }
 
 // ClaimSQL reads up to n due rows and locks them, skipping rows another
@@ -81,7 +84,7 @@ func (s *Sweep) LookSQL(grace, zombieTimeout time.Duration) (string, []any) {
 func (s *Sweep) ClaimSQL(grace time.Duration, n int) (string, []any) {
 	due, args := s.due(grace)
 	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED",
-		quoteAll(s.Cols), s.T.QuotedName(), due), append(args, n)
+		quoteAll(s.Cols), QuotedName(s.T), due), append(args, n)
 }
 
 // ClaimUpdateSQL marks n locked rows claimed (empty when the lock alone is
@@ -91,7 +94,7 @@ func (s *Sweep) ClaimUpdateSQL(n int, zombieTimeout time.Duration) (string, []an
 	var sets []string
 	var args []any
 	if s.ClaimSending {
-		sets = append(sets, q(c.Status)+" = "+s.T.Statuses.SQLValue(s.T.Statuses.Sending))
+		sets = append(sets, q(c.Status)+" = "+SQLValue(&s.T.Statuses, s.T.Statuses.Sending))
 	}
 	if s.LeaseOnClaim() {
 		sets = append(sets, q(c.NextRetryTime)+" = NOW(3) + INTERVAL ? MICROSECOND")
@@ -100,9 +103,9 @@ func (s *Sweep) ClaimUpdateSQL(n int, zombieTimeout time.Duration) (string, []an
 	if len(sets) == 0 {
 		return "", nil
 	}
-	sets = append(sets, s.T.bookkeeping()...)
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s)", s.T.QuotedName(), strings.Join(sets, ", "),
-		q(c.ID), Placeholders(n)), args
+	sets = append(sets, bookkeeping(s.T)...)
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s)", QuotedName(s.T), strings.Join(sets, ", "),
+		q(c.ID), ident.Placeholders(n)), args
 }
 
 // backToPending is the SET list that puts a row back to Pending[0], due at
@@ -110,7 +113,7 @@ func (s *Sweep) ClaimUpdateSQL(n int, zombieTimeout time.Duration) (string, []an
 // column as a placeholder (withError) and the bookkeeping.
 func (s *Sweep) backToPending(resetRetries, withError bool) string {
 	c := s.T.Columns
-	sets := []string{q(c.Status) + " = " + s.T.Statuses.SQLValue(s.Pending[0])}
+	sets := []string{q(c.Status) + " = " + SQLValue(&s.T.Statuses, s.Pending[0])}
 	if resetRetries && c.RetryCount != "" {
 		sets = append(sets, q(c.RetryCount)+" = 0")
 	}
@@ -120,7 +123,7 @@ func (s *Sweep) backToPending(resetRetries, withError bool) string {
 	if withError && c.Error != "" {
 		sets = append(sets, q(c.Error)+" = ?")
 	}
-	return strings.Join(append(sets, s.T.bookkeeping()...), ", ")
+	return strings.Join(append(sets, bookkeeping(s.T)...), ", ")
 }
 
 // ZombieResetSQL puts up to n zombies back to PENDING, due at once. When
@@ -134,37 +137,37 @@ func (s *Sweep) ZombieResetSQL(timeout time.Duration, n int) (string, []any, boo
 	if s.T.Columns.Error != "" {
 		setArgs = append(setArgs, fmt.Sprintf("reset to pending: SENDING for more than %s (its sweeper stopped mid-publish)", timeout))
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", s.T.QuotedName(), s.backToPending(false, true), where),
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", QuotedName(s.T), s.backToPending(false, true), where),
 		append(append(setArgs, args...), n), true
 }
 
 // archivable selects SENT rows older than the retention, by updated_at
 // (when the row became SENT) or, without one, created_at.
 func (s *Sweep) archivable(retention time.Duration) (string, []any) {
-	sent := s.T.StatusIn([]string{s.T.Statuses.Sent})
+	sent := StatusIn(s.T, []string{s.T.Statuses.Sent})
 	if u := s.T.Columns.UpdatedAt; u != "" {
 		return fmt.Sprintf("%s AND %s < NOW(3) - INTERVAL ? MICROSECOND", sent, q(u)), []any{retention.Microseconds()}
 	}
-	created, arg, _ := s.T.CreatedBefore(retention)
+	created, arg, _ := CreatedBefore(s.T, retention)
 	return sent + " AND " + created, []any{arg}
 }
 
 // ArchiveLookSQL asks the replica whether any SENT row is past the retention.
 func (s *Sweep) ArchiveLookSQL(retention time.Duration) (string, []any) {
 	where, args := s.archivable(retention)
-	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s)", s.T.QuotedName(), where), args
+	return fmt.Sprintf("SELECT EXISTS(SELECT 1 FROM %s WHERE %s)", QuotedName(s.T), where), args
 }
 
 // ArchiveDeleteSQL deletes up to n SENT rows past the retention.
 func (s *Sweep) ArchiveDeleteSQL(retention time.Duration, n int) (string, []any) {
 	where, args := s.archivable(retention)
-	return fmt.Sprintf("DELETE FROM %s WHERE %s LIMIT ?", s.T.QuotedName(), where), append(args, n)
+	return fmt.Sprintf("DELETE FROM %s WHERE %s LIMIT ?", QuotedName(s.T), where), append(args, n)
 }
 
 // ArchiveSelectSQL locks the ids of up to n SENT rows past the retention.
 func (s *Sweep) ArchiveSelectSQL(retention time.Duration, n int) (string, []any) {
 	where, args := s.archivable(retention)
-	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED", q(s.T.Columns.ID), s.T.QuotedName(), where),
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT ? FOR UPDATE SKIP LOCKED", q(s.T.Columns.ID), QuotedName(s.T), where),
 		append(args, n)
 }
 
@@ -172,12 +175,12 @@ func (s *Sweep) ArchiveSelectSQL(retention time.Duration, n int) (string, []any)
 func (s *Sweep) ArchiveCopySQL(n int) string {
 	list := quoteAll(s.ArchiveCols)
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s IN (%s)", s.ArchiveTable, list, list,
-		s.T.QuotedName(), q(s.T.Columns.ID), Placeholders(n))
+		QuotedName(s.T), q(s.T.Columns.ID), ident.Placeholders(n))
 }
 
 // DeleteIDsSQL deletes n rows by id (the archived ones).
 func (s *Sweep) DeleteIDsSQL(n int) string {
-	return fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", s.T.QuotedName(), q(s.T.Columns.ID), Placeholders(n))
+	return fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", QuotedName(s.T), q(s.T.Columns.ID), ident.Placeholders(n))
 }
 
 // RequeueSQL puts up to n FAILED rows back to PENDING, due at once, with
@@ -188,20 +191,20 @@ func (s *Sweep) RequeueSQL(since time.Duration, ids []string, n int) (string, []
 	if t.Statuses.Failed == "" {
 		return "", nil, fmt.Errorf("%s has no failed status (statuses.failed): nothing to requeue", t.FullName())
 	}
-	where := t.StatusIn([]string{t.Statuses.Failed})
+	where := StatusIn(t, []string{t.Statuses.Failed})
 	var args []any
 	if since > 0 {
-		recent, arg := t.updatedWithin(since)
+		recent, arg := updatedWithin(t, since)
 		where += " AND " + recent
 		args = append(args, arg)
 	}
 	if len(ids) > 0 {
-		where += fmt.Sprintf(" AND %s IN (%s)", q(t.Columns.ID), Placeholders(len(ids)))
+		where += fmt.Sprintf(" AND %s IN (%s)", q(t.Columns.ID), ident.Placeholders(len(ids)))
 		for _, id := range ids {
 			args = append(args, id)
 		}
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", t.QuotedName(), s.backToPending(true, false), where),
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", QuotedName(t), s.backToPending(true, false), where),
 		append(args, n), nil
 }
 
@@ -209,9 +212,9 @@ func (s *Sweep) RequeueSQL(since time.Duration, ids []string, n int) (string, []
 // the table has an error column), the id, the version (when it has one).
 func (s *Sweep) ResetSentSQL() string {
 	t, c := s.T, s.T.Columns
-	where := q(c.ID) + " = ? AND " + t.StatusIn([]string{t.Statuses.Sent})
+	where := q(c.ID) + " = ? AND " + StatusIn(t, []string{t.Statuses.Sent})
 	if c.Version != "" {
 		where += " AND " + q(c.Version) + " = ?"
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), s.backToPending(true, true), where)
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", QuotedName(t), s.backToPending(true, true), where)
 }

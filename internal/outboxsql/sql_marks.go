@@ -1,20 +1,23 @@
-package outbox
+package outboxsql
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // MarkSentSQL is UPDATE ... SET status = SENT WHERE id IN (n ids) AND
 // status IN (from), with version+1 and updated_at = NOW(3) when the table
 // has them. With versioned (and a version column), one more argument after
 // the ids: the version the rows must still be at.
-func (t *Table) MarkSentSQL(n int, from []string, versioned bool) string {
+func MarkSentSQL(t *outbox.Table, n int, from []string, versioned bool) string {
 	c := t.Columns
-	sets := append([]string{q(c.Status) + " = " + t.Statuses.SQLValue(t.Statuses.Sent)}, t.bookkeeping()...)
-	s := fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) AND %s IN (%s)", t.QuotedName(), strings.Join(sets, ", "),
-		q(c.ID), Placeholders(n), q(c.Status), t.Statuses.SQLList(from))
+	sets := append([]string{q(c.Status) + " = " + SQLValue(&t.Statuses, t.Statuses.Sent)}, bookkeeping(t)...)
+	s := fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) AND %s IN (%s)", QuotedName(t), strings.Join(sets, ", "),
+		q(c.ID), ident.Placeholders(n), q(c.Status), SQLList(&t.Statuses, from))
 	if versioned && c.Version != "" {
 		s += fmt.Sprintf(" AND %s = ?", q(c.Version))
 	}
@@ -39,9 +42,9 @@ type Retry struct {
 // MarkRetrySQL records a failed publish: status, retry_count+1,
 // next_retry_time (retrying only), the reason, version+1 and updated_at, for
 // the ids still in r.From (and at r.Version).
-func (t *Table) MarkRetrySQL(r Retry) (string, []any) {
+func MarkRetrySQL(t *outbox.Table, r Retry) (string, []any) {
 	c := t.Columns
-	sets := []string{q(c.Status) + " = " + t.Statuses.SQLValue(r.Status)}
+	sets := []string{q(c.Status) + " = " + SQLValue(&t.Statuses, r.Status)}
 	var args []any
 	if c.RetryCount != "" {
 		sets = append(sets, fmt.Sprintf("%[1]s = %[1]s + 1", q(c.RetryCount)))
@@ -56,18 +59,18 @@ func (t *Table) MarkRetrySQL(r Retry) (string, []any) {
 		sets = append(sets, q(c.Error)+" = ?")
 		args = append(args, r.Reason)
 	}
-	sets = append(sets, t.bookkeeping()...)
+	sets = append(sets, bookkeeping(t)...)
 	where := q(c.ID) + " = ?"
 	if len(r.IDs) > 1 {
 		where = fmt.Sprintf("%s IN (?%s)", q(c.ID), strings.Repeat(", ?", len(r.IDs)-1))
 	}
 	args = append(args, r.IDs...)
 	if len(r.From) > 0 {
-		where += fmt.Sprintf(" AND %s IN (%s)", q(c.Status), t.Statuses.SQLList(r.From))
+		where += fmt.Sprintf(" AND %s IN (%s)", q(c.Status), SQLList(&t.Statuses, r.From))
 	}
 	if r.Version != nil && c.Version != "" {
 		where += fmt.Sprintf(" AND %s = ?", q(c.Version))
 		args = append(args, *r.Version)
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.QuotedName(), strings.Join(sets, ", "), where), args
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", QuotedName(t), strings.Join(sets, ", "), where), args
 }

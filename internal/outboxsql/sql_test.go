@@ -1,14 +1,16 @@
-package outbox
+package outboxsql
 
 import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
-func presetTable(t *testing.T, name string) *Table {
+func presetTable(t *testing.T, name string) *outbox.Table {
 	t.Helper()
-	tb, err := Preset(name)
+	tb, err := outbox.Preset(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,20 +23,20 @@ func presetTable(t *testing.T, name string) *Table {
 func TestStatements(t *testing.T) {
 	seed, local, eventuate := presetTable(t, "producer-message"), presetTable(t, "local-message"), presetTable(t, "eventuate")
 	v := int64(4)
-	ratio, ratioArgs := seed.RetryRatioSQL(nil)
-	localRatio, _ := local.RetryRatioSQL([]string{"0", "2"})
-	retry, retryArgs := seed.MarkRetrySQL(Retry{Status: "PENDING", Retrying: true, Delay: time.Second, Reason: "nack",
+	ratio, ratioArgs := RetryRatioSQL(seed, nil)
+	localRatio, _ := RetryRatioSQL(local, []string{"0", "2"})
+	retry, retryArgs := MarkRetrySQL(seed, Retry{Status: "PENDING", Retrying: true, Delay: time.Second, Reason: "nack",
 		IDs: []any{7}, From: []string{"SENDING"}, Version: &v})
-	failed, failedArgs := local.MarkRetrySQL(Retry{Status: "2", IDs: []any{1, 2}})
+	failed, failedArgs := MarkRetrySQL(local, Retry{Status: "2", IDs: []any{1, 2}})
 	for _, c := range []struct{ got, want string }{
-		{seed.CountByStatusSQL(nil), "SELECT `status`, COUNT(*) FROM `app`.`producer_message` GROUP BY `status` ORDER BY `status`"},
-		{local.CountByStatusSQL([]string{"0", "2"}), "SELECT `status`, COUNT(*) FROM `app`.`local_message` WHERE `status` IN (0, 2) GROUP BY `status` ORDER BY `status`"},
-		{seed.OldestAgeSQL([]string{"PENDING"}), "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `app`.`producer_message` WHERE `status` = 'PENDING'"},
-		{eventuate.OldestAgeSQL([]string{"0"}), "SELECT GREATEST(UNIX_TIMESTAMP(NOW(3)) - MIN(`creation_time`) / 1000, 0) FROM `app`.`message` WHERE `published` = 0"},
+		{CountByStatusSQL(seed, nil), "SELECT `status`, COUNT(*) FROM `app`.`producer_message` GROUP BY `status` ORDER BY `status`"},
+		{CountByStatusSQL(local, []string{"0", "2"}), "SELECT `status`, COUNT(*) FROM `app`.`local_message` WHERE `status` IN (0, 2) GROUP BY `status` ORDER BY `status`"},
+		{OldestAgeSQL(seed, []string{"PENDING"}), "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `app`.`producer_message` WHERE `status` = 'PENDING'"},
+		{OldestAgeSQL(eventuate, []string{"0"}), "SELECT GREATEST(UNIX_TIMESTAMP(NOW(3)) - MIN(`creation_time`) / 1000, 0) FROM `app`.`message` WHERE `published` = 0"},
 		{ratio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`producer_message` WHERE `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
 		{localRatio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`local_message` WHERE `status` IN (0, 2) AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND"},
-		{seed.MarkSentSQL(2, []string{"PENDING", "SENDING"}, true), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `status` IN ('PENDING', 'SENDING') AND `version` = ?"},
-		{local.MarkSentSQL(1, []string{"0"}, true), "UPDATE `app`.`local_message` SET `status` = 1, `updated_at` = NOW(3) WHERE `id` IN (?) AND `status` IN (0)"},
+		{MarkSentSQL(seed, 2, []string{"PENDING", "SENDING"}, true), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `status` IN ('PENDING', 'SENDING') AND `version` = ?"},
+		{MarkSentSQL(local, 1, []string{"0"}, true), "UPDATE `app`.`local_message` SET `status` = 1, `updated_at` = NOW(3) WHERE `id` IN (?) AND `status` IN (0)"},
 		{retry, "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `status` IN ('SENDING') AND `version` = ?"},
 		{failed, "UPDATE `app`.`local_message` SET `status` = 2, `retry_count` = `retry_count` + 1, `updated_at` = NOW(3) WHERE `id` IN (?, ?)"},
 	} {
@@ -58,8 +60,8 @@ func TestStatements(t *testing.T) {
 // (Debezium's).
 func TestReconcileStatements(t *testing.T) {
 	seed, debezium := presetTable(t, "producer-message"), presetTable(t, "debezium")
-	lookup, lookupCols := seed.LookupSQL("message_id", 2)
-	byID, byIDCols := debezium.LookupSQL("id", 1)
+	lookup, lookupCols := LookupSQL(seed, "message_id", 2)
+	byID, byIDCols := LookupSQL(debezium, "id", 1)
 	if !slices.Equal(lookupCols, []string{"id", "message_id"}) || !slices.Equal(byIDCols, []string{"id"}) {
 		t.Errorf("lookup columns %v and %v", lookupCols, byIDCols)
 	}
@@ -67,9 +69,9 @@ func TestReconcileStatements(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{lookup, "SELECT `id`, `message_id` FROM `app`.`producer_message` WHERE `message_id` IN (?,?)"},
 		{byID, "SELECT `id` FROM `app`.`outbox` WHERE `id` IN (?)"},
-		{seed.ReconcileChunkSQL([]string{"id", "message_id"}, "`id` > ?"),
+		{ReconcileChunkSQL(seed, []string{"id", "message_id"}, "`id` > ?"),
 			"SELECT `id`, `message_id`, `status`, `version`, COALESCE(`update_time` >= ?, `create_time` >= ?), `create_time` < ? FROM `app`.`producer_message` WHERE `create_time` >= ? AND `create_time` < ? AND `id` > ? ORDER BY `id` LIMIT ?"},
-		{debezium.ReconcileChunkSQL([]string{"id"}, "1"),
+		{ReconcileChunkSQL(debezium, []string{"id"}, "1"),
 			"SELECT `id`, NULL, 0, `created` >= ?, `created` < ? FROM `app`.`outbox` WHERE `created` >= ? AND `created` < ? AND 1 ORDER BY `id` LIMIT ?"},
 	} {
 		if c.got != c.want {

@@ -1,8 +1,10 @@
-package outbox
+package colval
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 )
 
 // Template is a string with {column} placeholders, parsed once at start.
@@ -36,7 +38,7 @@ func ParseTemplate(s string) (Template, error) {
 			return Template{}, fmt.Errorf("unclosed '{' in template")
 		}
 		col := s[open+1 : open+end]
-		if err := CheckIdent("placeholder", col); err != nil {
+		if err := ident.Check("placeholder", col); err != nil {
 			return Template{}, fmt.Errorf("template placeholder {%s}: %w", col, err)
 		}
 		t.parts = append(t.parts, templatePart{column: col})

@@ -1,22 +1,29 @@
-// Package outbox describes an outbox table as the relay sees it: which columns
-// hold the id, message id, route, payload and bookkeeping, which status values
-// mean what, and how a row is routed. Every other stage (binlog reader,
-// router, status writer, sweeper, start-up checks) works from a Table, and
-// every statement about outbox rows is built here (sql.go, sql_marks.go,
-// sql_sweep.go).
+// Package outbox describes an outbox table the way binlog-relay reads it:
+// which columns hold the id, message id, route, payload and bookkeeping,
+// which status values mean what, and how a row is routed. A Table is what a
+// user writes under tables: in the relay's configuration (the yaml tags are
+// those keys), or builds in Go from a preset; Validate checks it and Row is
+// one inserted row of it. The binlog reader (pkg/binlog) and the router
+// (pkg/router) both speak these types.
+//
+// The statements the relay runs over outbox rows are not part of this
+// package: they stay inside the relay.
 package outbox
 
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
 	// The zone database is embedded so route.time_zone works on hosts and
 	// images without /usr/share/zoneinfo.
 	_ "time/tzdata"
+
+	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/ident"
 )
 
 // Columns maps the relay's notions to the table's column names. An empty name
@@ -110,17 +117,6 @@ type Table struct {
 	loc *time.Location // route.time_zone, loaded by Validate
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
-
-// CheckIdent refuses identifiers with characters outside [A-Za-z0-9_$], so
-// every name the relay quotes into SQL is plain.
-func CheckIdent(field, name string) error {
-	if !identRe.MatchString(name) {
-		return fmt.Errorf("%s: %q is not a valid identifier (use only A-Z a-z 0-9 _ $)", field, name)
-	}
-	return nil
-}
-
 // checkStatusValue refuses status values that could break out of the SQL
 // literal the relay writes them as: quotes, backslashes (an escape unless
 // NO_BACKSLASH_ESCAPES) and control characters.
@@ -133,17 +129,14 @@ func checkStatusValue(field, v string) error {
 	return nil
 }
 
-// QuoteIdent quotes a validated identifier for MySQL.
-func QuoteIdent(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
-
 // FullName is schema.table, unquoted, as used in logs and metrics.
 func (t *Table) FullName() string { return t.Schema + "." + t.Name }
 
-// QuotedName is `schema`.`table`.
-func (t *Table) QuotedName() string { return QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) }
-
-// Validate checks the table definition; field names the YAML path prefix.
-// It also loads route.time_zone, which Location then returns.
+// Validate checks the table definition and returns every problem at once,
+// each prefixed by field and named by its configuration key
+// ("tables[0].columns.id: required ..."); pass the label under which the
+// caller knows the table. It also loads Route.TimeZone, which Location then
+// returns, so call it before handing the table to a reader or router.
 func (t *Table) Validate(field string) error {
 	errs := t.validateColumns(field)
 	errs = append(errs, t.validateStatuses(field)...)
@@ -176,20 +169,20 @@ func (t *Table) validateColumns(field string) []error {
 	if t.Schema == "" {
 		errs = append(errs, fmt.Errorf("%s.schema: required", field))
 	} else {
-		errs = append(errs, CheckIdent(field+".schema", t.Schema))
+		errs = append(errs, ident.Check(field+".schema", t.Schema))
 	}
 	if t.Name == "" {
 		errs = append(errs, fmt.Errorf("%s.name: required", field))
 	} else {
-		errs = append(errs, CheckIdent(field+".name", t.Name))
+		errs = append(errs, ident.Check(field+".name", t.Name))
 	}
 	for name, col := range t.columnFields() {
 		if col != "" {
-			errs = append(errs, CheckIdent(field+".columns."+name, col))
+			errs = append(errs, ident.Check(field+".columns."+name, col))
 		}
 	}
 	for i, h := range t.Columns.Headers {
-		errs = append(errs, CheckIdent(fmt.Sprintf("%s.columns.headers[%d]", field, i), h))
+		errs = append(errs, ident.Check(fmt.Sprintf("%s.columns.headers[%d]", field, i), h))
 	}
 	if t.Columns.ID == "" {
 		errs = append(errs, fmt.Errorf("%s.columns.id: required (the primary key the relay marks rows by)", field))
@@ -249,11 +242,11 @@ func (t *Table) validateRoute(field string) []error {
 		errs = append(errs, fmt.Errorf("%s.route.exchange_map_column: required with route.exchange_map", field))
 	}
 	if t.Route.ExchangeMapColumn != "" {
-		errs = append(errs, CheckIdent(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
+		errs = append(errs, ident.Check(field+".route.exchange_map_column", t.Route.ExchangeMapColumn))
 	}
 	ex, rk := t.RouteTemplates()
 	for _, tmpl := range []struct{ name, s string }{{"exchange", ex}, {"routing_key", rk}, {"partition_key", t.PartitionKeyTemplate()}} {
-		if _, err := ParseTemplate(tmpl.s); err != nil {
+		if _, err := colval.ParseTemplate(tmpl.s); err != nil {
 			errs = append(errs, fmt.Errorf("%s.route.%s: %w", field, tmpl.name, err))
 		}
 	}
@@ -347,7 +340,7 @@ func (t *Table) MappedColumns() map[string]string {
 	}
 	for _, tmpl := range []struct{ name, s string }{{"exchange", t.Route.Exchange}, {"routing_key", t.Route.RoutingKey},
 		{"partition_key", t.PartitionKeyTemplate()}} {
-		parsed, _ := ParseTemplate(tmpl.s)
+		parsed, _ := colval.ParseTemplate(tmpl.s)
 		for _, col := range parsed.Columns() {
 			out["route."+tmpl.name+" {"+col+"}"] = col
 		}
@@ -372,30 +365,13 @@ func (s *Statuses) RetryValue() string {
 	return ""
 }
 
-// SQLValue renders a status value for SQL: numbers bare, strings quoted.
-func (s *Statuses) SQLValue(v string) string {
-	if s.Numeric {
-		return v
-	}
-	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-}
-
-// SQLList renders values as a comma-separated SQL list.
-func (s *Statuses) SQLList(vs []string) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = s.SQLValue(v)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // IsPublishable reports whether a decoded status value means "publish me".
 // A table without a status column publishes every inserted row.
 func (t *Table) IsPublishable(v any) bool {
 	if t.Columns.Status == "" {
 		return true
 	}
-	s := ValueString(v)
+	s := colval.ValueString(v)
 	for _, p := range t.Statuses.Publishable {
 		if s == p {
 			return true
@@ -411,33 +387,4 @@ func (t *Table) Location() *time.Location {
 		return time.UTC
 	}
 	return t.loc
-}
-
-// FormatValue renders a decoded value as text for headers, templates and
-// message ids: times as RFC 3339 in the table's zone, anything else as
-// ValueString does.
-func (t *Table) FormatValue(v any) string {
-	if tm, ok := v.(time.Time); ok {
-		return tm.In(t.Location()).Format(time.RFC3339Nano)
-	}
-	return ValueString(v)
-}
-
-// CreatedBefore is a SQL condition selecting rows created more than age ago,
-// with its argument, whatever the created column's storage. It uses the
-// server's clock, like the DEFAULT CURRENT_TIMESTAMP that filled the column.
-// ok is false when the table has no created column.
-func (t *Table) CreatedBefore(age time.Duration) (cond string, arg any, ok bool) {
-	col := t.Columns.CreatedAt
-	if col == "" {
-		return "", nil, false
-	}
-	switch t.CreatedAtEpoch {
-	case "ms":
-		return QuoteIdent(col) + " < UNIX_TIMESTAMP(NOW(3)) * 1000 - ?", age.Milliseconds(), true
-	case "s":
-		return QuoteIdent(col) + " < UNIX_TIMESTAMP(NOW(3)) - ?", int64(age / time.Second), true
-	default:
-		return QuoteIdent(col) + " < NOW(3) - INTERVAL ? MICROSECOND", age.Microseconds(), true
-	}
 }

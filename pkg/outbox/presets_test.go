@@ -53,7 +53,7 @@ func parseDDL(t *testing.T, file string) (string, map[string]string) {
 // Every preset maps only columns its DDL has, with the types its statuses
 // and created-time storage assume.
 func TestPresetsMatchTheirDDL(t *testing.T) {
-	if len(presetDDL) != len(Presets) {
+	if len(presetDDL) != len(presets) {
 		t.Fatalf("presets %v, DDL files for %d", PresetNames(), len(presetDDL))
 	}
 	for name, file := range presetDDL {

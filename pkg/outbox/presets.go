@@ -6,9 +6,9 @@ import (
 	"sort"
 )
 
-// Presets are the outbox schemas the relay takes as they are. Each has its DDL
+// presets are the outbox schemas the relay takes as they are. Each has its DDL
 // in schema/ and is overridable field by field from the config.
-var Presets = map[string]Table{
+var presets = map[string]Table{
 	// The seed's producer_message (schema/producer_message.sql). Its producers
 	// insert SENDING as well as PENDING; both mean "publish me".
 	"producer-message": {
@@ -80,8 +80,8 @@ var Presets = map[string]Table{
 
 // PresetNames lists the presets, sorted, for error messages.
 func PresetNames() []string {
-	names := make([]string, 0, len(Presets))
-	for n := range Presets {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -90,7 +90,7 @@ func PresetNames() []string {
 
 // Preset returns a copy of the named preset.
 func Preset(name string) (Table, error) {
-	p, ok := Presets[name]
+	p, ok := presets[name]
 	if !ok {
 		return Table{}, fmt.Errorf("unknown preset %q (known: %v)", name, PresetNames())
 	}
