@@ -6,19 +6,14 @@ package app
 import (
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // newRouter builds the router of the binlog path or the sweeper, reporting
 // the trace context and CloudEvents headers it leaves out.
 func (a *App) newRouter() (*router.Router, error) {
-	rt, err := router.New(a.Cfg.Tables, a.Cfg.Name)
-	if err != nil {
-		return nil, err
-	}
-	rt.OnHeaderProblem = a.headerOmitted
-	return rt, nil
+	return router.New(a.Cfg.Tables, router.WithAppID(a.Cfg.Name), router.WithHeaderProblem(a.headerOmitted))
 }
 
 // headerOmitted counts a mapped header left out of a message and warns once

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // Lint checks everything about a parsed config that needs no server: the
@@ -38,7 +38,7 @@ func Lint(cfg *config.Config) []Problem {
 	if err := checkStages(cfg); err != nil { // stages.go
 		c.add(Error, "config", "%v", err)
 	}
-	if _, err := router.New(cfg.Tables, cfg.Name); err != nil {
+	if _, err := router.New(cfg.Tables, router.WithAppID(cfg.Name)); err != nil {
 		c.add(Error, "config", "tables: %v", err)
 	}
 	lintReconcile(c, cfg)

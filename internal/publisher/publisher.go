@@ -34,7 +34,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // Config is the broker connection and the confirm window.

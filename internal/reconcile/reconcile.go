@@ -31,7 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -58,7 +58,7 @@ func New(cfg *config.Config, replica, primary *sql.DB, inboxes []*sql.DB, log *z
 	if len(inboxes) != len(cfg.Reconcile.Consumers) {
 		return nil, fmt.Errorf("reconcile: %d inbox connections for %d consumers", len(inboxes), len(cfg.Reconcile.Consumers))
 	}
-	rt, err := router.New(cfg.Tables, cfg.Name)
+	rt, err := router.New(cfg.Tables, router.WithAppID(cfg.Name))
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -327,7 +327,7 @@ func debeziumTable(t *testing.T) *outbox.Table { return presetTable(t, "debezium
 // for the route and commit stages.
 func testRelay(t *testing.T, tb *outbox.Table, dlx string) (*Relay, *observer.ObservedLogs) {
 	t.Helper()
-	rt, err := router.New([]*outbox.Table{tb}, "relay-test")
+	rt, err := router.New([]*outbox.Table{tb}, router.WithAppID("relay-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

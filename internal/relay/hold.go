@@ -10,7 +10,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -90,7 +90,7 @@ func (r *Relay) unroutableMessage(row *outbox.Row, cause error) *router.Message 
 			ContentType:  "application/octet-stream",
 			DeliveryMode: amqp.Persistent,
 			Timestamp:    time.Now().UTC(),
-			AppId:        r.router.AppID,
+			AppId:        r.router.AppID(),
 			Body:         colval.ValueBytes(row.Values[t.Columns.Payload]),
 			Headers:      amqp.Table{HeaderReason: cause.Error(), HeaderTable: t.FullName()},
 		}}

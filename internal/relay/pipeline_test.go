@@ -16,7 +16,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -50,7 +50,7 @@ type pipeline struct {
 
 func startPipeline(t *testing.T, tb *outbox.Table, reader *fakeReader, lanes ...*fakeLane) *pipeline {
 	t.Helper()
-	rt, err := router.New([]*outbox.Table{tb}, "relay-test")
+	rt, err := router.New([]*outbox.Table{tb}, router.WithAppID("relay-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

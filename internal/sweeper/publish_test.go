@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/router"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -43,7 +43,7 @@ func (f *fakePublisher) Run(ctx context.Context, in <-chan publisher.Job[*Claime
 // returned and nacked rows are failures with the broker's reason.
 func TestPublishSortsOutcomes(t *testing.T) {
 	tb := table(t, "producer-message", nil)
-	rt, err := router.New([]*outbox.Table{tb}, "test")
+	rt, err := router.New([]*outbox.Table{tb}, router.WithAppID("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

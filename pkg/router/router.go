@@ -41,14 +41,27 @@ var ErrNoRoute = errors.New("no route")
 var ErrNullField = errors.New("required column is NULL")
 
 // Router routes rows of a set of tables. Templates are parsed once.
+// A Router is safe for concurrent use.
 type Router struct {
-	tables map[*outbox.Table]*tableRoute
-	// AppID is set on every message (the relay's name).
-	AppID string
-	// OnHeaderProblem, if set, is told about each trace context or
-	// CloudEvents header left out of a message (headers.go).
-	OnHeaderProblem HeaderProblem
+	tables          map[*outbox.Table]*tableRoute
+	appID           string
+	onHeaderProblem HeaderProblem
 }
+
+// An Option configures a Router.
+type Option func(*Router)
+
+// WithAppID sets the AMQP app-id property of every message (the relay sets
+// its name). Without it messages carry no app-id.
+func WithAppID(id string) Option { return func(r *Router) { r.appID = id } }
+
+// WithHeaderProblem has f told about each trace context or CloudEvents
+// header left out of a message because the row's value does not fit it.
+// The message is built without that header either way.
+func WithHeaderProblem(f HeaderProblem) Option { return func(r *Router) { r.onHeaderProblem = f } }
+
+// AppID is the app-id the router sets on messages ("" for none).
+func (r *Router) AppID() string { return r.appID }
 
 type tableRoute struct {
 	exchange    colval.Template
@@ -58,9 +71,13 @@ type tableRoute struct {
 	ce          *ceTemplates // nil without cloudevents.enabled
 }
 
-// New parses the routes of the tables (already validated).
-func New(tables []*outbox.Table, appID string) (*Router, error) {
-	r := &Router{tables: map[*outbox.Table]*tableRoute{}, AppID: appID}
+// New parses the routes of the tables, which must have passed
+// outbox.Table.Validate. Rows of any other table are refused by Route.
+func New(tables []*outbox.Table, opts ...Option) (*Router, error) {
+	r := &Router{tables: map[*outbox.Table]*tableRoute{}}
+	for _, o := range opts {
+		o(r)
+	}
 	for _, t := range tables {
 		exT, rkT := t.RouteTemplates()
 		ex, err := colval.ParseTemplate(exT)
@@ -112,7 +129,7 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		ContentType:  tr.contentType,
 		DeliveryMode: amqp.Persistent,
 		Timestamp:    time.Now().UTC(),
-		AppId:        r.AppID,
+		AppId:        r.appID,
 		Body:         body,
 	}
 	m := &Message{Row: row, Exchange: exchange, RoutingKey: rk}

@@ -17,13 +17,12 @@ type problem struct{ msgID, header, err string }
 // routeReporting routes one row and returns the problems reported.
 func routeReporting(t *testing.T, tb *outbox.Table, values map[string]any) (*Message, []problem) {
 	t.Helper()
-	r, err := New([]*outbox.Table{tb}, "relay-test")
+	var got []problem
+	r, err := New([]*outbox.Table{tb}, WithAppID("relay-test"), WithHeaderProblem(func(_ *outbox.Table, msgID, header string, err error) {
+		got = append(got, problem{msgID, header, err.Error()})
+	}))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var got []problem
-	r.OnHeaderProblem = func(_ *outbox.Table, msgID, header string, err error) {
-		got = append(got, problem{msgID, header, err.Error()})
 	}
 	msg, err := r.Route(&outbox.Row{Table: tb, Values: values, ID: values[tb.Columns.ID]})
 	if err != nil {

@@ -3,7 +3,7 @@ package router
 // Headers a table maps besides its columns.headers: the W3C trace context
 // (trace) and the CloudEvents binary-mode attributes (cloudevents). A value
 // that does not fit its header leaves the header out and is reported to
-// OnHeaderProblem; the row is published all the same, since tracing
+// WithHeaderProblem; the row is published all the same, since tracing
 // metadata is never worth a message.
 
 import (
@@ -78,8 +78,8 @@ func (r *Router) mappedHeaders(row *outbox.Row, tr *tableRoute, pub *amqp.Publis
 }
 
 func (r *Router) problem(t *outbox.Table, msgID, header string, err error) {
-	if r.OnHeaderProblem != nil {
-		r.OnHeaderProblem(t, msgID, header, err)
+	if r.onHeaderProblem != nil {
+		r.onHeaderProblem(t, msgID, header, err)
 	}
 }
 

@@ -20,7 +20,7 @@ func preset(t *testing.T, name string, change func(*outbox.Table)) *outbox.Table
 
 func route(t *testing.T, tb *outbox.Table, values map[string]any) (*Message, error) {
 	t.Helper()
-	r, err := New([]*outbox.Table{tb}, "relay-test")
+	r, err := New([]*outbox.Table{tb}, WithAppID("relay-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestMessageID(t *testing.T) {
 }
 
 func TestUnconfiguredTable(t *testing.T) {
-	r, err := New(nil, "x")
+	r, err := New(nil, WithAppID("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestDestinationReadsRouteColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := New([]*outbox.Table{tb}, "relay-test")
+	r, _ := New([]*outbox.Table{tb}, WithAppID("relay-test"))
 	slim := &outbox.Row{Table: tb, ID: "u-1", Values: map[string]any{"id": "u-1", "aggregatetype": "Order", "type": "OrderPaid"}}
 	ex, rk, err := r.Destination(slim)
 	if err != nil || ex != msg.Exchange || rk != msg.RoutingKey || ex != "orders" || rk != "OrderPaid" {
