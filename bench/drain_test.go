@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // BenchmarkRelayDrain runs binlog-relay in-process (internal/app, the same

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // Open prepares connections; nothing is dialled until used.
@@ -63,7 +63,7 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB, TLSConfig: rtls,
 		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
 		MaxRetries: 1})
-	a.Store = &checkpoint.Redis{Client: a.Redis, Key: cfg.Checkpoint.Key}
+	a.Store = checkpoint.NewRedis(a.Redis, cfg.Checkpoint.Key)
 	return a, nil
 }
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // runLeader is Run with ha.enabled: the services run all along (a standby
@@ -88,7 +88,7 @@ func lostLease(err error) bool {
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
 	a.leader.set(true) // leader.go
 	defer a.endTerm(ctx)
-	store := &checkpoint.Fenced{Client: a.Redis, Key: a.Cfg.Checkpoint.Key, LeaderKey: l.LeaderKey(), Lease: l.Value()}
+	store := checkpoint.NewRedis(a.Redis, a.Cfg.Checkpoint.Key, checkpoint.WithFence(l.Term()))
 	r, err := a.build(ctx, store, l.Held)
 	if err != nil {
 		l.Release(ctx)

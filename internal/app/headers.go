@@ -6,8 +6,8 @@ package app
 import (
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // newRouter builds the router of the binlog path or the sweeper, reporting

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // replicaPollEvery spaces the health reads: SHOW SLAVE STATUS on the source

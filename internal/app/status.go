@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, and the

@@ -9,7 +9,7 @@
 // renew (Redis unreachable, or the process paused by SIGSTOP, a long GC or a
 // frozen VM) therefore calls itself deposed before Redis lets the key expire
 // and a standby can take it. Clocks may still lie, so the token also fences
-// every checkpoint write (internal/checkpoint.Fenced): a deposed leader that
+// every checkpoint write (checkpoint.WithFence with Lease.Term): a deposed leader that
 // did not notice cannot move the checkpoint.
 //
 // See "Distributed locks with Redis" (redis.io/docs/latest/develop/use/patterns/distributed-locks/)
@@ -180,6 +180,24 @@ func (l *Lease) Value() string {
 	defer l.mu.Unlock()
 	return l.value
 }
+
+// Term is one term's fence for checkpoint.WithFence: the leader key and the
+// term's value, fixed when Term is called, so a store built for one term
+// never writes with a later term's token.
+type Term struct{ key, value string }
+
+// FenceKey is the leader key.
+func (t Term) FenceKey() string { return t.key }
+
+// FenceToken is the term's "token:holder" ("" before the first Acquire).
+func (t Term) FenceToken() string { return t.value }
+
+// Term returns the current term's fence.
+func (l *Lease) Term() Term { return Term{key: l.LeaderKey(), value: l.Value()} }
+
+// TermOf is the fence of a term known by its value (a deposed leader's, in a
+// test or a tool), for the leader key of name.
+func TermOf(name, value string) Term { return Term{key: LeaderKey(name), value: value} }
 
 // Lost is closed when the current term ends (expired by this process's own
 // clock, or another holder seen in Redis). Before Acquire it is closed.

@@ -10,10 +10,10 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // class is an outbox row's status as reconcile sees it.

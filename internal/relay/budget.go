@@ -5,8 +5,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // budget bounds the bytes of the rows between the router and the settle

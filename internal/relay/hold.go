@@ -10,8 +10,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/pkg/router"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // Headers on a message the relay sends to the dead-letter exchange because

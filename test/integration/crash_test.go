@@ -17,9 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // producerState is what a background producer shares with its test: mu
@@ -126,7 +126,7 @@ func loadCheckpoint(t *testing.T, key string) (checkpoint.Checkpoint, error) {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
 	defer rc.Close()
-	store := &checkpoint.Redis{Client: rc, Key: key}
+	store := checkpoint.NewRedis(rc, key)
 	return store.Load(context.Background())
 }
 

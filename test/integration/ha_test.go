@@ -20,10 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // haTTL is the lease TTL in these tests: a standby takes over about this
@@ -265,8 +265,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	// The deposed leader's own lease value is fenced out of the checkpoint.
 	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
 	defer rc.Close()
-	stale := &checkpoint.Fenced{Client: rc, Key: key, LeaderKey: lease.LeaderKey(name),
-		Lease: fmt.Sprintf("%.0f:%s", acq["token"], acq["holder"])}
+	stale := checkpoint.NewRedis(rc, key, checkpoint.WithFence(lease.TermOf(name, fmt.Sprintf("%.0f:%s", acq["token"], acq["holder"]))))
 	old := before
 	old.GTIDSet = "0-1-1"
 	if testenv.Current.MySQL {

@@ -1,7 +1,29 @@
-// Package checkpoint stores the relay's resume position. A checkpoint names
-// the end of a whole transaction below which every outbox row was confirmed
-// by the broker and marked on the primary; the relay never saves anything
-// else, so a restart replays from there and never skips.
+// Package checkpoint stores a binlog stream's resume position. The relay
+// saves a checkpoint only at the end of a whole transaction below which
+// every outbox row was confirmed by the broker and marked on the primary,
+// so a restart replays from there and never skips.
+//
+// # Stored form
+//
+// A checkpoint is stored as one JSON object, frozen at version 1:
+//
+//	{"version":1,"flavor":"mysql","gtid_set":"3e11fa47-...:1-42",
+//	 "binlog_file":"binlog.000003","binlog_pos":1234,
+//	 "server":"server_uuid=3e11fa47-...","saved_at":"2026-12-01T13:00:00Z"}
+//
+// flavor is "mysql" or "mariadb"; gtid_set is the flavour's own GTID text
+// (empty without GTID, binlog_file and binlog_pos then being the position);
+// server names the source that file and position belong to. Fields are only
+// ever added, never renamed or given another meaning; a change that old
+// readers could misread would raise the version, and Decode refuses a
+// version it does not know rather than guess. A stored object without
+// "version" (saved by a relay before 0.9) reads as version 1.
+//
+// # Stores
+//
+// Store is what a stream needs of a place to keep its checkpoint. Redis
+// keeps it under one key of a go-redis UniversalClient (a single node,
+// Sentinel or Cluster), optionally fenced by a leader lease (WithFence).
 package checkpoint
 
 import (
@@ -14,8 +36,14 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/binlog"
 )
 
+// Version is the version of the stored form this package writes and reads.
+const Version = 1
+
 // Checkpoint is what is stored.
 type Checkpoint struct {
+	// Version is the stored form's version: Encode writes Version, Decode
+	// reads 0 (absent) as 1.
+	Version int    `json:"version,omitempty"`
 	Flavor  string `json:"flavor"`
 	GTIDSet string `json:"gtid_set,omitempty"`
 	File    string `json:"binlog_file,omitempty"`
@@ -37,8 +65,11 @@ func FromPosition(p binlog.Position, server string, at time.Time) Checkpoint {
 	return Checkpoint{Flavor: p.Flavor, GTIDSet: p.GTIDSet, File: p.File, Pos: p.Pos, Server: server, SavedAt: at.UTC()}
 }
 
-// Encode renders the stored form.
-func (c Checkpoint) Encode() ([]byte, error) { return json.Marshal(c) }
+// Encode renders the stored form (at Version, whatever c.Version says).
+func (c Checkpoint) Encode() ([]byte, error) {
+	c.Version = Version
+	return json.Marshal(c)
+}
 
 // Decode parses the stored form and checks it names a position. The GTID
 // text is read with the flavour's semantics and stored back in canonical
@@ -49,6 +80,13 @@ func Decode(b []byte) (Checkpoint, error) {
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Checkpoint{}, fmt.Errorf("decoding checkpoint: %w", err)
+	}
+	switch c.Version {
+	case 0:
+		c.Version = Version
+	case Version:
+	default:
+		return Checkpoint{}, fmt.Errorf("decoding checkpoint: stored form version %d is newer than this reader's %d: it was saved by a newer relay", c.Version, Version)
 	}
 	if c.Flavor == "" || (c.GTIDSet == "" && c.File == "") {
 		return Checkpoint{}, errors.New("decoding checkpoint: it names no position")
@@ -66,7 +104,8 @@ func Decode(b []byte) (Checkpoint, error) {
 // ErrNotFound means no checkpoint was saved yet.
 var ErrNotFound = errors.New("no checkpoint saved")
 
-// Store keeps one checkpoint.
+// Store keeps one checkpoint. Load returns ErrNotFound when none was saved
+// yet; Save replaces the stored one. A Store must be safe for concurrent use.
 type Store interface {
 	Load(ctx context.Context) (Checkpoint, error)
 	Save(ctx context.Context, c Checkpoint) error

@@ -81,3 +81,24 @@ func TestDecodeNormalisesAnOldMariaDBCheckpoint(t *testing.T) {
 		t.Errorf("malformed GTID accepted or not named: %v", err)
 	}
 }
+
+// The stored form carries its version; a checkpoint saved before the field
+// existed reads as version 1, and one from a newer form is refused with a
+// reason instead of being misread.
+func TestStoredFormVersion(t *testing.T) {
+	raw, err := Checkpoint{Flavor: "mariadb", GTIDSet: "0-1-42"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(raw), `{"version":1,"flavor":"mariadb","gtid_set":"0-1-42"`) {
+		t.Fatalf("stored form %s", raw)
+	}
+	old, err := Decode([]byte(`{"flavor":"mariadb","gtid_set":"0-1-42","saved_at":"2026-01-01T00:00:00Z"}`))
+	if err != nil || old.Version != 1 || old.GTIDSet != "0-1-42" {
+		t.Fatalf("a checkpoint without version: %+v, %v", old, err)
+	}
+	_, err = Decode([]byte(`{"version":2,"flavor":"mariadb","gtid_set":"0-1-42"}`))
+	if err == nil || !strings.Contains(err.Error(), "version 2 is newer than this reader's 1") {
+		t.Fatalf("a newer stored form: %v", err)
+	}
+}

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/binlog-relay/binlog-relay/internal/checkpoint"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 func cp(gtid string) checkpoint.Checkpoint {
@@ -35,8 +35,8 @@ func TestFencedCheckpointWrites(t *testing.T) {
 		}
 		return l
 	}
-	store := func(l *lease.Lease) *checkpoint.Fenced {
-		return &checkpoint.Fenced{Client: rc, Key: key, LeaderKey: l.LeaderKey(), Lease: l.Value()}
+	store := func(l *lease.Lease) *checkpoint.Redis {
+		return checkpoint.NewRedis(rc, key, checkpoint.WithFence(l.Term()))
 	}
 	a, b := newLease("a"), newLease("b")
 	if _, err := a.Acquire(ctx); err != nil {
@@ -70,7 +70,7 @@ func TestFencedCheckpointWrites(t *testing.T) {
 	if err := sb.Save(ctx, cp("0-1-40")); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("save without a lease in redis: %v, want ErrFenced", err)
 	}
-	if err := (&checkpoint.Fenced{Client: rc, Key: key, LeaderKey: lease.LeaderKey(name)}).Save(ctx, cp("0-1-50")); !errors.Is(err, checkpoint.ErrFenced) {
+	if err := checkpoint.NewRedis(rc, key, checkpoint.WithFence(lease.TermOf(name, ""))).Save(ctx, cp("0-1-50")); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("save with no lease value: %v, want ErrFenced", err)
 	}
 	if got, _ := sb.Load(ctx); got.GTIDSet != "0-1-20" {
