@@ -22,12 +22,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -93,9 +93,10 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	reader, err := binlog.New(binlog.Config{
 		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
 		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
-		Heartbeat: cfg.Relay.Heartbeat, Failover: a.failoverHook(),
+		Heartbeat:    cfg.Relay.Heartbeat,
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
-	}, cfg.Tables, &binlog.InfoSchema{DB: a.Source}, a.Log.Named("binlog"))
+	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source}),
+		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.failoverHook()))
 	if err != nil {
 		return nil, err
 	}

@@ -16,11 +16,12 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -70,7 +71,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 			c.checkApplierOrder(ctx, where)
 		}
 	}
-	if v, err := binlog.CompressionSetting(ctx, a.Source); err == nil && v != "" {
+	if v, err := sourceinfo.CompressionSetting(ctx, a.Source); err == nil && v != "" {
 		// Compressed transactions arrive as TRANSACTION_PAYLOAD events,
 		// which the reader decodes; reported so the setting is known.
 		c.add(Info, where, "binlog_transaction_compression is %s (compressed transactions are decoded)", v)
@@ -239,7 +240,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	defer syncer.Close()
 	var streamer *replication.BinlogStreamer
 	if start.HasGTID() {
-		set, perr := binlog.ParseGTIDSet(start.Flavor, start.GTIDSet)
+		set, perr := parseStartSet(start)
 		if perr != nil {
 			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, a.Cfg.Checkpoint.Key)
 			return
@@ -265,7 +266,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	}
 	var myErr *mysql.MyError
 	switch {
-	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && binlog.IsPurgedMessage(myErr.Message):
+	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && sourceinfo.IsPurgedMessage(myErr.Message):
 		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
@@ -307,4 +308,14 @@ func (c *checker) checkBroker() {
 		return
 	}
 	_ = conn.Close()
+}
+
+// parseStartSet reads a start position's GTID set for go-mysql's syncer, in
+// the flavour's canonical form (binlog.NormalizeGTIDSet).
+func parseStartSet(p binlog.Position) (mysql.GTIDSet, error) {
+	norm, err := binlog.NormalizeGTIDSet(p.Flavor, p.GTIDSet)
+	if err != nil {
+		return nil, err
+	}
+	return mysql.ParseGTIDSet(p.Flavor, norm)
 }

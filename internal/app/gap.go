@@ -21,8 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // gapReadyFor is how long /readyz names a gap after the relay took it, so
@@ -134,7 +135,7 @@ func (a *App) takeGap(what string, saved, now binlog.Position) {
 // purgedGap handles binlog.ErrPositionPurged from the stream: it returns
 // where to restart, or the refusal.
 func (a *App) purgedGap(ctx context.Context, saved binlog.Position, cause error) (binlog.Position, error) {
-	if !binlog.IsPurgedMessage(cause.Error()) {
+	if !sourceinfo.IsPurgedMessage(cause.Error()) {
 		// Error 1236 for another reason (a GTID the source's binlog does
 		// not hold after a failover, out-of-order GTIDs under strict mode):
 		// reported, never answered by jumping ahead.

@@ -9,10 +9,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -27,7 +27,7 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 	if ok, why := a.Ready(); ok || len(why) != 1 || !strings.Contains(why[0], "not running yet") {
 		t.Fatalf("before build: %v %v", ok, why)
 	}
-	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
+	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

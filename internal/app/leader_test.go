@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 func haApp() *App {
@@ -75,7 +75,7 @@ func TestEndTermForgetsTheStream(t *testing.T) {
 	a := haApp()
 	m := a.Metrics()
 	a.leader.set(true)
-	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil, nil, zap.NewNop())
+	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
@@ -27,3 +28,10 @@ func NewLogger(c config.Log) (*zap.Logger, error) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// slogOf hands a zap logger to the public packages, which log through
+// log/slog: the records go to l's core under l's name, so they read like
+// the rest of the relay's lines.
+func slogOf(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name())))
+}

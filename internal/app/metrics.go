@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // redisPingEvery is how often the Redis connection is probed for /readyz

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -123,7 +124,7 @@ func TestPurgedMessage(t *testing.T) {
 		"A slave with the same server_uuid/server_id as this slave has connected to the master":                                                             false,
 		"Error: connecting slave requested to start from GTID 0-1-5, which is not in the master's binlog":                                                   false,
 	} {
-		if binlog.IsPurgedMessage(msg) != want {
+		if sourceinfo.IsPurgedMessage(msg) != want {
 			t.Errorf("IsPurgedMessage(%q) = %v", msg, !want)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // Run checks the servers, then streams until ctx ends. A saved position the
@@ -112,6 +112,8 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 				return gerr
 			}
 			start = now
+		case errors.Is(err, binlog.ErrXABufferFull):
+			return fmt.Errorf("%w (the bound is source.xa_buffer_rows / source.xa_buffer_bytes)", err)
 		default:
 			return err
 		}

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // sources is the list in source.hosts and which one the relay reads now.
@@ -88,7 +88,7 @@ func (a *App) pickSource(ctx context.Context) {
 }
 
 // failoverHook is the reader's Failover, or nil with one source.
-func (a *App) failoverHook() func(context.Context, binlog.Position, string) (string, uint16, error) {
+func (a *App) failoverHook() binlog.FailoverFunc {
 	if a.src == nil {
 		return nil
 	}

@@ -33,7 +33,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // Version is the version of the stored form this package writes and reads.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {

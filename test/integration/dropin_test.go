@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // startDropin starts a relay over the given tables YAML.

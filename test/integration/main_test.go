@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/binlog"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // binlogFlavor is the reader's flavour for the stack's flavour.

@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// Flavors, as go-mysql names them.
+// The two flavours of source, as Position.Flavor and Config.Flavor name them.
 const (
-	FlavorMySQL   = mysql.MySQLFlavor
-	FlavorMariaDB = mysql.MariaDBFlavor
+	FlavorMySQL   = "mysql"
+	FlavorMariaDB = "mariadb"
 )
 
 // Position is where a stream stands after a whole transaction. GTIDSet is
@@ -41,7 +41,7 @@ func (p Position) String() string {
 	return fmt.Sprintf("%s file=%s pos=%d", p.Flavor, p.File, p.Pos)
 }
 
-// ParseGTIDSet reads a position's GTID text with the flavour's semantics.
+// parseGTIDSet reads a position's GTID text with the flavour's semantics.
 //
 // MariaDB: a replica's gtid_slave_pos / gtid_binlog_pos is one GTID per
 // domain, and the server refuses a position naming a domain twice (ERROR
@@ -53,7 +53,7 @@ func (p Position) String() string {
 // the text, so the relay does not rely on it.
 //
 // MySQL: the executed GTID set, intervals per source uuid and tag.
-func ParseGTIDSet(flavor, text string) (mysql.GTIDSet, error) {
+func parseGTIDSet(flavor, text string) (mysql.GTIDSet, error) {
 	switch flavor {
 	case FlavorMariaDB:
 		set := &mysql.MariadbGTIDSet{Sets: map[uint32]*mysql.MariadbGTID{}}
@@ -83,10 +83,10 @@ func ParseGTIDSet(flavor, text string) (mysql.GTIDSet, error) {
 }
 
 // NormalizeGTIDSet rewrites a GTID text in the flavour's canonical form
-// (see ParseGTIDSet): one GTID per domain for MariaDB, merged intervals
+// (see parseGTIDSet): one GTID per domain for MariaDB, merged intervals
 // for MySQL.
 func NormalizeGTIDSet(flavor, text string) (string, error) {
-	set, err := ParseGTIDSet(flavor, text)
+	set, err := parseGTIDSet(flavor, text)
 	if err != nil {
 		return "", err
 	}
@@ -139,7 +139,7 @@ type Tracker struct {
 func NewTracker(p Position) (*Tracker, error) {
 	t := &Tracker{flavor: p.Flavor, file: p.File, pos: p.Pos}
 	if p.HasGTID() {
-		set, err := ParseGTIDSet(p.Flavor, p.GTIDSet)
+		set, err := parseGTIDSet(p.Flavor, p.GTIDSet)
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +160,7 @@ func (t *Tracker) Apply(c Commit) error {
 		return nil
 	}
 	if t.set == nil {
-		empty, err := ParseGTIDSet(t.flavor, "")
+		empty, err := parseGTIDSet(t.flavor, "")
 		if err != nil {
 			return err
 		}
@@ -199,11 +199,11 @@ func (t *Tracker) Position() Position {
 // For MariaDB that is, per domain of want, a sequence number at least as
 // high in have.
 func ContainsGTID(flavor, have, want string) (bool, error) {
-	h, err := ParseGTIDSet(flavor, have)
+	h, err := parseGTIDSet(flavor, have)
 	if err != nil {
 		return false, err
 	}
-	w, err := ParseGTIDSet(flavor, want)
+	w, err := parseGTIDSet(flavor, want)
 	if err != nil {
 		return false, err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -73,7 +72,7 @@ func readFixture(t *testing.T, file, flavor string, schemas SchemaSource, tables
 func parseFixture(t *testing.T, path, flavor string, schemas SchemaSource, tables ...*outbox.Table) (fixtureRun, error) {
 	t.Helper()
 	file := filepath.Base(path)
-	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: flavor}, tables, schemas, zap.NewNop())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: flavor}, tables, WithSchemaSource(schemas))
 	if err != nil {
 		t.Fatal(err)
 	}

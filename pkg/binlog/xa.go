@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -119,7 +118,7 @@ func (s *stream) xaStatement(ctx context.Context, ev *replication.BinlogEvent, s
 		b := s.prepared[st.xid]
 		if b == nil {
 			s.r.log.Warn("XA COMMIT of a transaction prepared before the stream's start position: its rows were not read; the sweeper sends those of status tables",
-				zap.String("xid", st.xid), zap.String("binlog_file", s.tracker.file), zap.Uint32("binlog_pos", ev.Header.LogPos))
+				"xid", st.xid, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 			b = &xaBranch{xid: st.xid}
 		}
 		return s.emitBranch(ctx, ev, b)
@@ -197,8 +196,8 @@ func (s *stream) emitBranch(ctx context.Context, ev *replication.BinlogEvent, b 
 func (s *stream) xaHold(row *outbox.Row) error {
 	size := rowBytes(row)
 	if s.heldRows+len(s.xa.rows)+1 > s.r.cfg.XABufferRows || s.heldBytes+s.xa.bytes+size > s.r.cfg.XABufferBytes {
-		return &fatalError{fmt.Errorf("XA transaction %s at %s holds more outbox rows than the reader may keep until XA COMMIT (%d rows, %d bytes for all prepared XA transactions; source.xa_buffer_rows / source.xa_buffer_bytes): raise the bound or commit XA transactions in smaller branches",
-			s.xa.xid, s.tracker.file, s.r.cfg.XABufferRows, s.r.cfg.XABufferBytes)}
+		return &fatalError{fmt.Errorf("%w: XA transaction %s at %s holds more outbox rows than the reader may keep until XA COMMIT (%d rows, %d bytes for all prepared XA transactions: Config.XABufferRows / XABufferBytes): raise the bound or commit XA transactions in smaller branches",
+			ErrXABufferFull, s.xa.xid, s.tracker.file, s.r.cfg.XABufferRows, s.r.cfg.XABufferBytes)}
 	}
 	s.xa.rows = append(s.xa.rows, row)
 	s.xa.bytes += size

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -18,6 +19,11 @@ var ErrPositionPurged = errors.New("the source no longer has the binlog for the 
 // them. It is never answered by jumping ahead.
 var ErrServerIDConflict = errors.New("another replica is connected to the source with the same server_id")
 
+// ErrXABufferFull means prepared XA transactions hold more outbox rows
+// than Config.XABufferRows or XABufferBytes allow until their XA COMMIT.
+// The reader stops rather than publish rows that may still be rolled back.
+var ErrXABufferFull = errors.New("the prepared XA transactions' outbox rows exceed the reader's XA buffer")
+
 // replErrKind sorts the errors a binlog dump ends with.
 type replErrKind uint8
 
@@ -28,42 +34,6 @@ const (
 	// replErrServerID: another replica registered with our server_id.
 	replErrServerID
 )
-
-// purgedMessages are the texts of error 1236 (ER_MASTER_FATAL_ERROR_READING_BINLOG)
-// that mean the start position is no longer in the source's binlogs, lower
-// case. Error 1236 carries many other conditions (a duplicate server_id, an
-// out-of-order GTID in strict mode, an event larger than
-// max_allowed_packet, a truncated or corrupt binlog), so only these count as
-// purged; the rest are reported as they are.
-var purgedMessages = []string{
-	// MySQL and MariaDB, file/position start (sql/rpl_binlog_sender.cc,
-	// sql/sql_repl.cc): the file named is not in the binlog index.
-	"could not find first log file name in binary log index file",
-	// MySQL 5.6 to 8.0.22, GTID auto-position: "The slave is connecting
-	// using CHANGE MASTER TO MASTER_AUTO_POSITION = 1, but the master has
-	// purged binary logs containing GTIDs that the slave requires."
-	"has purged binary logs containing gtids",
-	// MySQL 8.0.23+: "Cannot replicate because the master purged required
-	// binary logs" (8.0.26+: "the source purged required binary logs").
-	"purged required binary logs",
-	// MariaDB GTID start (sql/sql_repl.cc, gtid_find_binlog_file): "Could
-	// not find GTID state requested by slave in any binlog files. Probably
-	// the slave state is too old and required binlog files have been purged."
-	"could not find gtid state requested by slave in any binlog files",
-	"required binlog files have been purged",
-}
-
-// IsPurgedMessage reports whether the text of an error 1236 means the
-// position is no longer in the source's binlogs (and nothing else).
-func IsPurgedMessage(msg string) bool {
-	m := strings.ToLower(msg)
-	for _, p := range purgedMessages {
-		if strings.Contains(m, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // serverIDMessages: when a replica registers with a server_id (or
 // server_uuid) already connected, the source drops the older connection.
@@ -98,7 +68,7 @@ func classifyReplError(err error) (replErrKind, *mysql.MyError) {
 			return replErrServerID, my
 		}
 	}
-	if IsPurgedMessage(msg) {
+	if sourceinfo.IsPurgedMessage(msg) {
 		return replErrPurged, my
 	}
 	return replErrOther, my

@@ -18,7 +18,6 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -45,12 +44,9 @@ type Config struct {
 	// StopTimeout bounds how long a stop waits for the open transaction to
 	// end, so a stop lands on a transaction boundary.
 	StopTimeout time.Duration
-	// Failover, when set, picks the server to stream from: before the first
-	// connection (failed is "") and after FailoverAfter connections in a row
-	// failed without reading an event (failed is the server's host:port).
-	// It returns once the chosen server can serve pos (it may wait for a
-	// lagging replica); an error stops the reader.
-	Failover      func(ctx context.Context, pos Position, failed string) (host string, port uint16, err error)
+	// FailoverAfter is how many connections in a row must fail without
+	// reading an event before a reader built WithFailover picks another
+	// server (default 3).
 	FailoverAfter int
 	// XABufferRows and XABufferBytes bound the rows of prepared XA
 	// transactions held until their XA COMMIT (all prepared branches
@@ -72,30 +68,54 @@ func (c *Config) Defaults() {
 	c.XABufferBytes = cmp.Or(c.XABufferBytes, 64<<20)
 }
 
-// Validate reports every bad field, by its YAML key; it expects Defaults
-// to have filled the zero ones.
+// Validate reports every bad field, by its name in Config; it expects
+// Defaults to have filled the zero ones.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Host == "" {
-		errs = append(errs, errors.New("source.host: required"))
+		errs = append(errs, errors.New("binlog: Config.Host: required"))
 	}
 	if c.Port == 0 {
-		errs = append(errs, errors.New("source.port: required"))
+		errs = append(errs, errors.New("binlog: Config.Port: required"))
 	}
 	if c.User == "" {
-		errs = append(errs, errors.New("source.user: required"))
+		errs = append(errs, errors.New("binlog: Config.User: required"))
 	}
 	if c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB {
-		errs = append(errs, fmt.Errorf("source.flavor: %q is neither mysql nor mariadb", c.Flavor))
+		errs = append(errs, fmt.Errorf("binlog: Config.Flavor: %q is neither %q nor %q", c.Flavor, FlavorMySQL, FlavorMariaDB))
 	}
 	if c.XABufferRows < 1 {
-		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.XABufferRows))
+		errs = append(errs, fmt.Errorf("binlog: Config.XABufferRows: %d must be positive", c.XABufferRows))
 	}
 	if c.XABufferBytes < 1 {
-		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.XABufferBytes))
+		errs = append(errs, fmt.Errorf("binlog: Config.XABufferBytes: %d must be positive", c.XABufferBytes))
 	}
 	return errors.Join(errs...)
 }
+
+// FailoverFunc picks the server to stream from: before the first
+// connection (failed is "") and after Config.FailoverAfter connections in a
+// row failed without reading an event (failed is that server's host:port).
+// It returns once the chosen server can serve pos (it may wait for a
+// lagging replica); an error stops the reader.
+type FailoverFunc func(ctx context.Context, pos Position, failed string) (host string, port uint16, err error)
+
+// An Option configures a Reader.
+type Option func(*Reader)
+
+// WithLogger has the reader log connections, reconnects and failovers to l
+// (by default it logs nothing).
+func WithLogger(l *slog.Logger) Option { return func(r *Reader) { r.log = l } }
+
+// WithSchemaSource gives the reader the tables' columns when the source does
+// not send column names with each row (binlog_row_metadata=MINIMAL). Without
+// one, such a source stops the reader with an error saying so; InfoSchema
+// reads them from the source's information_schema.
+func WithSchemaSource(s SchemaSource) Option { return func(r *Reader) { r.schemas = s } }
+
+// WithFailover has the reader choose its server with f instead of always
+// streaming from Config.Host and Config.Port.
+func WithFailover(f FailoverFunc) Option { return func(r *Reader) { r.failoverFn = f } }
 
 // Kind tells what an Event carries.
 type Kind uint8
@@ -131,10 +151,11 @@ type Commit struct {
 
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
-	cfg     Config
-	tables  map[string]*outbox.Table // key: schema.table, lower case
-	schemas SchemaSource
-	log     *zap.Logger
+	cfg        Config
+	tables     map[string]*outbox.Table // key: schema.table, lower case
+	schemas    SchemaSource
+	log        *slog.Logger
+	failoverFn FailoverFunc
 
 	layoutMu sync.Mutex
 	layouts  map[string]*layout // by table key; replaced per TABLE_MAP
@@ -145,17 +166,19 @@ type Reader struct {
 	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
 }
 
-// New builds a reader for the given outbox tables, with cfg's zero fields
-// defaulted; an invalid cfg is an error naming the field. schemas is used
-// only when the source does not send column names (binlog_row_metadata !=
-// FULL).
-func New(cfg Config, tables []*outbox.Table, schemas SchemaSource, log *zap.Logger) (*Reader, error) {
+// New builds a reader of the inserts into the given outbox tables (which
+// must have passed outbox.Table.Validate), with cfg's zero fields
+// defaulted; an invalid cfg is an error naming the field.
+func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, schemas: schemas, log: log,
+	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, log: slog.New(slog.DiscardHandler),
 		layouts: map[string]*layout{}}
+	for _, o := range opts {
+		o(r)
+	}
 	for _, t := range tables {
 		r.tables[tableKey(t.Schema, t.Name)] = t
 	}
@@ -249,11 +272,11 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			// holds the same identity. Retry with backoff a few times (a
 			// restarted relay can race its own old connection), then stop.
 			conflicts++
-			r.log.Error("the source dropped the binlog stream: another replica uses the same server_id; give each relay its own source.server_id",
-				zap.Uint32("server_id", r.cfg.ServerID), zap.String("source", r.addr()),
-				zap.Int("attempt", conflicts), zap.String("error", myErr.Message))
+			r.log.Error("the source dropped the binlog stream: another replica uses the same server_id",
+				"server_id", r.cfg.ServerID, "source", r.addr(),
+				"attempt", conflicts, "error", myErr.Message)
 			if conflicts >= serverIDConflictAttempts {
-				return fmt.Errorf("%w (source.server_id %d at %s, %d attempts): %s; give each relay its own source.server_id",
+				return fmt.Errorf("%w (server_id %d at %s, %d attempts): %s; give each reader its own server_id",
 					ErrServerIDConflict, r.cfg.ServerID, r.addr(), conflicts, myErr.Message)
 			}
 		}
@@ -265,9 +288,9 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			wait.Reset()
 			failures = 0
 		}
-		if failures++; r.cfg.Failover != nil && failures >= r.cfg.FailoverAfter {
-			r.log.Warn("binlog stream keeps failing; failing over", zap.Error(err), zap.Int("attempts", failures),
-				zap.String("source", r.addr()), zap.String("gtid", tracker.Position().GTIDSet))
+		if failures++; r.failoverFn != nil && failures >= r.cfg.FailoverAfter {
+			r.log.Warn("binlog stream keeps failing; failing over", "error", err, "attempts", failures,
+				"source", r.addr(), "gtid", tracker.Position().GTIDSet)
 			if err := r.failover(streamCtx, tracker, r.addr()); err != nil {
 				return err
 			}
@@ -276,8 +299,8 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 			continue
 		}
 		pause := wait.Next()
-		r.log.Warn("binlog stream lost, reconnecting", zap.Error(err), zap.Duration("backoff", pause),
-			zap.String("gtid", tracker.Position().GTIDSet))
+		r.log.Warn("binlog stream lost, reconnecting", "error", err, "backoff", pause,
+			"gtid", tracker.Position().GTIDSet)
 		if backoff.Sleep(streamCtx, pause) != nil {
 			return nil
 		}
@@ -288,13 +311,13 @@ func (r *Reader) addr() string {
 	return net.JoinHostPort(r.cfg.Host, strconv.Itoa(int(r.cfg.Port)))
 }
 
-// failover asks cfg.Failover for the server to stream from next. Host and
+// failover asks the FailoverFunc for the server to stream from next. Host and
 // Port are only read and written on Run's goroutine.
 func (r *Reader) failover(ctx context.Context, tracker *Tracker, failed string) error {
-	if r.cfg.Failover == nil {
+	if r.failoverFn == nil {
 		return nil
 	}
-	host, port, err := r.cfg.Failover(ctx, tracker.Position(), failed)
+	host, port, err := r.failoverFn(ctx, tracker.Position(), failed)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopping
@@ -309,6 +332,7 @@ func (r *Reader) failover(ctx context.Context, tracker *Tracker, failed string) 
 type fatalError struct{ err error }
 
 func (f *fatalError) Error() string { return f.err.Error() }
+func (f *fatalError) Unwrap() error { return f.err }
 
 // stream is one connection's worth of state plus what must survive a
 // reconnect (the tracker, the partial transaction and prepared XA branches).
@@ -393,7 +417,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 
 	var streamer *replication.BinlogStreamer
 	if pos.HasGTID() {
-		set, perr := ParseGTIDSet(pos.Flavor, pos.GTIDSet)
+		set, perr := parseGTIDSet(pos.Flavor, pos.GTIDSet)
 		if perr != nil {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
@@ -405,8 +429,8 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 		return false, fmt.Errorf("starting binlog stream at %s: %w", pos, err)
 	}
 	s.r.connected.Store(true)
-	s.r.log.Info("binlog stream connected", zap.String("gtid", pos.GTIDSet),
-		zap.String("binlog_file", pos.File), zap.Uint32("binlog_pos", pos.Pos))
+	s.r.log.Info("binlog stream connected", "gtid", pos.GTIDSet,
+		"binlog_file", pos.File, "binlog_pos", pos.Pos)
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -32,7 +31,7 @@ func newScript(t *testing.T, cfg Config) *script {
 	if cfg.Flavor == "" {
 		cfg.Flavor = FlavorMariaDB
 	}
-	r, err := New(cfg, []*outbox.Table{tb}, nil, nopLog())
+	r, err := New(cfg, []*outbox.Table{tb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +219,7 @@ func TestXABufferBound(t *testing.T) {
 	sc.insert("PENDING", 1, 2, 3)
 	err := sc.feed(replication.WRITE_ROWS_EVENTv2, sc.rows("PENDING", 4))
 	var fatal *fatalError
-	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "x'31',x'',1") || !strings.Contains(err.Error(), "source.xa_buffer_rows") {
+	if !errors.As(err, &fatal) || !errors.Is(err, ErrXABufferFull) || !strings.Contains(err.Error(), "x'31',x'',1") || !strings.Contains(err.Error(), "Config.XABufferRows") {
 		t.Fatalf("past the bound: %v; want a fatal error naming the xid and the setting", err)
 	}
 	expect(t, sc.drain(), "")
@@ -327,7 +326,7 @@ func TestMismatchedTableMapNamesTablePositionAndFix(t *testing.T) {
 	tb := seedTable(t)
 	fake := &fakeSchema{}
 	fake.set(schemaOf(cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated, cTenant)) // after ALTER ADD COLUMN
-	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, fake, nopLog())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, WithSchemaSource(fake))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +353,6 @@ func TestMismatchedTableMapNamesTablePositionAndFix(t *testing.T) {
 	}
 	expect(t, sc.drain(), "")
 }
-
-func nopLog() *zap.Logger { return zap.NewNop() }
 
 // MariaDB logs XA START inside the GTID event (flag FL_PREPARED_XA), as
 // SHOW BINLOG EVENTS on MariaDB 10.11 shows:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -98,7 +97,7 @@ func seedTable(t *testing.T) *outbox.Table {
 
 func newTestReader(t *testing.T, tb *outbox.Table, schemas SchemaSource) *Reader {
 	t.Helper()
-	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, schemas, zap.NewNop())
+	r, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMariaDB}, []*outbox.Table{tb}, WithSchemaSource(schemas))
 	if err != nil {
 		t.Fatal(err)
 	}

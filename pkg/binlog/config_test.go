@@ -5,19 +5,17 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // New fills the defaults and refuses an invalid Config, each bad field
-// named by its YAML key.
+// named by its Config field.
 func TestNewRefusesAnInvalidConfig(t *testing.T) {
-	if _, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMySQL}, nil, nil, zap.NewNop()); err != nil {
+	if _, err := New(Config{Host: "x", Port: 1, User: "u", Flavor: FlavorMySQL}, nil); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
-	_, err := New(Config{Flavor: "auto", XABufferRows: -1}, nil, nil, zap.NewNop())
-	for _, want := range []string{"source.host: required", "source.port: required", "source.user: required",
-		`source.flavor: "auto"`, "source.xa_buffer_rows: -1"} {
+	_, err := New(Config{Flavor: "auto", XABufferRows: -1}, nil)
+	for _, want := range []string{"Config.Host: required", "Config.Port: required", "Config.User: required",
+		`Config.Flavor: "auto"`, "Config.XABufferRows: -1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
 		}
