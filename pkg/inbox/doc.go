@@ -51,7 +51,7 @@
 // Message.Headers are the delivery's AMQP headers. The inbox table keeps them (the
 // headers column) and the retry task republishes them with the body, plus
 // x-inbox-retry-count. A valid W3C traceparent header puts its span context into the
-// handler's ctx (tracecontext.FromContext), parsed with the standard library;
+// handler's ctx (SpanContextFromContext), parsed with the standard library;
 // pkg/inbox/otelinbox hands the headers to an OpenTelemetry propagator instead, and
 // WithContextFromHeaders takes any other extraction.
 //

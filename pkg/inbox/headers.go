@@ -210,7 +210,7 @@ type ContextFromHeaders func(ctx context.Context, headers amqp.Table) context.Co
 
 // WithContextFromHeaders adds f to what builds each handler's context from the
 // message's headers, after the inbox's own W3C trace context
-// (tracecontext.FromContext). pkg/inbox/otelinbox uses it to hand the headers to an
+// (SpanContextFromContext). pkg/inbox/otelinbox uses it to hand the headers to an
 // OpenTelemetry propagator.
 func WithContextFromHeaders(f ContextFromHeaders) Option {
 	return func(o *options) { o.fromHeaders = append(o.fromHeaders, f) }
@@ -220,7 +220,7 @@ func WithContextFromHeaders(f ContextFromHeaders) Option {
 // tracestate headers, when valid, then each ContextFromHeaders option.
 func (in *Inbox) handlerContext(ctx context.Context, m Message) context.Context {
 	if sc, ok := TraceContext(m.Headers); ok {
-		ctx = tracecontext.NewContext(ctx, sc)
+		ctx = tracecontext.NewContext(ctx, sc.internal())
 	}
 	for _, f := range in.fromHeaders {
 		ctx = f(ctx, m.Headers)
@@ -230,13 +230,16 @@ func (in *Inbox) handlerContext(ctx context.Context, m Message) context.Context 
 
 // TraceContext parses the W3C traceparent and tracestate headers; ok is false when
 // there is no valid traceparent (an invalid tracestate is left out).
-func TraceContext(h amqp.Table) (tracecontext.SpanContext, bool) {
+func TraceContext(h amqp.Table) (SpanContext, bool) {
 	tp := HeaderString(h, tracecontext.TraceparentHeader)
 	if tp == "" {
-		return tracecontext.SpanContext{}, false
+		return SpanContext{}, false
 	}
 	sc, _, err := tracecontext.Parse(tp, HeaderString(h, tracecontext.TracestateHeader))
-	return sc, err == nil
+	if err != nil {
+		return SpanContext{}, false
+	}
+	return spanContextOf(sc), true
 }
 
 // HeaderString returns a header's value when it is text (a string, or bytes as some

@@ -12,8 +12,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
-
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
@@ -67,15 +65,15 @@ func TestHandlerContextFromHeaders(t *testing.T) {
 	}}}
 	ctx := in.handlerContext(context.Background(), Message{Headers: amqp.Table{
 		"traceparent": []byte(testTraceparent), "tracestate": "rojo=1", "ce-id": "m-1"}})
-	sc, ok := tracecontext.FromContext(ctx)
-	if !ok || sc.TraceID.String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.TraceState != "rojo=1" || !sc.Sampled() {
+	sc, ok := SpanContextFromContext(ctx)
+	if !ok || sc.TraceIDString() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.TraceState != "rojo=1" || !sc.Sampled() {
 		t.Fatalf("span context %+v %v", sc, ok)
 	}
 	if ctx.Value(key{}) != "m-1" {
 		t.Fatal("the option's context was not applied")
 	}
 	ctx = in.handlerContext(context.Background(), Message{Headers: amqp.Table{"traceparent": "00-bad"}})
-	if _, ok := tracecontext.FromContext(ctx); ok {
+	if _, ok := SpanContextFromContext(ctx); ok {
 		t.Fatal("an invalid traceparent reached the handler's context")
 	}
 }
@@ -97,9 +95,9 @@ type failFirstAttempt struct {
 }
 
 func (f *failFirstAttempt) handle(ctx context.Context, _ *sql.Tx, m Message) error {
-	sc, _ := tracecontext.FromContext(ctx)
+	sc, _ := SpanContextFromContext(ctx)
 	f.mu.Lock()
-	f.calls = append(f.calls, attempt{m.ID, sc.TraceID.String(), m.Headers, m.RetryCount})
+	f.calls = append(f.calls, attempt{m.ID, sc.TraceIDString(), m.Headers, m.RetryCount})
 	f.mu.Unlock()
 	if m.RetryCount == 0 {
 		return fmt.Errorf("first attempt fails")

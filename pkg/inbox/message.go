@@ -28,7 +28,7 @@ type Message struct {
 
 // Handler does the business work for one message inside tx, the transaction that also
 // commits the inbox row. ctx carries the message's W3C trace context when it has a
-// valid traceparent header (tracecontext.FromContext), and whatever a
+// valid traceparent header (SpanContextFromContext), and whatever a
 // WithContextFromHeaders option adds (an OpenTelemetry span context, with otelinbox). It must not commit or roll back tx. Returning nil commits;
 // returning an error rolls the business work back and schedules a retry, or records
 // the message FAILED at once if the error wraps ErrMalformed (see Malformed).

@@ -19,7 +19,6 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
-	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox/otelinbox"
 )
@@ -36,7 +35,7 @@ type attempt struct {
 // through the relay into a consumer using pkg/inbox (with otelinbox). The
 // handler fails each message's first attempt, so each is delivered again by
 // the inbox's retry task. Every attempt's context carries the trace id the row
-// was written with, both through tracecontext and through OpenTelemetry; the
+// was written with, both through inbox.SpanContextFromContext and through OpenTelemetry; the
 // retry carries the original headers. A row with a malformed traceparent is
 // published without it and counted.
 func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
@@ -57,11 +56,11 @@ func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
 	var mu sync.Mutex
 	var seen []attempt
 	handle := func(ctx context.Context, _ *sql.Tx, m inbox.Message) error {
-		sc, _ := tracecontext.FromContext(ctx)
+		sc, ok := inbox.SpanContextFromContext(ctx)
 		a := attempt{id: m.ID, otelTrace: trace.SpanContextFromContext(ctx).TraceID().String(),
 			tracestate: sc.TraceState, retry: m.RetryCount, headers: m.Headers}
-		if sc.TraceID != (tracecontext.TraceID{}) {
-			a.trace = sc.TraceID.String()
+		if ok {
+			a.trace = sc.TraceIDString()
 		}
 		mu.Lock()
 		defer mu.Unlock()

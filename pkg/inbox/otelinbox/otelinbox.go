@@ -12,7 +12,7 @@
 //	}
 //
 // It is a package of its own so that pkg/inbox does not make every consumer depend on
-// OpenTelemetry: pkg/inbox reads the W3C headers itself (tracecontext.FromContext)
+// OpenTelemetry: pkg/inbox reads the W3C headers itself (inbox.SpanContextFromContext)
 // with the standard library alone, and only a program that imports this package
 // builds OpenTelemetry in.
 package otelinbox
