@@ -12,7 +12,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -96,14 +95,11 @@ func (a *App) Flavor(ctx context.Context) (string, error) {
 		a.flavor = f
 		return f, nil
 	}
-	var version string
-	if err := a.Source.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+	f, err := binlog.DetectFlavor(ctx, a.Source)
+	if err != nil {
 		return "", fmt.Errorf("source %s: %w", a.source().Redacted(), err)
 	}
-	a.flavor = binlog.FlavorMySQL
-	if strings.Contains(strings.ToLower(version), "mariadb") {
-		a.flavor = binlog.FlavorMariaDB
-	}
+	a.flavor = f
 	return a.flavor, nil
 }
 
@@ -143,77 +139,7 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 	if err != nil {
 		return binlog.Position{}, err
 	}
-	p := binlog.Position{Flavor: flavor}
-	file, pos, err := masterStatus(ctx, a.Source, flavor)
-	if err != nil {
-		return p, err
-	}
-	p.File, p.Pos = file, pos
-	var gtid sql.NullString
-	if flavor == binlog.FlavorMariaDB {
-		err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid)
-	} else {
-		var mode string
-		if err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_mode").Scan(&mode); err == nil && strings.EqualFold(mode, "ON") {
-			err = a.Source.QueryRowContext(ctx, "SELECT @@gtid_executed").Scan(&gtid)
-		}
-	}
-	if err != nil {
-		return p, fmt.Errorf("reading the source's GTID position: %w", err)
-	}
-	// An empty set (a server that never logged a GTID transaction) starts
-	// by file/pos; the tracker picks GTIDs up from the first transaction.
-	p.GTIDSet = strings.ReplaceAll(gtid.String, "\n", "")
-	return p, nil
-}
-
-// masterStatus reads the file and position the source writes now, by
-// column name, as the column set differs between versions: SHOW BINARY LOG
-// STATUS on MySQL (8.2 and later; MySQL 9 removed SHOW MASTER STATUS), SHOW
-// MASTER STATUS on MariaDB and, where the first is unknown, older MySQL.
-func masterStatus(ctx context.Context, db *sql.DB, flavor string) (string, uint32, error) {
-	q := "SHOW MASTER STATUS"
-	if flavor == binlog.FlavorMySQL {
-		q = "SHOW BINARY LOG STATUS"
-	}
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil && flavor == binlog.FlavorMySQL {
-		q = "SHOW MASTER STATUS"
-		rows, err = db.QueryContext(ctx, q)
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("reading the source's binlog position (%s): %w", q, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return "", 0, err
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return "", 0, fmt.Errorf("reading the source's binlog position: %w", err)
-		}
-		return "", 0, fmt.Errorf("the source has binary logging off (%s is empty): start it with log_bin", q)
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return "", 0, err
-	}
-	var file string
-	var pos uint64
-	for i, c := range cols {
-		switch c {
-		case "File":
-			file = string(vals[i])
-		case "Position":
-			pos, _ = strconv.ParseUint(string(vals[i]), 10, 32)
-		}
-	}
-	return file, uint32(pos), nil
+	return binlog.CurrentPosition(ctx, a.Source, flavor)
 }
 
 // StartPosition is the saved checkpoint or, without one, the source's
