@@ -58,7 +58,7 @@ unit:
 # (drain, kill -9, positions, XA, the seed tables) on MariaDB 11.8 with
 # RabbitMQ 4.3. Packages run one at a time (-p 1): they share the servers,
 # and some tests read global server counters.
-FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/status ./pkg/inbox ./pkg/checkpoint ./examples/embed
+FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/status ./pkg/inbox ./examples/embed
 CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test: stack-up lint
 	$(GO) test -count=1 -p 1 -timeout 25m ./...
