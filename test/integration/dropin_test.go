@@ -386,6 +386,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	// A column that exists before and is dropped halfway.
 	db.Exec(t, "ALTER TABLE producer_message ADD COLUMN legacy_note VARCHAR(32) NOT NULL DEFAULT 'legacy' AFTER routing_key")
+	db.WaitReplicated(t, 30*time.Second) // the relay reads the table on the replica
 	br, got := testenv.NewCollectedBroker(t)
 	cfg := relaytest.RelayConfig(testenv.UniqueName("alter"),
 		fmt.Sprintf("  - {preset: producer-message, schema: %s, columns: {headers: [message_id]}}\n", db.Name), "")

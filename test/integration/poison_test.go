@@ -112,6 +112,7 @@ func TestPoisonRowsSettleAndTheStreamFlows(t *testing.T) {
 	// Room for names over AMQP's 255-byte limit, and a headers JSON column
 	// expanded into AMQP headers.
 	db.Exec(t, "ALTER TABLE producer_message MODIFY message_id VARCHAR(400) NOT NULL, ADD COLUMN hdrs JSON NULL")
+	db.WaitReplicated(t, 30*time.Second) // the relay reads the table on the replica
 	br, got := testenv.NewCollectedBroker(t)
 	unbound := testenv.NewExchange(t)
 	denied := testenv.UniqueName("deny")

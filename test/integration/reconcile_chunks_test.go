@@ -28,6 +28,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
 		created DATETIME(3) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
 	// A duplicate needs the inbox's unique key gone.
 	db.Exec(t, "ALTER TABLE consumer_message DROP INDEX uk_consumer_message_id, ADD INDEX idx_cm (consumer, message_id)")
+	db.WaitReplicated(t, 30*time.Second) // the relay reads the table on the replica
 	inbox := func(consumer, id, ago string) {
 		db.Exec(t, "INSERT INTO consumer_message (consumer, message_id, status, content, first_consume_time) VALUES (?, ?, 'SUCCESS', '', NOW(3) - INTERVAL "+ago+")", consumer, id)
 	}

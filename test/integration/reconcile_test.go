@@ -212,6 +212,7 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
 	// elsewhere.
 	const dup = "c-002"
 	audit.Exec(t, "ALTER TABLE t_message_log DROP INDEX uk_msg_id")
+	audit.WaitReplicated(t, 30*time.Second) // the relay reads the table on the replica
 	audit.Exec(t, "INSERT INTO t_message_log (msg_id, topic, tag, status, create_time) SELECT msg_id, topic, tag, status, create_time FROM t_message_log WHERE msg_id = ?", dup)
 	db.Exec(t, `INSERT INTO producer_message (message_id, exchange, routing_key, content, status, create_time) VALUES
 		('left-pending', ?, 'order.created', '{}', 'SENT', NOW(3) - INTERVAL 1 HOUR), ('gave-up', ?, 'order.created', '{}', 'SENT', NOW(3))`, br.Exchange, br.Exchange)

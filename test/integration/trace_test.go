@@ -44,6 +44,8 @@ func TestTraceContextReachesInboxHandlerAcrossRetry(t *testing.T) {
 	if _, err := db.Primary.Exec(`ALTER TABLE producer_message ADD COLUMN traceparent VARCHAR(64) NULL, ADD COLUMN tracestate VARCHAR(512) NULL`); err != nil {
 		t.Fatal(err)
 	}
+	// The relay's start-up check reads the columns on the replica.
+	db.WaitReplicated(t, 30*time.Second)
 	br := testenv.NewBroker(t)
 	tables := fmt.Sprintf(`  - {preset: producer-message, schema: %[1]s, trace: {format: traceparent, tracestate_column: tracestate}}
   - preset: debezium
