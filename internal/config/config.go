@@ -7,7 +7,7 @@
 // owns keeps its zero value here, meaning "the stage's default"; the stage's
 // constructor applies its defaults and validates its Config (errors naming
 // the same YAML key), and internal/app converts these types into the
-// stages' Configs. Only the outbox table mapping (internal/outbox) and the
+// stages' Configs. Only the outbox table mapping (pkg/outbox) and the
 // inbox layouts (pkg/inbox) are decoded straight into their own types: they
 // are the vocabulary of the file itself.
 package config

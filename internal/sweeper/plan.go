@@ -34,7 +34,7 @@ func (m mode) String() string {
 }
 
 // plan is how the sweeper treats one table: its claim mode, and the
-// statements that follow from it (internal/outbox builds them).
+// statements that follow from it (internal/outboxsql builds them).
 type plan struct {
 	outboxsql.Sweep
 	mode mode

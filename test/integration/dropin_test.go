@@ -475,7 +475,7 @@ func TestAlterTableWhileStreaming(t *testing.T) {
 
 // Without column names in the binlog the reader falls back to
 // information_schema on the source (the decoding itself is unit-tested in
-// internal/binlog with synthetic table maps, as the replica's
+// pkg/binlog with synthetic table maps, as the replica's
 // binlog_row_metadata is global and stays FULL for the other tests). This
 // checks the real schema read: names in order, types, UNSIGNED, ENUM values,
 // and a fresh read after an ALTER once the cached one is forgotten.

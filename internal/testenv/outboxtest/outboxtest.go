@@ -1,7 +1,7 @@
 // Package outboxtest makes the outbox tables that unit tests route, decode,
 // sweep and count: a preset's table in the test's schema, edited, then
 // validated as the relay's config validates it. It imports only
-// internal/outbox, so the tests of the packages that take tables (router,
+// pkg/outbox, so the tests of the packages that take tables (router,
 // binlog, sweeper, metrics) can use it without an import cycle.
 package outboxtest
 
