@@ -15,6 +15,7 @@ import (
 // "other", and the counts add up to the rows.
 func TestMetricsExchangeSeriesBoundedThroughRelay(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	const exchanges, limit = 1000, 20
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)

@@ -394,6 +394,7 @@ func TestFailoverWaitsForLaggingReplica(t *testing.T) {
 // and then saves the checkpoint and goes on.
 func TestRedisOutageWindow(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	px := testenv.Proxy(t, testenv.RedisAddr)

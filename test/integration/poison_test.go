@@ -387,6 +387,7 @@ func insertUnroutableBetween(t *testing.T, db *testenv.DB, exchange string) (goo
 // follow: it was never skipped.
 func TestDebeziumUnroutableRowHoldsUntilRestart(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	name := testenv.UniqueName("dbz-hold")
@@ -460,6 +461,7 @@ func TestDebeziumMissingExchangeGoesToDeadLetterExchange(t *testing.T) {
 // never skipped, order kept.
 func TestDebeziumMissingExchangeHoldsUntilCreated(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	r := relaytest.StartRelay(t, opsYAML(testenv.UniqueName("dbz-wait"), debeziumTables(db.Name), map[string]string{

@@ -596,6 +596,7 @@ func syncString(b *strings.Builder) string {
 // second is refused once the first's heartbeat proves it alive.
 func TestSameNameRefused(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
 	name := testenv.UniqueName("samename")
 	yaml := opsYAML(name, debeziumTable(db.Name), nil)

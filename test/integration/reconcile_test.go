@@ -130,6 +130,7 @@ func pairOf(t *testing.T, rep *reconcile.Report, consumer string) *reconcile.Pai
 // processed once, through the sweeper and pkg/inbox.
 func TestReconcileFindsLossesAndRepairs(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	began := time.Now()
 	db := testenv.NewDB(t, "schema/producer_message.sql", "schema/consumer_message.sql")
 	db.Exec(t, "CREATE TABLE stock_moves (message_id VARCHAR(128) NOT NULL) ENGINE=InnoDB")

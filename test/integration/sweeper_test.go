@@ -452,6 +452,7 @@ func TestZombieSendingRowIsResetAndSent(t *testing.T) {
 // that count must be zero, and it tells a neighbour's SELECTs from ours.
 func TestPrimarySeesNoSelectInSteadyState(t *testing.T) {
 	testenv.Integration(t)
+	t.Parallel() // own database, exchange, names and proxies; no server restarted (main_test.go)
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)
 	cfg := lifecycleConfig("noselect", db, "interval: 100ms, archive: {mode: delete, interval: 1s}")
