@@ -34,6 +34,8 @@ type Position struct {
 // HasGTID reports whether the position resumes by GTID.
 func (p Position) HasGTID() bool { return p.GTIDSet != "" }
 
+// String renders the position for logs: the flavour, the GTID set when
+// there is one, the binlog file and offset.
 func (p Position) String() string {
 	if p.HasGTID() {
 		return fmt.Sprintf("%s gtid=%s file=%s pos=%d", p.Flavor, p.GTIDSet, p.File, p.Pos)
@@ -105,6 +107,8 @@ type TxGTID struct {
 // IsZero reports whether the transaction carried no GTID.
 func (g TxGTID) IsZero() bool { return g.mariadb == nil && g.gno == 0 }
 
+// String is the GTID as the server writes it: domain-server-seq (MariaDB)
+// or uuid[:tag]:gno (MySQL); "" for none.
 func (g TxGTID) String() string {
 	switch {
 	case g.mariadb != nil:

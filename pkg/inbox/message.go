@@ -48,6 +48,7 @@ const (
 	Failed
 )
 
+// String names the outcome as the inbox logs it.
 func (o Outcome) String() string {
 	switch o {
 	case Processed:

@@ -23,20 +23,34 @@ type Metrics interface {
 // NopMetrics ignores everything.
 type NopMetrics struct{}
 
+// Processed counts nothing.
 func (NopMetrics) Processed(time.Duration) {}
-func (NopMetrics) Duplicate()              {}
-func (NopMetrics) Retry()                  {}
-func (NopMetrics) Failed()                 {}
+
+// Duplicate counts nothing.
+func (NopMetrics) Duplicate() {}
+
+// Retry counts nothing.
+func (NopMetrics) Retry() {}
+
+// Failed counts nothing.
+func (NopMetrics) Failed() {}
 
 // Counters is a Metrics that counts, for expvar-style export and for tests.
 type Counters struct {
 	processed, duplicates, retries, failed atomic.Int64
 }
 
+// Processed counts a delivery with the Processed outcome.
 func (c *Counters) Processed(time.Duration) { c.processed.Add(1) }
-func (c *Counters) Duplicate()              { c.duplicates.Add(1) }
-func (c *Counters) Retry()                  { c.retries.Add(1) }
-func (c *Counters) Failed()                 { c.failed.Add(1) }
+
+// Duplicate counts a delivery with the Duplicate outcome.
+func (c *Counters) Duplicate() { c.duplicates.Add(1) }
+
+// Retry counts a failed attempt scheduled for a retry.
+func (c *Counters) Retry() { c.retries.Add(1) }
+
+// Failed counts a message recorded FAILED.
+func (c *Counters) Failed() { c.failed.Add(1) }
 
 // Snapshot is a point-in-time copy of Counters.
 type Snapshot struct {

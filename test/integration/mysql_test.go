@@ -456,3 +456,67 @@ func TestMySQLTaggedGTIDsInTheDelay(t *testing.T) {
 		t.Errorf("status does not show the tagged position:\n%s", status.String())
 	}
 }
+
+// A checkpoint holding tagged GTIDs (MySQL 8.3+, uuid:tag:N) goes through
+// the gap check like any other: the position purged from the source is
+// refused without --accept-gap, naming what would be lost; with it the
+// relay starts at the current position, and the tagged rows written after
+// arrive while those in the purged range do not.
+func TestMySQLTaggedGTIDsInTheGapCheck(t *testing.T) {
+	onlyMySQL(t)
+	o, want := startTopologyOutbox(t, "taggap", "first", 20)
+	tp := o.tp
+	ctx := context.Background()
+	tagged := func(prefix string, n int) []string {
+		t.Helper()
+		conn, err := tp.On(t, "switch1").Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SET gtid_next = 'AUTOMATIC:orders'"); err != nil {
+			t.Fatal(err)
+		}
+		ids := insertOutbox(t, conn, o.br.Exchange, prefix, n, 10)
+		discard(conn)
+		return ids
+	}
+	want = append(want, tagged("tagged", 30)...)
+	waitAllDistinct(t, o.got, want, 30*time.Second)
+	if err := o.r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := o.r.App.Store.Load(ctx)
+	if err != nil || !strings.Contains(cp.GTIDSet, ":orders:") {
+		t.Fatalf("checkpoint %+v (%v): want tagged GTIDs (:orders:N) in it", cp, err)
+	}
+
+	lost := tagged("lost", 30)
+	tp.WaitReplicated(t, "switch2", 30*time.Second)
+	purgeAllButCurrent(t, tp, "switch2")
+
+	_, _, run := startApp(t, o.yaml, false)
+	err = refusal(t, run, 60*time.Second, "run did not refuse the purged tagged position")
+	for _, w := range []string{"purged", tp.DB + ".outbox", "--accept-gap", ":orders:"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("run without --accept-gap: %v (want it to say %q)", err, w)
+		}
+	}
+	t.Logf("refused: %v", err)
+
+	a, _, run2 := startApp(t, o.yaml, true)
+	waitRunning(t, a, run2)
+	after := tagged("after", 30)
+	waitAllDistinct(t, o.got, append(want, after...), 30*time.Second)
+	for _, m := range o.got.All() {
+		for _, id := range lost {
+			if m.MessageID == id {
+				t.Fatalf("%s was in the purged range, yet delivered", id)
+			}
+		}
+	}
+	cp, err = a.Store.Load(ctx)
+	if err != nil || !strings.Contains(cp.GTIDSet, ":orders:") {
+		t.Fatalf("checkpoint after the gap %+v (%v): want the tagged GTIDs kept", cp, err)
+	}
+}

@@ -55,7 +55,7 @@ func debeziumTable(db string) string { return fmt.Sprintf("  - {preset: debezium
 
 // insertOutbox writes n debezium rows (ids prefix-00001...) in transactions
 // of perTx, routed to exchange, and returns their ids in commit order.
-func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx int) []string {
+func insertOutbox(t *testing.T, db execer, exchange, prefix string, n, perTx int) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; i < n; i += perTx {
@@ -71,11 +71,16 @@ func insertOutbox(t *testing.T, db *sql.DB, exchange, prefix string, n, perTx in
 			args = append(args, id, exchange)
 			ids = append(ids, id)
 		}
-		if _, err := db.Exec(b.String(), args...); err != nil {
+		if _, err := db.ExecContext(context.Background(), b.String(), args...); err != nil {
 			t.Fatalf("inserting outbox rows: %v", err)
 		}
 	}
 	return ids
+}
+
+// execer is a *sql.DB or a *sql.Conn (a session with its own settings).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // startApp runs a relay in-process like relaytest.StartRelay, with
@@ -184,6 +189,39 @@ func startTopologyOutbox(t *testing.T, name, first string, n int) (*topologyOutb
 func (o *topologyOutbox) insert(t *testing.T, server, prefix string, n int) []string {
 	t.Helper()
 	return insertOutbox(t, o.tp.On(t, server), o.br.Exchange, prefix, n, 10)
+}
+
+// purgeAllButCurrent rotates server's binlog and purges every file before
+// the new one, so a position written before it is gone.
+func purgeAllButCurrent(t *testing.T, tp *testenv.Topology, server string) {
+	t.Helper()
+	tp.Exec(t, server, "FLUSH BINARY LOGS")
+	var file string
+	var pos int64
+	rows, err := tp.Servers[server].Query(testenv.Current.BinlogStatusSQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	rest := make([]any, len(cols)-2)
+	for i := range rest {
+		rest[i] = new(sql.RawBytes)
+	}
+	if !rows.Next() {
+		t.Fatal(testenv.Current.BinlogStatusSQL() + " is empty")
+	}
+	if err := rows.Scan(append([]any{&file, &pos}, rest...)...); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	// MariaDB keeps a file until its binlog checkpoint is written (after
+	// the storage engine flushed the commits in it), so PURGE may leave it
+	// at first: repeat until the older files are gone.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		tp.Exec(t, server, "PURGE BINARY LOGS TO '"+file+"'")
+		logs := testenv.FirstColumn(t, tp.Servers[server], "SHOW BINARY LOGS") // MySQL adds an Encrypted column
+		return len(logs) > 0 && logs[0] == file
+	}, "%s keeps binlogs older than %s after PURGE", server, file)
 }
 
 // (b) The primary is switched over to another server (a new server_id in
@@ -419,38 +457,11 @@ func TestPurgedPositionNeedsAcceptGap(t *testing.T) {
 	// Rows committed while the relay is down, then their binlog purged.
 	lost := o.insert(t, "switch1", "lost", 50)
 	tp.WaitReplicated(t, "switch2", 30*time.Second)
-	tp.Exec(t, "switch2", "FLUSH BINARY LOGS")
-	var file string
-	var pos int64
-	var rest []any
-	rows, err := tp.Servers["switch2"].Query(testenv.Current.BinlogStatusSQL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cols, _ := rows.Columns()
-	rest = make([]any, len(cols)-2)
-	for i := range rest {
-		rest[i] = new(sql.RawBytes)
-	}
-	if !rows.Next() {
-		t.Fatal(testenv.Current.BinlogStatusSQL() + " is empty")
-	}
-	if err := rows.Scan(append([]any{&file, &pos}, rest...)...); err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
-	// MariaDB keeps a file until its binlog checkpoint is written (after
-	// the storage engine flushed the commits in it), so PURGE may leave it
-	// at first: repeat until the older files are gone.
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		tp.Exec(t, "switch2", "PURGE BINARY LOGS TO '"+file+"'")
-		logs := testenv.FirstColumn(t, tp.Servers["switch2"], "SHOW BINARY LOGS") // MySQL adds an Encrypted column
-		return len(logs) > 0 && logs[0] == file
-	}, "switch2 keeps binlogs older than %s after PURGE", file)
+	purgeAllButCurrent(t, tp, "switch2")
 
 	// Without --accept-gap: refused, in-process and by the command.
 	_, _, run := startApp(t, yaml, false)
-	err = refusal(t, run, 60*time.Second, "run did not refuse the purged position")
+	err := refusal(t, run, 60*time.Second, "run did not refuse the purged position")
 	for _, w := range []string{"purged", tp.DB + ".outbox", "--accept-gap", "without a status column"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Fatalf("run without --accept-gap: %v (want it to say %q)", err, w)
