@@ -2,7 +2,8 @@
 # Local test stack for binlog-relay, shared by `make test|demo|bench` and CI (.ci/run).
 #
 #   scripts/stack.sh up [FLAVOR...]      install what is missing, start everything (idempotent)
-#   scripts/stack.sh down [--wipe]       stop our database servers and RabbitMQ 4 (--wipe: delete STACK_DIR too)
+#   scripts/stack.sh down [--wipe]       stop our database servers and RabbitMQ 4 and unmount the chroots'
+#                                        /proc, /dev and /run (--wipe: delete STACK_DIR too)
 #   scripts/stack.sh status              one line per component with its version; exit 0 only if all healthy
 #   scripts/stack.sh env [FLAVOR]        export lines for the tests (eval "$(scripts/stack.sh env mysql-9.7)")
 #   scripts/stack.sh start|stop|restart NAME   one server of $RELAY_TEST_FLAVOR (NAME or FLAVOR/NAME)
@@ -607,9 +608,15 @@ cmd_down() {
     for n in "${NAMES[@]}"; do stop_instance "$n"; done
   done
   [[ -d $CHROOT_BASE/mysql/usr ]] && stop_rabbit4
+  # Nothing runs in the chroots now: unmount their proc, dev (the host's /dev,
+  # bound recursively), run and STACK_DIR, so that deleting the chroot cache
+  # afterwards cannot reach the host's /dev or the stack's data. up mounts
+  # them again.
+  for c in "$CHROOT_BASE"/*; do
+    [[ -d $c ]] || continue
+    unmount_chroot "$c" || die "cannot unmount what is mounted below $c"
+  done
   if [[ ${1:-} == --wipe ]]; then
-    # STACK_DIR is bind-mounted into the chroots: unmount it there first.
-    for c in "$CHROOT_BASE"/*; do [[ -d $c$STACK_DIR ]] && { umount -l "$c$STACK_DIR" 2>/dev/null || true; }; done
     log "wiping $STACK_DIR"; rm -rf --one-file-system -- "$STACK_DIR"
   fi
   log "down (redis and rabbitmq 3.10 left running: they belong to the machine)"

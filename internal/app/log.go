@@ -33,5 +33,5 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // log/slog: the records go to l's core under l's name, so they read like
 // the rest of the relay's lines.
 func slogOf(l *zap.Logger) *slog.Logger {
-	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name())))
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.WithCaller(true)))
 }
