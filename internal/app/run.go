@@ -113,11 +113,17 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			}
 			start = now
 		case errors.Is(err, binlog.ErrXABufferFull):
-			return fmt.Errorf("%w (the bound is source.xa_buffer_rows / source.xa_buffer_bytes)", err)
+			return xaBoundHint(err)
 		default:
 			return err
 		}
 		ref = &streamRef{r: r, start: start}
 		a.replica.streaming.Store(ref)
 	}
+}
+
+// xaBoundHint names the settings behind the reader's XA bound, which the
+// reader (a library) knows only as Config fields.
+func xaBoundHint(err error) error {
+	return fmt.Errorf("%w (the bound is source.xa_buffer_rows / source.xa_buffer_bytes)", err)
 }

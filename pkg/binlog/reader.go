@@ -243,7 +243,9 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream}
 	stopWatch := context.AfterFunc(ctx, func() {
 		s.stopping.Store(true)
-		if !s.open.Load() {
+		// Between transactions: stop now, and no transaction may begin
+		// after (beginTx refuses). Inside one: its commit stops the stream.
+		if s.phase.CompareAndSwap(phaseIdle, phaseStopped) {
 			cancelStream()
 		}
 		time.AfterFunc(r.cfg.StopTimeout, cancelStream)
@@ -368,12 +370,22 @@ type stream struct {
 	// name it).
 	lastPos uint32
 
-	// open is set from a transaction's first event to its commit; a stop
-	// request waits for it to clear.
-	open     atomic.Bool
+	// phase is phaseOpen from a transaction's first event until its commit
+	// marker is sent; a stop request waits for it to end. A stop decided
+	// between transactions sets phaseStopped, and no transaction begins
+	// after it, so the reader never sends rows of a transaction without
+	// its commit (up to StopTimeout).
+	phase    atomic.Int32
 	stopping atomic.Bool
 	cancel   context.CancelFunc
 }
+
+// A stream's phases (stream.phase).
+const (
+	phaseIdle int32 = iota
+	phaseOpen
+	phaseStopped
+)
 
 func (s *stream) newSyncer() *replication.BinlogSyncer {
 	r := s.r
@@ -448,7 +460,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 // emitted are skipped when it is read again. A cut before the transaction
 // was read again (not open) keeps the skip as it is.
 func (s *stream) resume() {
-	if s.open.Load() {
+	if s.phase.Load() == phaseOpen {
 		s.skipUpTo = max(s.skipUpTo, s.done)
 		if !s.txGTID.IsZero() {
 			s.skipGTID, s.skipByPos = s.txGTID, false
@@ -459,7 +471,7 @@ func (s *stream) resume() {
 	// An XA branch cut before its XA PREPARE is read again whole.
 	s.xa = nil
 	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
-	s.open.Store(false)
+	s.phase.CompareAndSwap(phaseOpen, phaseIdle)
 }
 
 // handleSafely runs handle and turns a panic in it (go-mysql decodes row
@@ -518,7 +530,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		s.lastPos = uint32(e.Position)
 	case *replication.MariadbGTIDEvent:
 		g := e.GTID
-		s.beginTx(TxGTID{mariadb: &g})
+		if err := s.beginTx(TxGTID{mariadb: &g}); err != nil {
+			return err
+		}
 		// A standalone event group (DDL, or a non-transactional statement)
 		// has no BEGIN...XID: its one query event ends it.
 		s.inTx = !e.IsStandalone()
@@ -554,7 +568,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		switch {
 		case strings.EqualFold(q, "BEGIN"):
 			if s.txGTID.IsZero() {
-				s.beginTx(TxGTID{})
+				if err := s.beginTx(TxGTID{}); err != nil {
+					return err
+				}
 			}
 			s.inTx = true
 		case strings.EqualFold(q, "COMMIT"):
@@ -591,19 +607,27 @@ func (s *stream) mysqlGTID(e *replication.GTIDEvent) error {
 	if e.GNO == 0 {
 		g = TxGTID{} // ANONYMOUS_GTID_EVENT: GTID mode off
 	}
-	s.beginTx(g)
+	if err := s.beginTx(g); err != nil {
+		return err
+	}
 	s.inTx = false // MySQL sends an explicit BEGIN query for DML.
 	return nil
 }
 
-func (s *stream) beginTx(g TxGTID) {
+// beginTx opens a transaction (or goes on with the open one: MySQL's
+// anonymous transactions begin at their GTID event and again at BEGIN). It
+// returns context.Canceled when a stop was decided before it.
+func (s *stream) beginTx(g TxGTID) error {
+	if !s.phase.CompareAndSwap(phaseIdle, phaseOpen) && s.phase.Load() != phaseOpen {
+		return context.Canceled
+	}
 	s.txGTID, s.txRows = g, 0
 	s.skipTx = s.skipUpTo > 0 && (s.skipByPos || (!g.IsZero() && g.equal(s.skipGTID)))
 	s.done = 0
 	if s.skipTx {
 		s.done = s.skipUpTo
 	}
-	s.open.Store(true)
+	return nil
 }
 
 func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error {
@@ -613,11 +637,14 @@ func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error 
 	}
 	s.inTx, s.txRows, s.txGTID = false, 0, TxGTID{}
 	s.done, s.skipUpTo, s.skipGTID, s.skipByPos, s.skipTx = 0, 0, TxGTID{}, false, false
-	s.open.Store(false)
 	s.r.lastCommit.Store(&c)
+	// The marker goes out before the transaction counts as ended: a stop
+	// cancels the stream only between transactions, so it cannot drop the
+	// commit of rows already sent.
 	if err := send(ctx, s.out, Event{Kind: KindCommit, Commit: c}); err != nil {
 		return err
 	}
+	s.phase.CompareAndSwap(phaseOpen, phaseIdle)
 	if s.stopping.Load() {
 		s.cancel()
 		return context.Canceled

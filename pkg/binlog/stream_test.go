@@ -418,3 +418,43 @@ func TestLagIgnoresTheFileStartEvents(t *testing.T) {
 		t.Fatalf("lag after an idle heartbeat = %s, want 0", lag)
 	}
 }
+
+// stopLikeRun does what Run's stop watcher does when the caller's context
+// ends, and reports whether it cancelled the stream at once.
+func (sc *script) stopLikeRun() bool {
+	sc.s.stopping.Store(true)
+	return sc.s.phase.CompareAndSwap(phaseIdle, phaseStopped)
+}
+
+// A stop between transactions stops the stream at once, and a transaction
+// whose first event comes after it is not begun: none of its rows is sent
+// without its commit. A stop inside a transaction lets it finish: every row
+// and then the commit, after which the stream stops.
+func TestStopLandsOnATransactionBoundary(t *testing.T) {
+	sc := newScript(t, Config{})
+	sc.gtid(1)
+	sc.insert("PENDING", 1, 2)
+	sc.xid()
+	if !sc.stopLikeRun() {
+		t.Fatal("a stop between transactions did not stop the stream at once")
+	}
+	err := sc.feed(replication.MARIADB_GTID_EVENT, &replication.MariadbGTIDEvent{GTID: mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: 2}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a transaction began after the stop: %v", err)
+	}
+	expect(t, sc.drain(), "1 2 c")
+
+	sc = newScript(t, Config{})
+	cancelled := false
+	sc.s.cancel = func() { cancelled = true }
+	sc.gtid(1)
+	sc.insert("PENDING", 1, 2)
+	if sc.stopLikeRun() {
+		t.Fatal("a stop inside a transaction cancelled the stream before its commit")
+	}
+	sc.insert("PENDING", 3)
+	if err := sc.feed(replication.XID_EVENT, &replication.XIDEvent{}); !errors.Is(err, context.Canceled) || !cancelled {
+		t.Fatalf("the commit after a stop: %v (cancelled %v), want the stream stopped", err, cancelled)
+	}
+	expect(t, sc.drain(), "1 2 3 c")
+}

@@ -94,8 +94,10 @@ func parseXA(q string) (xaStmt, bool) {
 func (s *stream) xaStatement(ctx context.Context, ev *replication.BinlogEvent, st xaStmt) error {
 	switch st.verb {
 	case "START":
-		if !s.open.Load() {
-			s.beginTx(TxGTID{})
+		if s.phase.Load() != phaseOpen {
+			if err := s.beginTx(TxGTID{}); err != nil {
+				return err
+			}
 		}
 		s.inTx = true
 		s.xa = &xaBranch{xid: st.xid}
