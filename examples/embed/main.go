@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -95,10 +96,13 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("-source: %w", err)
 	}
-	host, portText, _ := strings.Cut(dsn.Addr, ":")
+	host, portText, err := net.SplitHostPort(dsn.Addr)
+	if err != nil {
+		return fmt.Errorf("-source: address %q: %w", dsn.Addr, err)
+	}
 	port, err := strconv.ParseUint(portText, 10, 16)
 	if err != nil {
-		return fmt.Errorf("-source: address %q has no port", dsn.Addr)
+		return fmt.Errorf("-source: address %q has no port number", dsn.Addr)
 	}
 	db, err := sql.Open("mysql", o.Source)
 	if err != nil {
@@ -225,11 +229,9 @@ func startPosition(ctx context.Context, store checkpoint.Store, db *sql.DB, flav
 
 // lineOf renders a routed message.
 func lineOf(m *router.Message) line {
-	l := line{Exchange: m.Exchange, RoutingKey: m.RoutingKey, MessageID: m.Publishing.MessageId, Body: string(m.Publishing.Body)}
+	l := line{Exchange: m.Exchange, RoutingKey: m.RoutingKey, MessageID: m.Publishing.MessageId, Body: string(m.Publishing.Body),
+		Headers: make(map[string]string, len(m.Publishing.Headers))}
 	for k, v := range m.Publishing.Headers {
-		if l.Headers == nil {
-			l.Headers = map[string]string{}
-		}
 		l.Headers[k] = fmt.Sprint(v)
 	}
 	return l

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"encoding/hex"
 
 	"github.com/binlog-relay/binlog-relay/internal/tracecontext"
 )
@@ -26,10 +25,10 @@ type SpanContext struct {
 func (s SpanContext) Sampled() bool { return s.Flags&1 == 1 }
 
 // TraceIDString is the trace-id as 32 lower-case hex digits.
-func (s SpanContext) TraceIDString() string { return hex.EncodeToString(s.TraceID[:]) }
+func (s SpanContext) TraceIDString() string { return tracecontext.TraceID(s.TraceID).String() }
 
 // SpanIDString is the parent-id as 16 lower-case hex digits.
-func (s SpanContext) SpanIDString() string { return hex.EncodeToString(s.SpanID[:]) }
+func (s SpanContext) SpanIDString() string { return tracecontext.SpanID(s.SpanID).String() }
 
 // Traceparent renders the version 00 traceparent header value.
 func (s SpanContext) Traceparent() string { return s.internal().Traceparent() }

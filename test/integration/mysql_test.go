@@ -32,6 +32,23 @@ func onlyMySQL(t *testing.T) {
 // and returns the message ids in commit order.
 func insertOn(t *testing.T, db *sql.DB, session []string, exchange, prefix string, txs, perTx int) []string {
 	t.Helper()
+	var ids []string
+	inSession(t, db, session, func(conn *sql.Conn) {
+		for i := 0; i < txs; i++ {
+			stmt, batch := orderInsert(exchange, prefix, i, perTx)
+			ids = append(ids, batch...)
+			if _, err := conn.ExecContext(context.Background(), stmt); err != nil { // autocommit: one transaction
+				t.Fatalf("insert: %v", err)
+			}
+		}
+	})
+	return ids
+}
+
+// inSession runs f on one connection of db after the session statements,
+// and then drops that connection (discard).
+func inSession(t *testing.T, db *sql.DB, session []string, f func(conn *sql.Conn)) {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -40,19 +57,11 @@ func insertOn(t *testing.T, db *sql.DB, session []string, exchange, prefix strin
 	defer conn.Close()
 	for _, q := range session {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatalf("on the primary: %s: %v", q, err)
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	var ids []string
-	for i := 0; i < txs; i++ {
-		stmt, batch := orderInsert(exchange, prefix, i, perTx)
-		ids = append(ids, batch...)
-		if _, err := conn.ExecContext(ctx, stmt); err != nil { // autocommit: one transaction
-			t.Fatalf("insert: %v", err)
-		}
-	}
+	f(conn)
 	discard(conn)
-	return ids
 }
 
 // discard makes the pool drop conn rather than hand its session settings
@@ -467,18 +476,11 @@ func TestMySQLTaggedGTIDsInTheGapCheck(t *testing.T) {
 	o, want := startTopologyOutbox(t, "taggap", "first", 20)
 	tp := o.tp
 	ctx := context.Background()
-	tagged := func(prefix string, n int) []string {
+	tagged := func(prefix string, n int) (ids []string) {
 		t.Helper()
-		conn, err := tp.On(t, "switch1").Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(ctx, "SET gtid_next = 'AUTOMATIC:orders'"); err != nil {
-			t.Fatal(err)
-		}
-		ids := insertOutbox(t, conn, o.br.Exchange, prefix, n, 10)
-		discard(conn)
+		inSession(t, tp.On(t, "switch1"), []string{"SET gtid_next = 'AUTOMATIC:orders'"}, func(conn *sql.Conn) {
+			ids = insertOutbox(t, conn, o.br.Exchange, prefix, n, 10)
+		})
 		return ids
 	}
 	want = append(want, tagged("tagged", 30)...)
