@@ -201,7 +201,9 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		sinceCommit = time.Since(time.Unix(int64(row.EventTime), 0))
 	}
 	c.r.cfg.Observer.Published(row.Table, exchange, res.Latency, sinceCommit)
-	if statusless {
+	if statusless || row.Deleted {
+		// Nothing to mark: no status column, or the row's own transaction
+		// deleted it.
 		return nil
 	}
 	c.pending[row.Table] = append(c.pending[row.Table], row.ID)

@@ -30,12 +30,14 @@ func TestConfigDefaults(t *testing.T) {
 	id := c.ServerID
 	c.ServerID = 0
 	want := Config{Heartbeat: time.Second, ReconnectMin: 200 * time.Millisecond, ReconnectMax: 10 * time.Second,
-		StopTimeout: 10 * time.Second, FailoverAfter: 3, XABufferRows: 100_000, XABufferBytes: 64 << 20}
+		StopTimeout: 10 * time.Second, FailoverAfter: 3, XABufferRows: 100_000, XABufferBytes: 64 << 20,
+		TxBufferRows: 10_000, TxBufferBytes: 16 << 20}
 	if id < 100000 || !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults: server id %d, %+v; want %+v", id, c, want)
 	}
 	set := Config{ServerID: 7, Heartbeat: 2 * time.Second, ReconnectMin: time.Second, ReconnectMax: time.Minute,
-		StopTimeout: time.Second, FailoverAfter: 1, XABufferRows: 10, XABufferBytes: 1 << 10}
+		StopTimeout: time.Second, FailoverAfter: 1, XABufferRows: 10, XABufferBytes: 1 << 10,
+		TxBufferRows: 5, TxBufferBytes: 1 << 10}
 	got := set
 	got.Defaults()
 	if !reflect.DeepEqual(got, set) {

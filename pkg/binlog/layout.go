@@ -27,6 +27,19 @@ type layout struct {
 	enum     [][]string // ENUM column: its values, for turning an index into the value
 	set      [][]string // SET column: its values, for turning a bitmask into the value
 	json     []bool     // JSON column: binary JSON rendered as text
+	// retryAt is the position of the next_retry_time column (-1: none),
+	// read only from a re-queued row; retryDatetime says it is a DATETIME.
+	retryAt       int
+	retryDatetime bool
+}
+
+// retryValue turns a next_retry_time value into a time.Time (a DATETIME
+// is a wall clock in the table's zone) or leaves it as it is.
+func (l *layout) retryValue(t *outbox.Table, v any) any {
+	if tm, ok := v.(time.Time); ok && l.retryDatetime {
+		return time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
+	}
+	return v
 }
 
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
@@ -253,7 +266,11 @@ func (meta tableColumns) layout(t *outbox.Table, tme *replication.TableMapEvent)
 	for i, n := range meta.names {
 		pos[strings.ToLower(n)] = i
 	}
-	lay := &layout{tme: tme}
+	lay := &layout{tme: tme, retryAt: -1}
+	if i, ok := pos[strings.ToLower(t.Columns.NextRetryTime)]; ok && t.Columns.NextRetryTime != "" {
+		typ := realType(tme, i)
+		lay.retryAt, lay.retryDatetime = i, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2
+	}
 	for _, col := range neededColumns(t) {
 		i, ok := pos[strings.ToLower(col)]
 		if !ok {

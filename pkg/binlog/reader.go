@@ -54,6 +54,12 @@ type Config struct {
 	// the XA transaction rather than publish rows that may be rolled back.
 	XABufferRows  int
 	XABufferBytes int64
+	// TxBufferRows and TxBufferBytes bound the rows of one transaction held
+	// until its commit, so that its later UPDATEs and DELETEs of them apply
+	// first (txrows.go). Past either bound the rows held so far are sent
+	// (default 10,000 rows, 16 MiB).
+	TxBufferRows  int
+	TxBufferBytes int64
 }
 
 // Defaults fills unset fields.
@@ -66,6 +72,8 @@ func (c *Config) Defaults() {
 	c.FailoverAfter = cmp.Or(c.FailoverAfter, 3)
 	c.XABufferRows = cmp.Or(c.XABufferRows, 100_000)
 	c.XABufferBytes = cmp.Or(c.XABufferBytes, 64<<20)
+	c.TxBufferRows = cmp.Or(c.TxBufferRows, 10_000)
+	c.TxBufferBytes = cmp.Or(c.TxBufferBytes, 16<<20)
 }
 
 // Validate reports every bad field, by its name in Config; it expects
@@ -89,6 +97,12 @@ func (c *Config) Validate() error {
 	}
 	if c.XABufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("binlog: Config.XABufferBytes: %d must be positive", c.XABufferBytes))
+	}
+	if c.TxBufferRows < 1 {
+		errs = append(errs, fmt.Errorf("binlog: Config.TxBufferRows: %d must be positive", c.TxBufferRows))
+	}
+	if c.TxBufferBytes < 1 {
+		errs = append(errs, fmt.Errorf("binlog: Config.TxBufferBytes: %d must be positive", c.TxBufferBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -121,7 +135,8 @@ func WithFailover(f FailoverFunc) Option { return func(r *Reader) { r.failoverFn
 type Kind uint8
 
 const (
-	// KindRow is an inserted outbox row.
+	// KindRow is an outbox row to publish, as its transaction committed it:
+	// inserted, or put back to a publishable status.
 	KindRow Kind = iota + 1
 	// KindCommit ends a transaction: every row of it came before.
 	KindCommit
@@ -344,11 +359,13 @@ type stream struct {
 	tracker *Tracker
 
 	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT,
-	// and how many of its rows were read so far on this connection (each
-	// row's index in the transaction).
+	// how many of its outbox row images were read so far on this
+	// connection (each image's index in the transaction), and its rows
+	// held until the commit (txrows.go).
 	txGTID TxGTID
 	inTx   bool
 	txRows int
+	tx     txState
 	// done is how many leading rows of the open transaction were handled
 	// (sent or filtered out), over every connection that read it. After a
 	// reconnect the stream restarts at the last whole transaction and skips
@@ -414,8 +431,8 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 		// A JSON column's binary value is turned into the text MySQL itself
 		// prints (key order, 1.0 stays a double), not Go's re-encoding.
 		RenderJSONAsMySQLText: true,
-		// Only INSERTs into outbox tables are decoded; UPDATE/DELETE events,
-		// including the relay's own SENT updates, are skipped after the header.
+		// Only rows events of outbox tables are decoded; the rest are
+		// skipped after the header.
 		RowsEventDecodeFunc: r.decodeRows,
 		Logger:              slog.New(slog.DiscardHandler),
 	})
@@ -471,6 +488,7 @@ func (s *stream) resume() {
 	// An XA branch cut before its XA PREPARE is read again whole.
 	s.xa = nil
 	s.inTx, s.txRows, s.txGTID, s.skipTx = false, 0, TxGTID{}, false
+	s.tx = txState{}
 	s.phase.CompareAndSwap(phaseOpen, phaseIdle)
 }
 
@@ -587,7 +605,7 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.commit(ctx, ev)
 	case *replication.RowsEvent:
 		if e.Rows == nil {
-			return nil // not an outbox INSERT: skipped at decode
+			return nil // not an outbox table: skipped at decode
 		}
 		return s.emitRows(ctx, ev, e)
 	case *replication.GenericEvent:
@@ -621,7 +639,7 @@ func (s *stream) beginTx(g TxGTID) error {
 	if !s.phase.CompareAndSwap(phaseIdle, phaseOpen) && s.phase.Load() != phaseOpen {
 		return context.Canceled
 	}
-	s.txGTID, s.txRows = g, 0
+	s.txGTID, s.txRows, s.tx = g, 0, txState{}
 	s.skipTx = s.skipUpTo > 0 && (s.skipByPos || (!g.IsZero() && g.equal(s.skipGTID)))
 	s.done = 0
 	if s.skipTx {
@@ -631,6 +649,9 @@ func (s *stream) beginTx(g TxGTID) error {
 }
 
 func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error {
+	if err := s.endTx(ctx, ev); err != nil {
+		return err
+	}
 	c := Commit{GTID: s.txGTID, File: s.tracker.file, Pos: ev.Header.LogPos, Time: ev.Header.Timestamp, OpenXA: s.heldRows > 0}
 	if err := s.tracker.Apply(c); err != nil {
 		return &fatalError{fmt.Errorf("tracking GTID %s: %w", c.GTID, err)}
@@ -652,45 +673,19 @@ func (s *stream) commit(ctx context.Context, ev *replication.BinlogEvent) error 
 	return nil
 }
 
-func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
-	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
-	lay, err := s.r.layoutFor(ctx, t, e.Table)
-	if err != nil {
-		return &fatalError{fmt.Errorf("binlog: INSERT into %s at %s:%d (GTID %s): %w",
-			t.FullName(), s.tracker.file, ev.Header.LogPos, s.txGTID, err)}
-	}
-	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
-		// The start-up check refuses a row image other than FULL, but the
-		// source's setting can change while the relay runs.
-		return &fatalError{fmt.Errorf("binlog: INSERT into %s.%s at %s:%d leaves column %s out of its row image (binlog_row_image=MINIMAL?): set binlog_row_image=FULL on the source",
-			t.Schema, t.Name, s.tracker.file, ev.Header.LogPos, col)}
-	}
-	for _, values := range e.Rows {
-		row := lay.row(t, values)
-		if !t.IsPublishable(row.Values[t.Columns.Status]) {
-			if s.xa == nil {
-				s.txRows++
-				s.done = max(s.done, s.txRows)
-			}
-			continue
-		}
-		row.EventTime = ev.Header.Timestamp
-		if s.xa != nil {
-			// Inside XA START ... XA PREPARE: held until XA COMMIT.
-			if err := s.xaHold(row); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := s.emitRow(ctx, row); err != nil {
-			return err
-		}
-	}
-	return nil
+// errorAt names a rows event that could not be decoded.
+func errorAt(t *outbox.Table, ev *replication.BinlogEvent, s *stream, err error) error {
+	return fmt.Errorf("binlog: rows event of %s at %s:%d (GTID %s): %w",
+		t.FullName(), s.tracker.file, ev.Header.LogPos, s.txGTID, err)
 }
 
-// emitRow sends one row of the open transaction unless an earlier
-// connection already sent it.
+func rowImageError(t *outbox.Table, ev *replication.BinlogEvent, s *stream, col string) error {
+	return fmt.Errorf("binlog: a rows event of %s.%s at %s:%d leaves column %s out of its row image (binlog_row_image=MINIMAL?): set binlog_row_image=FULL on the source",
+		t.Schema, t.Name, s.tracker.file, ev.Header.LogPos, col)
+}
+
+// emitRow sends one row of a committed XA branch (in its XA COMMIT
+// transaction) unless an earlier connection already sent it.
 func (s *stream) emitRow(ctx context.Context, row *outbox.Row) error {
 	i := s.txRows
 	s.txRows++
@@ -705,7 +700,9 @@ func (s *stream) emitRow(ctx context.Context, row *outbox.Row) error {
 }
 
 // decodeRows runs in go-mysql's parser: decode only the header, and the rows
-// only for INSERTs into an outbox table. Everything else keeps Rows nil.
+// only for rows events of an outbox table (UPDATEs and DELETEs too: a
+// transaction's later writes of a row it inserted, and re-queues).
+// Everything else keeps Rows nil.
 func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -720,7 +717,9 @@ func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	if e.Type() != replication.EnumRowsEventTypeInsert {
+	switch e.Type() {
+	case replication.EnumRowsEventTypeInsert, replication.EnumRowsEventTypeUpdate, replication.EnumRowsEventTypeDelete:
+	default:
 		return nil
 	}
 	if _, ok := r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]; !ok {

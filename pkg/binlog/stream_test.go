@@ -26,7 +26,11 @@ type script struct {
 
 func newScript(t *testing.T, cfg Config) *script {
 	t.Helper()
-	tb := seedTable(t)
+	return newScriptOf(t, cfg, seedTable(t), tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated))
+}
+
+func newScriptOf(t *testing.T, cfg Config, tb *outbox.Table, tme *replication.TableMapEvent) *script {
+	t.Helper()
 	cfg.Host, cfg.Port, cfg.User = "x", 1, "u"
 	if cfg.Flavor == "" {
 		cfg.Flavor = FlavorMariaDB
@@ -40,8 +44,7 @@ func newScript(t *testing.T, cfg Config) *script {
 		t.Fatal(err)
 	}
 	out := make(chan Event, 100_000)
-	return &script{t: t, s: &stream{r: r, out: out, tracker: tr, cancel: func() {}}, out: out, pos: 4,
-		tme: tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated)}
+	return &script{t: t, s: &stream{r: r, out: out, tracker: tr, cancel: func() {}}, out: out, pos: 4, tme: tme}
 }
 
 func (sc *script) feed(typ replication.EventType, e replication.Event) error {
@@ -201,7 +204,7 @@ func TestXACommitResumedAfterACut(t *testing.T) {
 	sc.gtid(2)
 	sc.s.xa = nil
 	b := sc.s.prepared["x'31',x'',1"]
-	for _, row := range b.rows[:2] {
+	for _, row := range b.held.rows[:2] {
 		if err := sc.s.emitRow(context.Background(), row); err != nil {
 			t.Fatal(err)
 		}
@@ -457,4 +460,141 @@ func TestStopLandsOnATransactionBoundary(t *testing.T) {
 		t.Fatalf("the commit after a stop: %v (cancelled %v), want the stream stopped", err, cancelled)
 	}
 	expect(t, sc.drain(), "1 2 3 c")
+}
+
+// update logs one UPDATE_ROWS event: each id's row goes from the status
+// before to the status and body after.
+func (sc *script) update(before, after, body string, ids ...int) {
+	sc.t.Helper()
+	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, ColumnBitmap2: []byte{0xff}}
+	for _, id := range ids {
+		e.Rows = append(e.Rows, sc.values(id, before, "{}"), sc.values(id, after, body))
+	}
+	if err := sc.feed(replication.UPDATE_ROWS_EVENTv2, e); err != nil {
+		sc.t.Fatalf("update: %v", err)
+	}
+}
+
+func (sc *script) delete(ids ...int) {
+	sc.t.Helper()
+	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}}
+	for _, id := range ids {
+		e.Rows = append(e.Rows, sc.values(id, "PENDING", "{}"))
+	}
+	if err := sc.feed(replication.DELETE_ROWS_EVENTv2, e); err != nil {
+		sc.t.Fatalf("delete: %v", err)
+	}
+}
+
+func (sc *script) values(id int, status, body string) []any {
+	return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte(body), status, time.Unix(1_700_000_000, 0).UTC()}
+}
+
+// drainRows returns the rows emitted (commits dropped).
+func (sc *script) drainRows() []*outbox.Row {
+	var rows []*outbox.Row
+	for {
+		select {
+		case ev := <-sc.out:
+			if ev.Kind == KindRow {
+				rows = append(rows, ev.Row)
+			}
+		default:
+			return rows
+		}
+	}
+}
+
+func bodies(rows []*outbox.Row) string {
+	var out []string
+	for _, r := range rows {
+		s := fmt.Sprintf("%v:%s", r.ID, r.Values["content"])
+		if r.Deleted {
+			s += ":deleted"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+// A row updated in the transaction that inserted it is published once, as
+// committed; one updated to a status that is not publishable is not
+// published; one deleted is published as last written and flagged.
+func TestTransactionPublishesRowsAsCommitted(t *testing.T) {
+	sc := newScript(t, Config{})
+	sc.gtid(1)
+	sc.query("BEGIN")
+	sc.insert("PENDING", 1, 2, 3, 4)
+	sc.update("PENDING", "PENDING", `{"v":2}`, 1)
+	sc.update("PENDING", "PENDING", `{"v":3}`, 1)
+	sc.update("PENDING", "CANCELLED", `{}`, 2)
+	sc.update("PENDING", "PENDING", `{"v":2}`, 4)
+	sc.delete(4)
+	sc.xid()
+	if got := bodies(sc.drainRows()); got != `1:{"v":3} 3:{} 4:{"v":2}:deleted` {
+		t.Fatalf("published %s", got)
+	}
+}
+
+// UPDATEs of rows written before the transaction: back to a publishable
+// status is a re-queue (published); the relay's own SENT marks and edits of
+// rows still pending are not.
+func TestRequeueInTheBinlogIsPublished(t *testing.T) {
+	sc := newScript(t, Config{})
+	sc.gtid(1)
+	sc.query("BEGIN")
+	sc.update("PENDING", "SENT", "{}", 1)             // a mark
+	sc.update("PENDING", "PENDING", `{"edit":1}`, 2)  // an edit of a pending row
+	sc.update("SENT", "PENDING", `{"again":1}`, 3)    // a re-queue
+	sc.update("FAILED", "SENDING", `{"again":2}`, 4)  // publishable too
+	sc.update("PENDING", "PENDING", `{"again":3}`, 3) // then edited in the same transaction
+	sc.xid()
+	if got := bodies(sc.drainRows()); got != `3:{"again":3} 4:{"again":2}` {
+		t.Fatalf("published %s", got)
+	}
+}
+
+// Past TxBufferRows the rows held are sent before the commit; a later
+// UPDATE of one of them sends its committed version too, and a reconnect
+// inside the transaction sends nothing twice.
+func TestLargeTransactionSendsEarlyAndResendsUpdatedRows(t *testing.T) {
+	sc := newScript(t, Config{TxBufferRows: 2})
+	begin := func() { sc.gtid(7); sc.query("BEGIN") }
+	begin()
+	sc.insert("PENDING", 1, 2, 3)
+	if got := bodies(sc.drainRows()); got != "1:{} 2:{}" {
+		t.Fatalf("sent early: %s", got)
+	}
+	sc.s.resume() // cut after the first two were sent
+	begin()
+	sc.insert("PENDING", 1, 2, 3, 4)
+	sc.update("PENDING", "PENDING", `{"v":2}`, 1)
+	sc.xid()
+	if got := bodies(sc.drainRows()); got != `3:{} 4:{} 1:{"v":2}` {
+		t.Fatalf("after the reconnect: %s", got)
+	}
+}
+
+// A re-queue whose next_retry_time is still ahead at its commit waits for
+// the sweeper; one due (or without a time) is published.
+func TestRequeueWaitsForItsRetryTime(t *testing.T) {
+	tb := seedTable(t)
+	tb.Columns.NextRetryTime = "create_time" // the synthetic table's DATETIME column
+	sc := newScriptOf(t, Config{}, tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated))
+	commit := time.Unix(1_700_000_000, 0).UTC() // the events' timestamp
+	row := func(id int, status string, retry any) []any {
+		return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte("{}"), status, retry}
+	}
+	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, ColumnBitmap2: []byte{0xff}, Rows: [][]any{
+		row(1, "FAILED", nil), row(1, "PENDING", commit.Add(time.Minute)), // ahead: the sweeper's
+		row(2, "FAILED", nil), row(2, "PENDING", commit.Add(-time.Second)), // due
+		row(3, "FAILED", nil), row(3, "PENDING", nil), // no time: due
+	}}
+	sc.gtid(1)
+	sc.query("BEGIN")
+	sc.must(replication.UPDATE_ROWS_EVENTv2, e)
+	sc.xid()
+	if got := bodies(sc.drainRows()); got != "2:{} 3:{}" {
+		t.Fatalf("published %s", got)
+	}
 }

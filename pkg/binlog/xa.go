@@ -33,9 +33,8 @@ const mariadbFlPreparedXA = 64
 
 // xaBranch is one XA transaction's rows in binlog order.
 type xaBranch struct {
-	xid   string
-	rows  []*outbox.Row
-	bytes int64
+	xid  string
+	held txRows
 }
 
 // xaPrepared holds the prepared branches by xid, and the totals that are
@@ -160,8 +159,8 @@ func (s *stream) xaPrepare(ctx context.Context, ev *replication.BinlogEvent, dat
 		s.release(old)
 	}
 	s.prepared[b.xid] = b
-	s.heldRows += len(b.rows)
-	s.heldBytes += b.bytes
+	s.heldRows += b.held.count
+	s.heldBytes += b.held.bytes
 	return s.commit(ctx, ev)
 }
 
@@ -183,13 +182,13 @@ func xidOfPrepare(data []byte) string {
 // emitBranch sends a committed branch's rows in the current transaction and
 // commits it.
 func (s *stream) emitBranch(ctx context.Context, ev *replication.BinlogEvent, b *xaBranch) error {
-	for _, row := range b.rows {
+	if s.prepared[b.xid] == b {
+		s.release(b)
+	}
+	for _, row := range b.held.take() {
 		if err := s.emitRow(ctx, row); err != nil {
 			return err
 		}
-	}
-	if s.prepared[b.xid] == b {
-		s.release(b)
 	}
 	return s.commit(ctx, ev)
 }
@@ -197,12 +196,12 @@ func (s *stream) emitBranch(ctx context.Context, ev *replication.BinlogEvent, b 
 // xaHold adds a row to the branch being read, within the bounds.
 func (s *stream) xaHold(row *outbox.Row) error {
 	size := rowBytes(row)
-	if s.heldRows+len(s.xa.rows)+1 > s.r.cfg.XABufferRows || s.heldBytes+s.xa.bytes+size > s.r.cfg.XABufferBytes {
+	if s.xa.held.get(keyOf(row)) == nil &&
+		(s.heldRows+s.xa.held.count+1 > s.r.cfg.XABufferRows || s.heldBytes+s.xa.held.bytes+size > s.r.cfg.XABufferBytes) {
 		return &fatalError{fmt.Errorf("%w: XA transaction %s at %s holds more outbox rows than the reader may keep until XA COMMIT (%d rows, %d bytes for all prepared XA transactions: Config.XABufferRows / XABufferBytes): raise the bound or commit XA transactions in smaller branches",
 			ErrXABufferFull, s.xa.xid, s.tracker.file, s.r.cfg.XABufferRows, s.r.cfg.XABufferBytes)}
 	}
-	s.xa.rows = append(s.xa.rows, row)
-	s.xa.bytes += size
+	s.xa.held.put(row)
 	return nil
 }
 
@@ -210,8 +209,8 @@ func (s *stream) xaHold(row *outbox.Row) error {
 func (s *stream) release(b *xaBranch) {
 	if s.prepared[b.xid] == b {
 		delete(s.prepared, b.xid)
-		s.heldRows -= len(b.rows)
-		s.heldBytes -= b.bytes
+		s.heldRows -= b.held.count
+		s.heldBytes -= b.held.bytes
 	}
 }
 

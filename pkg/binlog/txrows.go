@@ -1,0 +1,332 @@
+package binlog
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// A transaction's outbox rows are published as the transaction committed
+// them, not as each statement wrote them: an application that inserts a
+// row and then updates it in the same transaction (an ORM flushing an
+// entity twice, a field filled in after the insert) committed only the
+// updated version. So the reader holds the publishable rows of the open
+// transaction (txRows) and applies the transaction's later UPDATEs and
+// DELETEs of them before it sends them, at the commit. Past
+// Config.TxBufferRows or TxBufferBytes the held rows are sent early (the
+// relay's byte budget weighs them from there); an UPDATE of a row already
+// sent that way sends the row's new version too, and the transaction's
+// commit logs how many did.
+//
+// An UPDATE of a row written before the transaction is a new event when it
+// makes the row publishable again (a re-queue: REPLACE over a SENT row,
+// which MariaDB logs as an UPDATE, INSERT ... ON DUPLICATE KEY UPDATE
+// status='PENDING', an application's own UPDATE back to PENDING), unless
+// its next_retry_time is still ahead: the sweeper sends it then.
+//
+// A DELETE of a row inserted earlier in the same transaction does not take
+// the message back: the Debezium outbox pattern inserts and deletes in one
+// transaction so the table stays empty, and the insert is the message. The
+// row is published as last written, with Row.Deleted set (there is no row
+// left to mark SENT).
+
+// rowKey identifies a row of an outbox table within a transaction.
+type rowKey struct {
+	t  *outbox.Table
+	id any
+}
+
+func keyOf(row *outbox.Row) rowKey {
+	id := row.ID
+	if b, ok := id.([]byte); ok {
+		id = string(b) // []byte is not comparable
+	}
+	return rowKey{row.Table, id}
+}
+
+// txRows holds rows in binlog order with an index by key: the open
+// transaction's rows not yet sent, or one XA branch's.
+type txRows struct {
+	rows  []*outbox.Row // nil where a row was dropped
+	at    map[rowKey]int
+	count int // non-nil rows
+	bytes int64
+}
+
+// put adds a row, or replaces the held row with its key (keeping its
+// place: the order is that of the first write).
+func (b *txRows) put(row *outbox.Row) {
+	if b.at == nil {
+		b.at = map[rowKey]int{}
+	}
+	k := keyOf(row)
+	if i, ok := b.at[k]; ok {
+		b.bytes += rowBytes(row) - rowBytes(b.rows[i])
+		b.rows[i] = row
+		return
+	}
+	b.at[k] = len(b.rows)
+	b.rows = append(b.rows, row)
+	b.count++
+	b.bytes += rowBytes(row)
+}
+
+// get returns the held row with k.
+func (b *txRows) get(k rowKey) *outbox.Row {
+	if i, ok := b.at[k]; ok {
+		return b.rows[i]
+	}
+	return nil
+}
+
+// drop forgets the held row with k.
+func (b *txRows) drop(k rowKey) {
+	if i, ok := b.at[k]; ok {
+		b.bytes -= rowBytes(b.rows[i])
+		b.rows[i] = nil
+		b.count--
+		delete(b.at, k)
+	}
+}
+
+// take returns the held rows in order and empties the buffer.
+func (b *txRows) take() []*outbox.Row {
+	out := make([]*outbox.Row, 0, b.count)
+	for _, r := range b.rows {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	*b = txRows{}
+	return out
+}
+
+// sentCap bounds the keys of rows sent early that one transaction keeps to
+// recognise a later UPDATE of them (about 50 bytes each).
+const sentCap = 1 << 20
+
+// txState is what the stream knows of the open transaction's rows.
+type txState struct {
+	held txRows
+	// sent are the keys of rows this transaction sent before its commit
+	// (past the buffer's bounds); an UPDATE of one sends its new version.
+	sent     map[rowKey]struct{}
+	sentFull bool // sentCap reached: later rows are not remembered
+	// resent counts rows sent again after an UPDATE (logged at commit);
+	// deferred counts re-queued rows left to the sweeper until due.
+	resent, deferred int
+}
+
+// image is one row image of a rows event, decoded with the layout.
+type image struct {
+	row     *outbox.Row
+	retryAt any // next_retry_time, when the table has one
+}
+
+// emitRows applies one rows event of an outbox table to the open
+// transaction (or XA branch).
+func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
+	lay, err := s.r.layoutFor(ctx, t, e.Table)
+	if err != nil {
+		return &fatalError{errorAt(t, ev, s, err)}
+	}
+	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
+		// The start-up check refuses a row image other than FULL, but the
+		// source's setting can change while the relay runs.
+		return &fatalError{rowImageError(t, ev, s, col)}
+	}
+	typ := rowsKind(ev.Header.EventType)
+	if typ == replication.EnumRowsEventTypeUpdate {
+		if col, ok := lay.missingFrom(e.ColumnBitmap2); !ok {
+			return &fatalError{rowImageError(t, ev, s, col)}
+		}
+	}
+	step := 1
+	if typ == replication.EnumRowsEventTypeUpdate {
+		step = 2 // before and after image
+	}
+	for i := 0; i+step <= len(e.Rows); i += step {
+		s.txRows++
+		var err error
+		switch typ {
+		case replication.EnumRowsEventTypeInsert:
+			err = s.inserted(ctx, s.image(lay, t, ev, e.Rows[i]))
+		case replication.EnumRowsEventTypeUpdate:
+			err = s.updated(ctx, s.image(lay, t, ev, e.Rows[i]), s.image(lay, t, ev, e.Rows[i+1]))
+		case replication.EnumRowsEventTypeDelete:
+			s.deleted(s.image(lay, t, ev, e.Rows[i]))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowsKind is what a rows event does, by its event type (the rows event's
+// own Type reads a field only go-mysql's parser sets).
+func rowsKind(et replication.EventType) replication.EnumRowsEventType {
+	switch et {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2,
+		replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		return replication.EnumRowsEventTypeInsert
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
+		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		return replication.EnumRowsEventTypeUpdate
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2,
+		replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		return replication.EnumRowsEventTypeDelete
+	}
+	// PARTIAL_UPDATE_ROWS_EVENT (binlog_row_value_options=PARTIAL_JSON)
+	// carries JSON diffs, not the row as committed: go-mysql's Type calls it
+	// unknown, and decodeRows leaves it undecoded.
+	return replication.EnumRowsEventTypeUnknown
+}
+
+func (s *stream) image(lay *layout, t *outbox.Table, ev *replication.BinlogEvent, values []any) image {
+	row := lay.row(t, values)
+	row.EventTime = ev.Header.Timestamp
+	im := image{row: row}
+	if lay.retryAt >= 0 && lay.retryAt < len(values) {
+		im.retryAt = lay.retryValue(t, values[lay.retryAt])
+	}
+	return im
+}
+
+// rows is where the open transaction's or XA branch's rows are held.
+func (s *stream) rows() *txRows {
+	if s.xa != nil {
+		return &s.xa.held
+	}
+	return &s.tx.held
+}
+
+func (s *stream) inserted(ctx context.Context, im image) error {
+	if !im.row.Table.IsPublishable(im.row.Values[im.row.Table.Columns.Status]) {
+		return nil
+	}
+	return s.hold(ctx, im.row)
+}
+
+// hold keeps a row until the commit, within the bounds: an XA branch past
+// them is an error, a transaction past them sends what it holds.
+func (s *stream) hold(ctx context.Context, row *outbox.Row) error {
+	if s.xa != nil {
+		return s.xaHold(row)
+	}
+	s.tx.held.put(row)
+	if s.tx.held.count >= s.r.cfg.TxBufferRows || s.tx.held.bytes >= s.r.cfg.TxBufferBytes {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+func (s *stream) updated(ctx context.Context, before, after image) error {
+	t := after.row.Table
+	k := keyOf(before.row)
+	held := s.rows()
+	publishable := t.IsPublishable(after.row.Values[t.Columns.Status])
+	if held.get(k) != nil {
+		// Written earlier in this transaction: the commit has this version.
+		if keyOf(after.row) != k || !publishable {
+			held.drop(k)
+		}
+		if publishable {
+			after.row.Deleted = false
+			return s.hold(ctx, after.row)
+		}
+		return nil
+	}
+	if _, ok := s.tx.sent[k]; ok && s.xa == nil {
+		// Sent before the commit (a transaction past the buffer's bounds):
+		// send the committed version too.
+		if publishable {
+			s.tx.resent++
+			return s.hold(ctx, after.row)
+		}
+		return nil
+	}
+	if !publishable || t.IsPublishable(before.row.Values[t.Columns.Status]) {
+		// Still pending (already on its way), or no longer publishable
+		// (the relay's own SENT marks): nothing new to send.
+		return nil
+	}
+	// Put back to a publishable status: a re-queue.
+	if due, ok := retryDue(after.retryAt, after.row.EventTime); ok && !due {
+		s.tx.deferred++
+		return nil
+	}
+	return s.hold(ctx, after.row)
+}
+
+func (s *stream) deleted(im image) {
+	if row := s.rows().get(keyOf(im.row)); row != nil {
+		row.Deleted = true
+	}
+}
+
+// flush sends the transaction's held rows before its commit. A reconnect
+// reads the transaction again from its start and stops again at the same
+// image (the bounds see the same rows), so the rows of every flush up to
+// the image a previous connection reached (skipUpTo) are not sent twice.
+func (s *stream) flush(ctx context.Context) error {
+	rows := s.tx.held.take()
+	resumed := s.skipTx && s.txRows <= s.skipUpTo
+	for _, row := range rows {
+		if !resumed {
+			if err := send(ctx, s.out, Event{Kind: KindRow, Row: row}); err != nil {
+				return err
+			}
+		}
+		if s.tx.sentFull {
+			continue
+		}
+		if s.tx.sent == nil {
+			s.tx.sent = map[rowKey]struct{}{}
+		}
+		if len(s.tx.sent) >= sentCap {
+			s.tx.sentFull = true
+			s.r.log.Warn("a very large transaction: rows it updates later than its first million outbox rows are published as first written",
+				"gtid", s.txGTID.String(), "binlog_file", s.tracker.file)
+			continue
+		}
+		s.tx.sent[keyOf(row)] = struct{}{}
+	}
+	s.done = max(s.done, s.txRows)
+	return nil
+}
+
+// endTx sends the rest of the transaction's rows at its commit and says
+// what the transaction did beyond plain inserts.
+func (s *stream) endTx(ctx context.Context, ev *replication.BinlogEvent) error {
+	if s.tx.held.count > 0 {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+	}
+	if s.tx.resent > 0 {
+		s.r.log.Warn("rows updated in their own transaction after the reader had sent them (a transaction past Config.TxBufferRows/TxBufferBytes): their committed version was published too, under the same message id",
+			"rows", s.tx.resent, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
+	}
+	if s.tx.deferred > 0 {
+		s.r.log.Info("rows put back to pending with a next retry time ahead: the sweeper sends them when due",
+			"rows", s.tx.deferred, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
+	}
+	s.tx = txState{}
+	return nil
+}
+
+// retryDue tells whether a row's next_retry_time (as decoded) has come at
+// the event's commit time (seconds, the source's clock); ok is false when
+// the row has none.
+func retryDue(v any, eventTime uint32) (due, ok bool) {
+	tm, isTime := v.(time.Time)
+	if !isTime || tm.IsZero() || eventTime == 0 {
+		return true, false
+	}
+	return !tm.After(time.Unix(int64(eventTime)+1, 0)), true
+}

@@ -1,0 +1,202 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+)
+
+// How applications write their outbox rows, beyond one INSERT per message.
+
+// bodiesByID maps each delivery's message id to the bodies it arrived with,
+// in arrival order.
+func bodiesByID(msgs []testenv.Delivery) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range msgs {
+		out[m.MessageID] = append(out[m.MessageID], string(m.Body))
+	}
+	return out
+}
+
+// waitReceived waits until got holds at least n messages.
+func waitReceived(t *testing.T, got *testenv.Collector, n int, within time.Duration) {
+	t.Helper()
+	testenv.WaitFor(t, within, fmt.Sprintf("%d messages", n), func() (bool, string) {
+		return got.Len() >= n, fmt.Sprintf("received %d", got.Len())
+	})
+}
+
+// waitStatus waits until the row with msgID has status want on the primary.
+func waitStatus(t *testing.T, db *testenv.DB, msgID, want string) {
+	t.Helper()
+	testenv.WaitFor(t, 10*time.Second, msgID+" "+want, func() (bool, string) {
+		s := statusOf(t, db, msgID)
+		return s == want, s
+	})
+}
+
+func statusOf(t *testing.T, db *testenv.DB, msgID string) string {
+	t.Helper()
+	var s string
+	if err := db.Primary.QueryRow("SELECT status FROM producer_message WHERE message_id = ?", msgID).Scan(&s); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return s
+}
+
+// A transaction that inserts rows and then updates or deletes some of them
+// (an ORM flushing an entity twice, the Debezium insert-and-delete) publishes
+// each row as the transaction committed it: the updated body, nothing for a
+// row moved to a status that is not publishable, and a deleted row as last
+// written (and not counted as a duplicate when there is nothing to mark).
+func TestRowUpdatedInItsTransactionIsPublishedAsCommitted(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("intx"), relaytest.SeedTable(db.Name), noSweeper))
+
+	tx, err := db.Primary.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := tx.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		exec("INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', ?)",
+			fmt.Sprintf("intx-%d", i), br.Exchange, `{"draft":true}`)
+	}
+	exec("UPDATE producer_message SET content = '{\"total\":42}' WHERE message_id = 'intx-2'")
+	exec("UPDATE producer_message SET content = '{\"total\":43}' WHERE message_id = 'intx-2'")
+	exec("UPDATE producer_message SET status = 'FAILED' WHERE message_id = 'intx-3'")
+	exec("DELETE FROM producer_message WHERE message_id = 'intx-4'")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// A later transaction's row: once it arrives, everything of the first
+	// transaction has.
+	insertOrders(t, db, br.Exchange, "after", 1, 1)
+
+	want := map[string][]string{
+		"intx-1": {`{"draft":true}`}, "intx-2": {`{"total":43}`}, "intx-4": {`{"draft":true}`}, "intx-5": {`{"draft":true}`},
+		"after-000000-0000": {`{"order":"after-000000-0000"}`},
+	}
+	waitReceived(t, got, len(want), 30*time.Second)
+	gotBodies := bodiesByID(got.All())
+	if fmt.Sprint(gotBodies) != fmt.Sprint(want) {
+		t.Fatalf("published %v\nwant      %v", gotBodies, want)
+	}
+	for id, st := range map[string]string{"intx-1": "SENT", "intx-2": "SENT", "intx-3": "FAILED", "intx-5": "SENT"} {
+		waitStatus(t, db, id, st)
+	}
+	if n := r.App.Relay().Stats.AlreadySent.Load(); n != 0 {
+		t.Fatalf("%d rows counted as already sent (duplicates); want 0", n)
+	}
+}
+
+// A transaction past the reader's buffer (10,000 rows) sends its first rows
+// before its commit; a row it updates after that is published again in its
+// committed version, after the rest, and every row arrives.
+func TestLargeTransactionUpdatingAnEarlyRowPublishesTheCommittedVersion(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("bigtx"), relaytest.SeedTable(db.Name), noSweeper))
+
+	const rows, perStmt = 12_000, 1_000
+	tx, err := db.Primary.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 0; i < rows/perStmt; i++ {
+		stmt, ids := orderInsert(br.Exchange, "big", i, perStmt)
+		if _, err := tx.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids...)
+	}
+	if _, err := tx.Exec("UPDATE producer_message SET content = '{\"final\":true}' WHERE message_id = ?", want[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitReceived(t, got, rows+1, 60*time.Second)
+	msgs := got.All()
+	if len(msgs) != rows+1 {
+		t.Fatalf("received %d messages, want %d", len(msgs), rows+1)
+	}
+	for i, id := range want {
+		if msgs[i].MessageID != id {
+			t.Fatalf("message %d is %s, want %s", i, msgs[i].MessageID, id)
+		}
+	}
+	last := msgs[rows]
+	if last.MessageID != want[0] || string(last.Body) != `{"final":true}` {
+		t.Fatalf("last message %s %s; want %s with the committed body", last.MessageID, last.Body, want[0])
+	}
+	// The first 10,000 were sent before the commit, as inserted.
+	if string(msgs[0].Body) != fmt.Sprintf(`{"order":"%s"}`, want[0]) {
+		t.Fatalf("first message body %s", msgs[0].Body)
+	}
+}
+
+// A row put back to a publishable status is published by the binlog path at
+// once (the sweeper is off here): an application's UPDATE back to PENDING,
+// INSERT ... ON DUPLICATE KEY UPDATE, REPLACE (logged as an UPDATE by
+// MariaDB, as DELETE and INSERT by MySQL). A re-queue with its
+// next_retry_time ahead is left to the sweeper until due.
+func TestRequeuedRowIsPublishedByTheBinlogPath(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("requeue"), relaytest.SeedTable(db.Name), noSweeper))
+
+	ids := insertOrders(t, db, br.Exchange, "rq", 1, 4)
+	waitReceived(t, got, 4, 30*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == 4 },
+		"statuses %v", statusCounts(t, db.Primary))
+
+	db.Exec(t, "UPDATE producer_message SET status = 'PENDING', content = '{\"requeued\":1}' WHERE message_id = ?", ids[0])
+	db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', '{\"upsert\":1}') "+
+		"ON DUPLICATE KEY UPDATE status = 'PENDING', content = '{\"upsert\":1}'", ids[1], br.Exchange)
+	var id3 int64
+	if err := db.Primary.QueryRow("SELECT id FROM producer_message WHERE message_id = ?", ids[2]).Scan(&id3); err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(t, "REPLACE INTO producer_message (id, message_id, exchange, routing_key, content) VALUES (?, ?, ?, 'order.created', '{\"replace\":1}')",
+		id3, ids[2], br.Exchange)
+	db.Exec(t, "UPDATE producer_message SET status = 'PENDING', next_retry_time = NOW(3) + INTERVAL 1 HOUR WHERE message_id = ?", ids[3])
+	after := insertOrders(t, db, br.Exchange, "rq-after", 1, 1)
+
+	waitReceived(t, got, 8, 30*time.Second)
+	msgs := got.All()
+	var tail []string
+	for _, m := range msgs[4:] {
+		tail = append(tail, m.MessageID+" "+string(m.Body))
+	}
+	wantTail := []string{ids[0] + ` {"requeued":1}`, ids[1] + ` {"upsert":1}`, ids[2] + ` {"replace":1}`,
+		after[0] + fmt.Sprintf(` {"order":"%s"}`, after[0])}
+	if fmt.Sprint(tail) != fmt.Sprint(wantTail) {
+		t.Fatalf("after the re-queues: %q\nwant %q", tail, wantTail)
+	}
+	for _, id := range ids[:3] {
+		waitStatus(t, db, id, "SENT")
+	}
+	if s := statusOf(t, db, ids[3]); s != "PENDING" {
+		t.Fatalf("the row due in an hour is %s; want PENDING, left to the sweeper", s)
+	}
+	if n := r.App.Relay().Stats.AlreadySent.Load(); n != 0 {
+		t.Fatalf("%d rows counted as already sent; want 0", n)
+	}
+}
