@@ -51,6 +51,9 @@ type batch struct {
 	// save asks for a checkpoint save after the marks; final is the drain's
 	// last batch.
 	save, final bool
+	// moved, after the marks, has the recorder mark again where the table
+	// now lives the rows its recent marks missed (rename.go).
+	moved *moved
 }
 
 // Ticket is the relay's tag on a publisher job (publisher.Job[Ticket]): it

@@ -26,6 +26,9 @@ type recorder struct {
 	// storeDown is when saving the checkpoint started failing (zero while
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
+	// missed are the recent marks that moved fewer rows than they named,
+	// by table, for a rename that comes after them (rename.go).
+	missed missedMarks
 }
 
 func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
@@ -37,6 +40,11 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 		}
 		for _, g := range b.fails {
 			if err := w.recordFailures(ctx, g); err != nil {
+				return err
+			}
+		}
+		if b.moved != nil {
+			if err := w.remark(ctx, b.moved); err != nil {
 				return err
 			}
 		}
@@ -63,6 +71,7 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, ids []any) err
 		w.r.Stats.Marked.Add(n)
 		w.r.cfg.Observer.Marked(t, n)
 		if dup := int64(len(ids)) - n; dup > 0 {
+			w.missed.note(t, ids)
 			// Only publishable rows move: the others were SENT already,
 			// so this publish was a duplicate.
 			w.r.Stats.AlreadySent.Add(dup)

@@ -279,6 +279,8 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 			}
 		case binlog.KindCommit:
 			job = publisher.Job[Ticket]{Tag: commitTicket{ev.Commit}}
+		case binlog.KindRename:
+			job = publisher.Job[Ticket]{Tag: renameTicket{ev.Rename}}
 		default:
 			continue
 		}

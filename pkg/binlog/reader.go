@@ -140,6 +140,10 @@ const (
 	KindRow Kind = iota + 1
 	// KindCommit ends a transaction: every row of it came before.
 	KindCommit
+	// KindRename: an outbox table was renamed; the rows sent before now
+	// live under Event.Rename's name. It comes before its statement's
+	// commit.
+	KindRename
 )
 
 // Event is what the reader emits, in binlog order.
@@ -147,6 +151,7 @@ type Event struct {
 	Kind   Kind
 	Row    *outbox.Row
 	Commit Commit
+	Rename *Rename
 }
 
 // Commit is the end of one transaction on the source.
@@ -179,6 +184,11 @@ type Reader struct {
 	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
 	connected     atomic.Bool
 	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
+
+	// renamedAway maps the key of a table an outbox table was renamed to
+	// to the configured name (inserts there are reported once:
+	// renamedWarned).
+	renamedAway, renamedWarned sync.Map
 }
 
 // New builds a reader of the inserts into the given outbox tables (which
@@ -596,6 +606,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		default:
 			// DDL (or a statement-format event): a whole transaction of its
 			// own unless inside BEGIN. Column layouts may change at this point.
+			if err := s.renamed(ctx, ev, string(e.Schema), q); err != nil {
+				return err
+			}
 			s.r.noteDDL(string(e.Schema), q)
 			if !s.inTx {
 				return s.commit(ctx, ev)
@@ -605,6 +618,7 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.commit(ctx, ev)
 	case *replication.RowsEvent:
 		if e.Rows == nil {
+			s.noteUnread(ev, e)
 			return nil // not an outbox table: skipped at decode
 		}
 		return s.emitRows(ctx, ev, e)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -199,4 +200,74 @@ func TestRequeuedRowIsPublishedByTheBinlogPath(t *testing.T) {
 	if n := r.App.Relay().Stats.AlreadySent.Load(); n != 0 {
 		t.Fatalf("%d rows counted as already sent; want 0", n)
 	}
+}
+
+// rotate archives the outbox table the way DBAs do: an empty copy renamed
+// in under its name in one statement.
+func rotate(t *testing.T, db *testenv.DB, archive string) {
+	t.Helper()
+	db.Exec(t, "CREATE TABLE producer_message_new LIKE producer_message")
+	db.Exec(t, "RENAME TABLE producer_message TO "+archive+", producer_message_new TO producer_message")
+}
+
+func pendingIn(t *testing.T, db *testenv.DB, table string) int {
+	t.Helper()
+	return db.Count(t, "SELECT COUNT(*) FROM "+table+" WHERE status <> 'SENT'")
+}
+
+// Rows in flight when the table is rotated end SENT in the archive they now
+// live in, not PENDING forever (their marks used to go by name to the new
+// table). The same holds for a relay that was stopped before the rename and
+// reads it after a restart: its first marks of the old rows miss (the
+// rename already ran) and are written again to the archive when the stream
+// reaches the rename.
+func TestRowsInFlightAcrossATableRenameAreMarkedWhereTheyLive(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	cfg := relaytest.RelayConfig(testenv.UniqueName("rotate"), relaytest.SeedTable(db.Name), noSweeper)
+	r := relaytest.StartRelay(t, cfg)
+
+	// Streaming: a writer keeps inserting while the table is rotated.
+	var want []string
+	writer := relaytest.Go("writer", 60*time.Second, func(ctx context.Context) error {
+		for i := 0; i < 200 && ctx.Err() == nil; i++ {
+			stmt, ids := orderInsert(br.Exchange, fmt.Sprintf("w%03d", i), 0, 10)
+			if _, err := db.Primary.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+			want = append(want, ids...)
+		}
+		return nil
+	})
+	waitReceived(t, got, 500, 30*time.Second)
+	rotate(t, db, "producer_message_2026_11")
+	if exited, err := writer.Wait(60 * time.Second); !exited || err != nil {
+		t.Fatalf("writer: exited %v, %v", exited, err)
+	}
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	testenv.WaitFor(t, 20*time.Second, "every row SENT in both tables", func() (bool, string) {
+		a, b := pendingIn(t, db, "producer_message_2026_11"), pendingIn(t, db, "producer_message")
+		return a == 0 && b == 0, fmt.Sprintf("not SENT: %d in the archive, %d in the new table", a, b)
+	})
+	if n := db.Count(t, "SELECT COUNT(*) FROM producer_message_2026_11") + db.Count(t, "SELECT COUNT(*) FROM producer_message"); n != len(want) {
+		t.Fatalf("%d rows in the two tables, want %d", n, len(want))
+	}
+
+	// Across a restart: rows written while the relay is stopped, then the
+	// table rotated again, then rows in the new table.
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	before := insertOrders(t, db, br.Exchange, "before", 5, 20)
+	rotate(t, db, "producer_message_2026_12")
+	after := insertOrders(t, db, br.Exchange, "after", 2, 20)
+	relaytest.StartRelay(t, cfg)
+	want = append(append(want, before...), after...)
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	testenv.WaitFor(t, 20*time.Second, "every row SENT in the three tables", func() (bool, string) {
+		a, b, c := pendingIn(t, db, "producer_message_2026_11"), pendingIn(t, db, "producer_message_2026_12"), pendingIn(t, db, "producer_message")
+		return a+b+c == 0, fmt.Sprintf("not SENT: %d, %d in the archives, %d in the new table", a, b, c)
+	})
 }

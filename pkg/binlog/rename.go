@@ -1,0 +1,244 @@
+package binlog
+
+import (
+	"context"
+	"strings"
+	"unicode"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// Rename says that an outbox table was renamed (RENAME TABLE, or ALTER
+// TABLE ... RENAME): the rows read before this event now live in
+// Schema.Name, while the table's configured name may already name another
+// table (archival by "RENAME TABLE t TO t_2026_11, t_new TO t"). Marks,
+// retries and failures of those rows go to Schema.Name.
+type Rename struct {
+	Table        *outbox.Table
+	Schema, Name string
+}
+
+// renamePair is one "from TO to" of a rename statement, schema-qualified.
+type renamePair struct{ fromSchema, from, toSchema, to string }
+
+// parseRenames reads the table renames of a statement: RENAME TABLE[S] [IF
+// EXISTS] a [WAIT n|NOWAIT] TO b [, c TO d ...], and ALTER [ONLINE|IGNORE]
+// TABLE a ... RENAME [TO|AS] b (with or without other clauses). schema is
+// the statement's default schema. ok is false for any other statement.
+func parseRenames(schema, query string) (pairs []renamePair, ok bool) {
+	toks := tokens(query)
+	kw := func(i int, words ...string) bool {
+		if i >= len(toks) || toks[i].quoted {
+			return false
+		}
+		for _, w := range words {
+			if strings.EqualFold(toks[i].text, w) {
+				return true
+			}
+		}
+		return false
+	}
+	name := func(i int) (s, n string, next int, ok bool) {
+		if i >= len(toks) || toks[i].text == "," || toks[i].text == "." {
+			return "", "", i, false
+		}
+		s, n = schema, toks[i].text
+		if i+2 < len(toks) && toks[i+1].text == "." && !toks[i+1].quoted {
+			s, n, i = toks[i].text, toks[i+2].text, i+2
+		}
+		return s, n, i + 1, true
+	}
+	switch {
+	case kw(0, "RENAME") && kw(1, "TABLE", "TABLES"):
+		i := 2
+		if kw(i, "IF") && kw(i+1, "EXISTS") {
+			i += 2
+		}
+		for {
+			fs, f, next, ok := name(i)
+			if !ok {
+				return nil, false
+			}
+			i = next
+			if kw(i, "WAIT") {
+				i += 2
+			} else if kw(i, "NOWAIT") {
+				i++
+			}
+			if !kw(i, "TO") {
+				return nil, false
+			}
+			ts, to, next, ok := name(i + 1)
+			if !ok {
+				return nil, false
+			}
+			pairs = append(pairs, renamePair{fs, f, ts, to})
+			i = next
+			if i >= len(toks) || toks[i].text != "," {
+				return pairs, true
+			}
+			i++
+		}
+	case kw(0, "ALTER"):
+		i := 1
+		for kw(i, "ONLINE", "IGNORE") {
+			i++
+		}
+		if !kw(i, "TABLE") {
+			return nil, false
+		}
+		i++
+		if kw(i, "IF") && kw(i+1, "EXISTS") {
+			i += 2
+		}
+		fs, f, next, ok := name(i)
+		if !ok {
+			return nil, false
+		}
+		for j := next; j < len(toks); j++ {
+			// RENAME [TO|AS] name, not RENAME COLUMN/INDEX/KEY/CONSTRAINT.
+			if !kw(j, "RENAME") || kw(j+1, "COLUMN", "INDEX", "KEY", "CONSTRAINT") {
+				continue
+			}
+			k := j + 1
+			if kw(k, "TO", "AS") {
+				k++
+			}
+			if ts, to, _, ok := name(k); ok {
+				return []renamePair{{fs, f, ts, to}}, true
+			}
+		}
+	}
+	return nil, false
+}
+
+type token struct {
+	text   string
+	quoted bool
+}
+
+// tokens splits a statement into identifiers and words (backquoted ones
+// unquoted, “ an escaped backquote), "." and ","; comments and string
+// literals are left out.
+func tokens(q string) []token {
+	var out []token
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == '`':
+			var b strings.Builder
+			j := i + 1
+			for j < len(q) {
+				if q[j] == '`' {
+					if j+1 < len(q) && q[j+1] == '`' {
+						b.WriteByte('`')
+						j += 2
+						continue
+					}
+					break
+				}
+				b.WriteByte(q[j])
+				j++
+			}
+			out = append(out, token{b.String(), true})
+			i = j + 1
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			end := strings.Index(q[i+2:], "*/")
+			if end < 0 {
+				return out
+			}
+			i += end + 4
+		case c == '#' || (c == '-' && strings.HasPrefix(q[i:], "-- ")):
+			end := strings.IndexByte(q[i:], '\n')
+			if end < 0 {
+				return out
+			}
+			i += end + 1
+		case c == '\'' || c == '"':
+			j := i + 1
+			for j < len(q) && q[j] != c {
+				if q[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + 1
+		case c == '.' || c == ',':
+			out = append(out, token{string(c), false})
+			i++
+		case c == '_' || c == '$' || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c)) || c >= 0x80:
+			j := i
+			for j < len(q) && (q[j] == '_' || q[j] == '$' || unicode.IsLetter(rune(q[j])) || unicode.IsDigit(rune(q[j])) || q[j] >= 0x80) {
+				j++
+			}
+			out = append(out, token{q[i:j], false})
+			i = j
+		default:
+			i++
+		}
+	}
+	return out
+}
+
+// renamed follows the renames of a statement the stream passed: for each
+// outbox table moved away from its configured name it sends a rename event
+// (before the statement's commit), and remembers the name it went to, so
+// rows written there later are reported once as not published.
+func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schema, query string) error {
+	pairs, ok := parseRenames(schema, query)
+	if !ok {
+		return nil
+	}
+	// Follow each configured table through the statement's pairs in order
+	// ("t TO tmp, tmp TO t2" ends at t2; "t TO old, new TO t" moves t to
+	// old and brings another table in under its name).
+	where := map[string]*outbox.Table{} // current key -> configured table
+	for k, t := range s.r.tables {
+		where[k] = t
+	}
+	moved := map[*outbox.Table]renamePair{}
+	for _, p := range pairs {
+		from, to := tableKey(p.fromSchema, p.from), tableKey(p.toSchema, p.to)
+		t, ok := where[from]
+		if !ok {
+			continue
+		}
+		delete(where, from)
+		where[to] = t
+		moved[t] = renamePair{t.Schema, t.Name, p.toSchema, p.to}
+	}
+	for _, t := range s.r.tables {
+		p, ok := moved[t]
+		if !ok || tableKey(p.toSchema, p.to) == tableKey(t.Schema, t.Name) {
+			continue
+		}
+		s.r.log.Info("outbox table renamed: rows read before go on to be marked where they now live; the configured name is followed from here",
+			"table", t.FullName(), "renamed_to", p.toSchema+"."+p.to, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
+		s.r.renamedAway.Store(tableKey(p.toSchema, p.to), t.FullName())
+		if err := send(ctx, s.out, Event{Kind: KindRename, Rename: &Rename{Table: t, Schema: p.toSchema, Name: p.to}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteUnread reports, once per table, inserts into a table that was an
+// outbox table before a rename: the relay follows the configured name, so
+// those rows are not published.
+func (s *stream) noteUnread(ev *replication.BinlogEvent, e *replication.RowsEvent) {
+	if e.Table == nil || rowsKind(ev.Header.EventType) != replication.EnumRowsEventTypeInsert {
+		return
+	}
+	key := tableKey(string(e.Table.Schema), string(e.Table.Table))
+	was, ok := s.r.renamedAway.Load(key)
+	if !ok {
+		return
+	}
+	if _, warned := s.r.renamedWarned.LoadOrStore(key, true); warned {
+		return
+	}
+	s.r.log.Warn("rows inserted into a table that was an outbox table before a rename are not published: the relay reads the table under its configured name",
+		"table", string(e.Table.Schema)+"."+string(e.Table.Table), "configured", was, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
+}

@@ -1,0 +1,67 @@
+package binlog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+)
+
+func TestParseRenames(t *testing.T) {
+	for q, want := range map[string]string{
+		"RENAME TABLE producer_message TO producer_message_2026_11, producer_message_new TO producer_message": "[{app producer_message app producer_message_2026_11} {app producer_message_new app producer_message}]",
+		"rename table `app`.`t` to `arch`.`t``x`":                                                             "[{app t arch t`x}]",
+		"RENAME TABLES IF EXISTS t WAIT 5 TO t2":                                                              "[{app t app t2}]",
+		"RENAME TABLE t NOWAIT TO t2":                                                                         "[{app t app t2}]",
+		"/* gh-ost */ RENAME TABLE `app`.`t` TO `app`.`_t_del`, `app`.`_t_gho` TO `app`.`t`":                  "[{app t app _t_del} {app _t_gho app t}]",
+		"ALTER TABLE t RENAME TO t_old":                                                                       "[{app t app t_old}]",
+		"alter online table other.t add column c int, rename as other.t2":                                     "[{other t other t2}]",
+		"ALTER TABLE t RENAME t3":                                                                             "[{app t app t3}]",
+		"ALTER TABLE t RENAME COLUMN a TO b":                                                                  "[]",
+		"ALTER TABLE t RENAME INDEX a TO b, ADD COLUMN rename_me INT":                                         "[]",
+		"ALTER TABLE t ADD COLUMN c VARCHAR(9) DEFAULT 'RENAME TO x'":                                         "[]",
+		"CREATE TABLE t2 LIKE t":                                                                              "[]",
+		"RENAME USER a TO b":                                                                                  "[]",
+	} {
+		pairs, _ := parseRenames("app", q)
+		got := fmt.Sprint(pairs)
+		if pairs == nil {
+			got = "[]"
+		}
+		if got != want {
+			t.Errorf("%s:\n got %s\nwant %s", q, got, want)
+		}
+	}
+}
+
+// A rename of an outbox table sends a rename event before the statement's
+// commit; one that swaps another table in under its name still names where
+// the old rows went, and one that leaves the table where it was sends none.
+func TestRenameEvents(t *testing.T) {
+	sc := newScript(t, Config{})
+	ddl := func(seq uint64, q string) []Event {
+		// A DDL's event group is standalone (FL_STANDALONE): no BEGIN.
+		sc.must(replication.MARIADB_GTID_EVENT, &replication.MariadbGTIDEvent{
+			GTID: mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: seq}, Flags: replication.BINLOG_MARIADB_FL_STANDALONE})
+		sc.must(replication.QUERY_EVENT, &replication.QueryEvent{Schema: []byte("app"), Query: []byte(q)})
+		var evs []Event
+		for len(sc.out) > 0 {
+			evs = append(evs, <-sc.out)
+		}
+		return evs
+	}
+	evs := ddl(1, "RENAME TABLE producer_message TO producer_message_2026_11, producer_message_new TO producer_message")
+	if len(evs) != 2 || evs[0].Kind != KindRename || evs[1].Kind != KindCommit {
+		t.Fatalf("events %+v; want a rename, then the commit", evs)
+	}
+	if r := evs[0].Rename; r.Table.Name != "producer_message" || r.Schema != "app" || r.Name != "producer_message_2026_11" {
+		t.Fatalf("rename %+v", r)
+	}
+	if evs := ddl(2, "RENAME TABLE producer_message TO tmp, tmp TO producer_message"); len(evs) != 1 || evs[0].Kind != KindCommit {
+		t.Fatalf("a rename there and back: %+v", evs)
+	}
+	if evs := ddl(3, "RENAME TABLE other TO other2"); len(evs) != 1 || evs[0].Kind != KindCommit {
+		t.Fatalf("another table's rename: %+v", evs)
+	}
+}
