@@ -47,3 +47,31 @@ func TestRedisLogsGoThroughZap(t *testing.T) {
 		t.Fatalf("go-redis messages missing from the zap log:\n%s", buf.String())
 	}
 }
+
+// go-redis repeats a failed dial on every attempt: the log has one line per
+// message a minute, and the next one says how many it left out.
+func TestRedisLogsRepeatOncePerInterval(t *testing.T) {
+	var buf bytes.Buffer
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
+	clock := time.Unix(1_700_000_000, 0)
+	l := &redisLogger{log: zap.New(core), every: time.Minute, now: func() time.Time { return clock }, seen: map[string]*redisRepeat{}}
+	ctx := context.Background()
+	for range 22 { // a 20 s outage's worth
+		l.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+	}
+	l.Printf(ctx, "redis: another message")
+	clock = clock.Add(61 * time.Second)
+	l.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != 3 || got[0]["repeated"] != nil || got[1]["msg"] != "another message" || got[2]["repeated"] != float64(21) {
+		t.Fatalf("log lines %v; want the dial failure once, the other message, then the dial failure with repeated=21", got)
+	}
+}

@@ -41,8 +41,9 @@ func (m *machine[T]) connect() {
 	if dialled {
 		msg = "broker connected" // operators and tests look for this line
 	}
+	again, queued := m.backlog()
 	m.log.Info(msg, zap.String("broker", Redact(m.cfg.URL)),
-		zap.Int("republishing", m.unconfirmed()), zap.Int("suspects", m.suspects))
+		zap.Int("republishing", again), zap.Int("queued", queued), zap.Int("suspects", m.suspects))
 }
 
 // redialDelay: the first connection after a healthy one is immediate, the
@@ -88,12 +89,19 @@ func closeWithin(conn amqpConn) {
 }
 
 // unconfirmed counts messages whose outcome is not known yet.
-func (m *machine[T]) unconfirmed() int {
-	n := 0
+// backlog splits the messages waiting for a channel: again were published
+// on a channel that ended before their confirm (they go out a second time
+// and count in Republished), queued were never published.
+func (m *machine[T]) backlog() (again, queued int) {
 	for _, e := range m.q {
-		if e.job.Msg != nil && e.state != done {
-			n++
+		switch {
+		case e.job.Msg == nil || e.state == done:
+		case e.unknown:
+			again++
+		default:
+			queued++
 		}
 	}
-	return n
+	return again, queued
 }
+

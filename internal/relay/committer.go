@@ -98,7 +98,7 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	batches := make(chan batch, 2)
-	rec := &recorder{r: r}
+	rec := &recorder{r: r, latest: start}
 	g.Go(func() error { return rec.run(gctx, batches) })
 	c := &committer{r: r, stop: stop, tracker: tracker, pending: map[*outbox.Table][]any{}, batches: batches}
 	g.Go(func() error {

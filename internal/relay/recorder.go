@@ -87,7 +87,11 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, ids []any) err
 // then holds until the store answers. The final save of a drain holds at
 // once. A fenced write (the lease is lost) stops the pipeline.
 func (w *recorder) save(ctx context.Context, final bool) error {
-	if !w.dirty {
+	// The final save of a stop writes the position even when nothing moved
+	// since the last save: the store may have lost it meanwhile (a Redis
+	// restart without persistence, a deleted key), and the next start must
+	// not take a gap for a position this relay knows.
+	if !w.dirty && !(final && w.latest != (binlog.Position{})) {
 		return nil
 	}
 	server := ""
@@ -107,7 +111,10 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 		}
 		w.r.log.Error("the checkpoint could not be saved for longer than the outage window: publishing holds until it can",
 			zap.Duration("outage_window", w.r.cfg.StoreOutageWindow), zap.Duration("down_for", time.Since(w.storeDown).Round(time.Second)))
-		err = retry(ctx, w.r.log, "saving the checkpoint", func() error { return w.r.store.Save(ctx, cp) })
+		err = retry(ctx, w.r.log, "saving the checkpoint", func() error {
+			cp.SavedAt = time.Now().UTC() // the save that lands says when it landed
+			return w.r.store.Save(ctx, cp)
+		})
 	}
 	if err != nil {
 		return err
