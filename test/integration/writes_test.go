@@ -271,3 +271,50 @@ func TestRowsInFlightAcrossATableRenameAreMarkedWhereTheyLive(t *testing.T) {
 		return a+b+c == 0, fmt.Sprintf("not SENT: %d, %d in the archives, %d in the new table", a, b, c)
 	})
 }
+
+// The Debezium outbox pattern: each event is inserted and deleted in the
+// same transaction (the table stays empty). Every insert is published, in
+// order, with the payload it was inserted with; an UPDATE before the
+// DELETE is applied.
+func TestDebeziumInsertThenDeleteIsPublished(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/debezium_outbox.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("dbz-del"), debeziumTables(db.Name), ""))
+
+	var want []string
+	for i := 1; i <= 20; i++ {
+		id := debeziumID("del", i)
+		want = append(want, id)
+		tx, err := db.Primary.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			"INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, '" + br.Exchange + "', 'a-1', 'Happened', '{\"n\":1}')",
+			"UPDATE outbox SET payload = '{\"n\":2}' WHERE id = ?",
+			"DELETE FROM outbox WHERE id = ?",
+		} {
+			if _, err := tx.Exec(q, id); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReceived(t, got, len(want), 30*time.Second)
+	msgs := got.All()
+	if fmt.Sprint(messageIDs(msgs)) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v, want %v", messageIDs(msgs), want)
+	}
+	for _, m := range msgs {
+		if string(m.Body) != `{"n": 2}` && string(m.Body) != `{"n":2}` {
+			t.Fatalf("%s body %s; want the updated payload", m.MessageID, m.Body)
+		}
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM outbox"); n != 0 {
+		t.Fatalf("%d rows in the outbox; want 0", n)
+	}
+}
