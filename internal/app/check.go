@@ -66,12 +66,16 @@ func (a *App) Check(ctx context.Context) []Problem {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c := &checker{a: a}
-	if c.checkSource(ctx) {
+	sourceUp := c.checkSource(ctx)
+	if sourceUp {
 		c.checkReplica(ctx) // replica.go
 		c.checkStream(ctx)
 		c.checkDuplicates(ctx) // instance.go
 	}
 	c.checkPrimary(ctx)
+	if sourceUp {
+		c.checkTimeZones(ctx) // check_timezone.go
+	}
 	c.checkBroker()
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		c.add(Error, "redis", "cannot reach %s: %v", a.Cfg.Redis.Addr, err)

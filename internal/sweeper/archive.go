@@ -10,12 +10,12 @@ import (
 )
 
 // archive moves or deletes SENT rows past the retention, when the replica
-// says there are any.
+// says there are any (by the primary's clock, like the delete).
 func (s *Sweeper) archive(ctx context.Context, p *plan, log *zap.Logger) {
 	a := s.cfg.Archive
 	q, args := p.ArchiveLookSQL(a.Retention)
 	var found bool
-	if err := s.replica.QueryRowContext(ctx, q, args...).Scan(&found); err != nil {
+	if err := s.precheck(ctx, q, args, &found); err != nil {
 		if ctx.Err() == nil {
 			log.Warn("archive pre-check on the replica failed", zap.Error(err))
 		}

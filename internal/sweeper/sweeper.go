@@ -11,6 +11,11 @@
 // application's own INSERTs never meet a gap lock. Every later write is
 // status- and version-checked (optimistic locking), so a row someone else
 // moved meanwhile is left alone.
+//
+// Due means due by the primary's clock, which wrote the times the
+// conditions compare (create_time, next_retry_time): a pre-check on a
+// replica whose clock reads another time zone runs in the primary's
+// (clock.go, precheck.go).
 package sweeper
 
 import (
@@ -61,7 +66,8 @@ type Sweeper struct {
 	jobs    chan publisher.Job[*Claimed]
 	results chan publisher.Result[*Claimed]
 
-	waitingForBroker bool // logged once per outage
+	waitingForBroker bool  // logged once per outage
+	zones            zones // the primary's clock, for the pre-checks (precheck.go)
 }
 
 // New builds a sweeper. replica answers the pre-checks (the relay's binlog
@@ -183,10 +189,11 @@ func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 	}
 }
 
-// look asks the replica whether the table has due rows and zombies.
+// look asks the replica whether the table has due rows and zombies, by the
+// primary's clock (precheck.go).
 func (s *Sweeper) look(ctx context.Context, p *plan) (due, zombies bool, err error) {
 	q, args := p.LookSQL(s.cfg.GracePeriod, s.cfg.ZombieTimeout)
-	err = s.replica.QueryRowContext(ctx, q, args...).Scan(&due, &zombies)
+	err = s.precheck(ctx, q, args, &due, &zombies)
 	return due, zombies, err
 }
 

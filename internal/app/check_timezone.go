@@ -1,0 +1,106 @@
+package app
+
+// The start-up check of the servers' clocks: the primary's time zone (its
+// sessions write DATETIME columns in it) against the source replica's
+// (where the sweeper's pre-checks, `status` and the backlog metrics read
+// them). internal/sweeper/clock.go says why it matters.
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+)
+
+// checkTimeZones compares the time zones of the relay's sessions on the
+// primary and on the source. Where they differ it says what the sweeper
+// does about it; an offset the source cannot take as a session time_zone
+// cannot be corrected, and stops a relay that sweeps.
+func (c *checker) checkTimeZones(ctx context.Context) {
+	a := c.a
+	where := "source " + a.sourceAddr()
+	if a.Primary.PingContext(ctx) != nil {
+		return // checkPrimary said so
+	}
+	primary, err := sweeper.ReadClock(ctx, a.Primary)
+	if err != nil {
+		c.add(Warning, "primary "+a.Cfg.Primary.Addr(), "cannot compare its time zone with the source's: %v", err)
+		return
+	}
+	source, err := sweeper.ReadClock(ctx, a.Source)
+	if err != nil {
+		c.add(Warning, where, "cannot compare its time zone with the primary's: %v", err)
+		return
+	}
+	if primary.SameZone(source) {
+		return
+	}
+	zone, exact := sweeper.PrecheckZone(primary, source, time.Now())
+	diff := primary.Offset() - source.Offset()
+	shift, effect := span(diff)+" ahead of", span(diff)+" late"
+	switch {
+	case diff < 0:
+		shift, effect = span(-diff)+" behind", span(-diff)+" early"
+	case diff == 0: // one offset now, not all year (other DST rules)
+		shift, effect = "now the same as, but not all year as", "late or early for part of the year"
+	}
+	what := fmt.Sprintf("the primary's clock is in another time zone than the source replica's: the primary reads %s, the replica %s. "+
+		"DATETIME columns the primary fills (create_time, next_retry_time, update_time: DEFAULT CURRENT_TIMESTAMP, the relay's NOW(3)) "+
+		"hold its wall clock, %s the replica's NOW()", primary, source, shift)
+	if refusal := takesZone(ctx, a, zone); refusal != "" {
+		sev := Warning
+		if a.Cfg.SweeperEnabled() {
+			sev = Error
+		}
+		c.add(sev, where, "%s, and the sweeper's pre-checks cannot run in the primary's zone: %s; "+
+			"rows would be due by the replica's clock, %s. Run both servers in one time_zone", what, refusal, effect)
+		return
+	}
+	text := fmt.Sprintf("%s. The sweeper's pre-checks on the replica run in the primary's zone (SET time_zone = '%s' in their session), "+
+		"so rows are due by the primary's clock, not %s; `status` and binlog_relay_outbox_oldest_pending_age_seconds still age rows "+
+		"by the replica's clock. Running both servers in one time_zone avoids that", what, zone, effect)
+	if !exact {
+		text += "; the primary's SYSTEM zone also changes offset during the year (DST), which the sweeper reads again only every hour, " +
+			"so for up to an hour after a change rows can be swept late or early: a named time_zone or a fixed offset on the primary avoids that"
+	}
+	c.add(Warning, where, "%s", text)
+}
+
+// takesZone tries zone as a session time_zone on one source connection,
+// which it then drops, and says why the source cannot take it ("": it
+// can, or that is not known for another reason).
+func takesZone(ctx context.Context, a *App, zone string) string {
+	if zone == "" {
+		return "the primary's offset from UTC is not a whole number of minutes"
+	}
+	conn, err := a.Source.Conn(ctx)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }() // drop the session
+	_, err = conn.ExecContext(ctx, "SET time_zone = '"+zone+"'")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return fmt.Sprintf("the source refuses time_zone '%s' (%v)", zone, err)
+	}
+	return ""
+}
+
+// span renders a positive offset difference briefly: 9h, 5h45m, 30m.
+func span(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
