@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -48,9 +49,14 @@ func checkCmd(ctx context.Context, a *app.App, _ *options, stdout, _ io.Writer) 
 	return exitOK
 }
 
+// statusCmd prints what status reads; a server it needs that did not
+// answer (Redis, the source, the primary) fails it, each named on a line
+// of its own.
 func statusCmd(ctx context.Context, a *app.App, _ *options, stdout, stderr io.Writer) int {
 	if err := a.Status(ctx, stdout); err != nil {
-		fmt.Fprintln(stderr, "binlog-relay:", err)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "binlog-relay: status:", line)
+		}
 		return exitRuntime
 	}
 	return exitOK

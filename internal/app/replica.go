@@ -429,8 +429,10 @@ func (a *App) replicaReasons(maxLag time.Duration) []string {
 }
 
 // replicaStatus prints the source replica's threads and whether the
-// checkpoint has everything the primary has (`status`).
-func (a *App) replicaStatus(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) {
+// checkpoint has everything the primary has (`status`). asked is whether
+// it read the primary (it needs the source's flavor to), err the primary's
+// error then.
+func (a *App) replicaStatus(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) (asked bool, err error) {
 	st, err := readReplicaState(ctx, a.Source, a.sourceAddr())
 	switch {
 	case err != nil:
@@ -449,12 +451,13 @@ func (a *App) replicaStatus(ctx context.Context, w io.Writer, cp checkpoint.Chec
 	}
 	flavor, err := a.Flavor(ctx)
 	if err != nil {
-		return
+		return false, nil
 	}
 	pos, err := a.primaryPosition(ctx, flavor)
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "primary      %s: %v\n", a.Cfg.Primary.Addr(), err)
+		return true, err
 	case pos == "":
 		fmt.Fprintf(w, "primary      %s has no GTID position: the delay behind it is not measured\n", a.Cfg.Primary.Addr())
 	case !haveCP || cp.GTIDSet == "":
@@ -470,6 +473,7 @@ func (a *App) replicaStatus(ctx context.Context, w io.Writer, cp checkpoint.Chec
 			fmt.Fprintf(w, "primary      %s at %s: the checkpoint is behind it (the relay or its replica has not caught up)\n", a.Cfg.Primary.Addr(), pos)
 		}
 	}
+	return true, nil
 }
 
 // checkReplica reports stopped replication threads and errors on the

@@ -1,36 +1,72 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, and the
-// outbox counts by status (read from the source, not the primary).
+// outbox counts by status (read from the source, not the primary). It
+// prints all it can read and then returns an error naming each server it
+// needs that did not answer (Redis, the source replica, the primary), so
+// `status` fails when it could not say what it was asked.
 func (a *App) Status(ctx context.Context, w io.Writer) error {
+	var down []error
+	failed := func(what, addr string, err error) { down = append(down, serverError(what, addr, err)) }
 	cp, err := a.Store.Load(ctx)
+	haveCP, redisUp := err == nil, true
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		fmt.Fprintf(w, "checkpoint   none saved under %s (the relay will start at the current position)\n", a.Cfg.Checkpoint.Key)
 	case err != nil:
-		return err
+		fmt.Fprintf(w, "checkpoint   %v\n", err)
+		if !isNetError(err) {
+			// Redis may have answered, with a checkpoint that does not decode.
+			err = cmp.Or(a.Redis.Ping(ctx).Err(), err)
+		}
+		redisUp = !isNetError(err)
+		failed("redis", a.Cfg.Redis.Addr, err)
 	default:
 		fmt.Fprintf(w, "checkpoint   %s (saved %s ago, source %s)\n", cp.Position(), time.Since(cp.SavedAt).Round(time.Second), cp.Server)
 	}
-	if now, err := a.CurrentPosition(ctx); err != nil {
+	now, err := a.CurrentPosition(ctx)
+	sourceUp := err == nil
+	if err != nil {
 		fmt.Fprintf(w, "source       unreachable: %v\n", err)
+		failed("source", a.sourceAddr(), err)
 	} else {
 		fmt.Fprintf(w, "source       %s\n", now)
 	}
-	a.replicaStatus(ctx, w, cp, err == nil) // replica.go
+	asked, err := a.replicaStatus(ctx, w, cp, haveCP) // replica.go
+	if !asked {
+		// Without the source's flavor the primary's position was not read;
+		// whether it answers still counts.
+		if err = a.Primary.PingContext(ctx); err != nil {
+			fmt.Fprintf(w, "primary      %s: %v\n", a.Cfg.Primary.Addr(), err)
+		} else {
+			fmt.Fprintf(w, "primary      %s answers; its position is not read (the source's flavor is not known)\n", a.Cfg.Primary.Addr())
+		}
+	}
+	if err != nil {
+		failed("primary", a.Cfg.Primary.Addr(), err)
+	}
 	for _, t := range a.Cfg.Tables {
 		if t.Columns.Status == "" {
+			continue
+		}
+		if !sourceUp {
+			fmt.Fprintf(w, "table        %s: not read (the source is unreachable)\n", t.FullName())
 			continue
 		}
 		rows, err := a.Source.QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
@@ -50,6 +86,26 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 		rows.Close()
 		a.lifecycleStatus(ctx, w, t)
 	}
-	a.reconcileStatus(ctx, w) // reconcile.go
-	return nil
+	if redisUp {
+		a.reconcileStatus(ctx, w) // reconcile.go
+	} else if len(a.Cfg.Reconcile.Consumers) > 0 {
+		fmt.Fprintf(w, "reconcile    not read (redis is unreachable)\n")
+	}
+	return errors.Join(down...)
+}
+
+// serverError says that the server what at addr did not answer status: it
+// could not be reached (a network error), or it answered with an error.
+// The errors of the drivers name addresses and users, never passwords.
+func serverError(what, addr string, err error) error {
+	if isNetError(err) {
+		return fmt.Errorf("%s %s could not be reached: %w", what, addr, err)
+	}
+	return fmt.Errorf("%s %s answered with an error: %w", what, addr, err)
+}
+
+// isNetError reports whether err says a server could not be reached.
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }

@@ -1,7 +1,7 @@
 // Package config owns the relay's YAML file: its types, ${ENV} expansion in
 // values, unknown keys refused, presets applied and overridden field by
 // field, and one defaults-and-validate pass before anything connects.
-// Errors name the YAML key.
+// Errors name the YAML key and its line, never a value (redact.go).
 //
 // It is a leaf: it imports none of the stages it configures. A key a stage
 // owns keeps its zero value here, meaning "the stage's default"; the stage's
@@ -13,18 +13,17 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
@@ -177,37 +176,37 @@ func Load(path string) (*Config, error) {
 	return Parse(raw, os.LookupEnv)
 }
 
-var yamlLineRe = regexp.MustCompile(`line (\d+):`)
-
-// lineHasRef reports whether line n (1-based, as text) of raw holds "${".
-func lineHasRef(raw []byte, n string) bool {
-	i, _ := strconv.Atoi(n)
-	lines := bytes.Split(raw, []byte("\n"))
-	return i >= 1 && i <= len(lines) && bytes.Contains(lines[i-1], []byte("${"))
+// Parse parses config text: YAML first, then ${VAR} expansion in string
+// values (expand.go), then presets, defaults, secrets and validation. Its
+// errors name the key and the line but never show a value (redact.go).
+func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var r redactions
+	c, err := parseConfig(raw, lookup, &r)
+	if err != nil {
+		return nil, r.scrub(err)
+	}
+	return c, nil
 }
 
-// Parse parses config text: YAML first, then ${VAR} expansion in string
-// values (expand.go), then presets, defaults, secrets and validation.
-func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+// parseConfig is Parse; it adds to r the values its errors must not show.
+func parseConfig(raw []byte, lookup func(string) (string, bool), r *redactions) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
-		if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil && lineHasRef(raw, m[1]) {
-			// In a {...} mapping or [...] list, braces are YAML syntax.
-			return nil, fmt.Errorf("parsing config: %w (inside {...} or [...], quote a ${VAR} value: \"${VAR}\")", err)
-		}
-		return nil, fmt.Errorf("parsing config: %w", err)
+		return nil, syntaxError(err, raw) // yamlerr.go
 	}
+	r.addFile(&root)
 	if err := errors.Join(unknownKeys(&root, reflect.TypeFor[Config](), "")...); err != nil {
 		return nil, err
 	}
 	if err := expandNode(&root, lookup); err != nil {
 		return nil, err
 	}
+	r.addFile(&root) // again: the values ${VAR} brought
 	var c Config
 	if len(root.Content) > 0 {
 		// unknownKeys above refused unknown keys, by their full path.
 		if err := root.Decode(&c); err != nil {
-			return nil, fmt.Errorf("parsing config: %w", err)
+			return nil, decodeError(&root, reflect.TypeFor[Config](), "", err)
 		}
 	}
 	for i := range c.RawTables {
@@ -220,6 +219,10 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.applyDefaults()
 	if err := c.resolveSecrets(); err != nil {
 		return nil, err
+	}
+	r.secrets = append(r.secrets, c.Source.Password, c.Primary.Password, c.Redis.Password, urlPassword(c.Broker.URL))
+	for _, rc := range c.Reconcile.Consumers {
+		r.secrets = append(r.secrets, rc.MySQL.Password)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -241,8 +244,11 @@ func decodeTable(node *yaml.Node, i int) (*outbox.Table, error) {
 	t := &outbox.Table{}
 	if head.Preset != "" {
 		p, err := outbox.Preset(head.Preset)
-		if err != nil {
+		switch {
+		case err != nil && looksLikeName(head.Preset):
 			return nil, fmt.Errorf("%s.preset: %w", field, err)
+		case err != nil: // outbox's error would quote it
+			return nil, fmt.Errorf("%s.preset: unknown preset (known: %s)", field, strings.Join(outbox.PresetNames(), ", "))
 		}
 		t = &p
 	}
@@ -250,15 +256,17 @@ func decodeTable(node *yaml.Node, i int) (*outbox.Table, error) {
 	// point at other parts of the file still resolve; unknownKeys above is
 	// what refuses unknown keys.
 	if err := node.Decode(t); err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+		return nil, decodeError(node, reflect.TypeFor[outbox.Table](), field, err) // yamlerr.go
 	}
 	return t, nil
 }
 
 // unknownKeys walks a YAML node against the Go type it decodes into and
 // reports every key the type has no field for, by its full path
-// ("tables[0].columns.routing_ky"), so a typo in a mapping is named rather
-// than silently ignored or reported by Go type name.
+// ("tables[0].columns.routing_ky") and position, so a typo in a mapping is
+// named rather than silently ignored or reported by Go type name. A key
+// that does not look like one is described instead (redact.go): it may be
+// a value that lost its ':'.
 func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 	for node != nil && node.Kind == yaml.AliasNode {
 		node = node.Alias
@@ -266,18 +274,12 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if node == nil || t == reflect.TypeFor[yaml.Node]() {
+	if node == nil || t == yamlNodeType {
 		return nil
 	}
 	// A type that decodes itself decides what its keys are.
-	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return nil
-	}
-	join := func(key string) string {
-		if path == "" {
-			return key
-		}
-		return path + "." + key
 	}
 	var errs []error
 	switch {
@@ -286,20 +288,10 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 			errs = append(errs, unknownKeys(n, t, path)...)
 		}
 	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
-		fields := map[string]reflect.Type{}
-		var known []string
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if !f.IsExported() || name == "-" || name == "" {
-				continue
-			}
-			fields[name] = f.Type
-			known = append(known, name)
-		}
+		fields, known := yamlFields(t) // yamlerr.go
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			key, val := node.Content[i].Value, node.Content[i+1]
-			if key == "<<" { // a merge key: its mapping(s) belong here
+			k, val := node.Content[i], node.Content[i+1]
+			if k.Value == "<<" { // a merge key: its mapping(s) belong here
 				if val.Kind == yaml.SequenceNode {
 					for _, m := range val.Content {
 						errs = append(errs, unknownKeys(m, t, path)...)
@@ -309,12 +301,13 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 				}
 				continue
 			}
-			ft, ok := fields[key]
+			ft, ok := fields[k.Value]
 			if !ok {
-				errs = append(errs, fmt.Errorf("%s: unknown key (line %d; known here: %s)", join(key), node.Content[i].Line, strings.Join(known, ", ")))
+				errs = append(errs, fmt.Errorf("%s: unknown key (%s; known here: %s)",
+					joinPath(path, unknownKeyName(k, val, known)), position(k), strings.Join(known, ", ")))
 				continue
 			}
-			errs = append(errs, unknownKeys(val, ft, join(key))...)
+			errs = append(errs, unknownKeys(val, ft, joinPath(path, k.Value))...)
 		}
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && node.Kind == yaml.SequenceNode:
 		for i, n := range node.Content {
@@ -322,7 +315,8 @@ func unknownKeys(node *yaml.Node, t reflect.Type, path string) []error {
 		}
 	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			errs = append(errs, unknownKeys(node.Content[i+1], t.Elem(), join(node.Content[i].Value))...)
+			k, val := node.Content[i], node.Content[i+1]
+			errs = append(errs, unknownKeys(val, t.Elem(), joinPath(path, pathKey(k, val)))...)
 		}
 	}
 	return errs
@@ -363,7 +357,7 @@ func (c *Config) resolveSecrets() error {
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("%s: reading %s: %w", field, path, errors.Unwrap(err))
+			return fmt.Errorf("%s: reading %s: %w", field, showPath(path), errors.Unwrap(err))
 		}
 		*into = strings.TrimRight(string(b), "\r\n")
 		return nil
@@ -410,7 +404,11 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Checkpoint.validate()...)
 	errs = append(errs, c.validateRelay()...)
 	if c.Log.Format != "json" && c.Log.Format != "console" {
-		errs = append(errs, fmt.Errorf("log.format: %q is not json or console", c.Log.Format))
+		errs = append(errs, errors.New("log.format: not json or console"))
+	}
+	if _, err := zapcore.ParseLevel(c.Log.Level); err != nil {
+		// Checked here, not only by the logger: zap's error quotes the value.
+		errs = append(errs, errors.New("log.level: not debug, info, warn, error, dpanic, panic or fatal"))
 	}
 	if err := c.HTTP.Validate(); err != nil {
 		errs = append(errs, err)
@@ -439,12 +437,12 @@ func (c *Config) validateServers() []error {
 			errs = append(errs, fmt.Errorf("%s.user: required", s.field))
 		}
 		if s.m.Flavor != "auto" && s.m.Flavor != "mysql" && s.m.Flavor != "mariadb" {
-			errs = append(errs, fmt.Errorf("%s.flavor: %q is not auto, mysql or mariadb", s.field, s.m.Flavor))
+			errs = append(errs, fmt.Errorf("%s.flavor: not auto, mysql or mariadb", s.field))
 		}
 	}
 	for i, h := range c.Source.Hosts {
 		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
-			errs = append(errs, fmt.Errorf("source.hosts[%d]: %q is not host or host:port", i, h))
+			errs = append(errs, fmt.Errorf("source.hosts[%d]: not host or host:port (a port from 1 to 65535)", i))
 		}
 	}
 	if len(c.Source.Hosts) > 0 && net.JoinHostPort(SplitHostString(c.Source.Hosts[0], c.Source.Port)) != c.Source.Addr() {
@@ -496,7 +494,7 @@ func (c *Config) validateRelay() []error {
 	var errs []error
 	r := c.Relay // batch_size and max_inflight_bytes: relay.Config.Validate
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
-		errs = append(errs, fmt.Errorf("relay.ordering: %q is not relaxed or strict", r.Ordering))
+		errs = append(errs, errors.New("relay.ordering: not relaxed or strict"))
 	}
 	errs = append(errs, r.HoldBackoff.validate()...)
 	return append(errs, c.checkLanes()...)
@@ -532,7 +530,7 @@ func checkExchangeName(name string) error {
 	case len(name) > 255:
 		return fmt.Errorf("%d bytes, AMQP names are at most 255", len(name))
 	case strings.HasPrefix(name, "amq."):
-		return fmt.Errorf("%q: the amq. prefix is reserved by the broker", name)
+		return errors.New("starts with amq., a prefix the broker reserves")
 	}
 	return nil
 }

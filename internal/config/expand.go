@@ -34,7 +34,7 @@ func expandNode(root *yaml.Node, lookup func(string) (string, bool)) error {
 			}
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				walk(n.Content[i+1], joinPath(path, n.Content[i].Value))
+				walk(n.Content[i+1], joinPath(path, pathKey(n.Content[i], n.Content[i+1])))
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
@@ -46,8 +46,8 @@ func expandNode(root *yaml.Node, lookup func(string) (string, bool)) error {
 			}
 			v, missing := expandString(n.Value, lookup)
 			if len(missing) > 0 {
-				errs = append(errs, fmt.Errorf("%s: unset environment variable %s (set it or give a default: ${%s:-value})",
-					path, strings.Join(missing, ", "), missing[0]))
+				errs = append(errs, fmt.Errorf("%s: unset environment variable %s (%s; set it or give a default: ${%s:-value})",
+					path, strings.Join(missing, ", "), position(n), missing[0]))
 				return
 			}
 			retag(n, v)

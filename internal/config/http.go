@@ -94,7 +94,7 @@ func (h HTTP) Validate() error {
 	var errs []error
 	if addr, _ := h.ListenAddr(); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			errs = append(errs, fmt.Errorf("http.addr: %q is not host:port (use \"off\" to disable)", addr))
+			errs = append(errs, errors.New(`http.addr: not host:port (use "off" to disable)`))
 		}
 	}
 	for _, d := range []struct {

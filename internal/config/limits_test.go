@@ -32,7 +32,7 @@ func TestBrokerLimitsAndBudgetErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
 		{"negative body limit", "broker: {url: " + url + ", max_message_bytes: -1}\n", "broker.max_message_bytes: -1 must be positive"},
 		{"body limit over RabbitMQ's ceiling", "broker: {url: " + url + ", max_message_bytes: 1073741824}\n", "broker.max_message_bytes: 1073741824 is over RabbitMQ's ceiling"},
-		{"reserved dead-letter exchange", "broker: {url: " + url + ", dead_letter_exchange: amq.topic}\n", "broker.dead_letter_exchange: \"amq.topic\": the amq. prefix is reserved"},
+		{"reserved dead-letter exchange", "broker: {url: " + url + ", dead_letter_exchange: amq.topic}\n", "broker.dead_letter_exchange: starts with amq., a prefix the broker reserves"},
 		{"dead-letter exchange too long", "broker: {url: " + url + ", dead_letter_exchange: " + strings.Repeat("x", 300) + "}\n", "broker.dead_letter_exchange: 300 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

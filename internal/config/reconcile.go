@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,7 +175,7 @@ func (r *Reconcile) Validate(tables []*outbox.Table) error {
 	for i, c := range r.Consumers {
 		field := fmt.Sprintf("reconcile.consumers[%d]", i)
 		if j, dup := seen[c.Name]; dup {
-			errs = append(errs, fmt.Errorf("%s.name: %q is already reconcile.consumers[%d]", field, c.Name, j))
+			errs = append(errs, fmt.Errorf("%s.name: the same as reconcile.consumers[%d].name", field, j))
 		}
 		seen[c.Name] = i
 		errs = append(errs, c.validate(field, tables)...)
@@ -188,7 +189,7 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 		errs = append(errs, fmt.Errorf(field+"."+sub+": "+format, args...))
 	}
 	if !consumerNameRe.MatchString(c.Name) {
-		bad("name", "%q: required, at most 64 of A-Z a-z 0-9 _ . : -", c.Name)
+		bad("name", "required, at most 64 of A-Z a-z 0-9 _ . : -")
 	}
 	switch {
 	case c.DSN == "" && c.MySQL.Host == "":
@@ -210,7 +211,10 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 	} else if err := ident.Check(field+".schema", c.Schema); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := c.InboxLayout(); err != nil {
+	if c.Preset != "" && !looksLikeName(c.Preset) && !slices.Contains(inbox.PresetNames(), c.Preset) {
+		// Refused here: inbox's error quotes the name, shown only when it reads as one.
+		bad("preset", "unknown preset (known: %s)", strings.Join(inbox.PresetNames(), ", "))
+	} else if _, err := c.InboxLayout(); err != nil {
 		// pkg/inbox names its Go fields (inbox config: Columns.Status).
 		errs = append(errs, fmt.Errorf("%s: %w", field, err))
 	}
@@ -219,12 +223,13 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 	}
 	for i, name := range c.Tables {
 		if _, err := FindTable(tables, name); err != nil {
-			bad(fmt.Sprintf("tables[%d]", i), "%v", err)
+			// Not FindTable's error: it quotes the name.
+			bad(fmt.Sprintf("tables[%d]", i), "not one configured outbox table, by schema.name or a name only one has (%s)", tableNames(tables))
 		}
 	}
 	for i, ex := range c.Exchanges {
 		if ex == "" || len(ex) > 255 {
-			bad(fmt.Sprintf("exchanges[%d]", i), "%q is not an exchange name (1 to 255 bytes)", ex)
+			bad(fmt.Sprintf("exchanges[%d]", i), "not an exchange name (1 to 255 bytes)")
 		}
 	}
 	for i, rk := range c.RoutingKeys {
@@ -248,12 +253,17 @@ func FindTable(tables []*outbox.Table, name string) (*outbox.Table, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		var names []string
-		for _, t := range tables {
-			names = append(names, t.FullName())
-		}
-		return nil, fmt.Errorf("%q is not a configured outbox table (%s)", name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("%q is not a configured outbox table (%s)", name, tableNames(tables))
 	default:
 		return nil, fmt.Errorf("%q is ambiguous: use schema.name", name)
 	}
+}
+
+// tableNames lists the tables as schema.name.
+func tableNames(tables []*outbox.Table) string {
+	var names []string
+	for _, t := range tables {
+		names = append(names, t.FullName())
+	}
+	return strings.Join(names, ", ")
 }
