@@ -111,6 +111,9 @@ ensure_packages() {
       promtool:prometheus debootstrap:debootstrap mountpoint:util-linux; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
+  # pika, the Python AMQP client: test/integration/presets_consumer_test.go consumes with it (a
+  # consumer that is not Go). Debian's python3 is asked, which the package installs into.
+  /usr/bin/python3 -c 'import pika' >/dev/null 2>&1 || missing+=(python3-pika)
   (( ${#missing[@]} )) || return 0
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   log "installing with apt-get: ${missing[*]}"

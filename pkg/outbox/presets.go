@@ -54,18 +54,32 @@ var presets = map[string]Table{
 	// is published and nothing is written back. Routed by aggregate type (one
 	// exchange per aggregate; route.exchange_map renames them), event type as
 	// the routing key.
+	//
+	// Debezium's outbox event router (io.debezium.transforms.outbox.EventRouter)
+	// sets one header by default, "id", the event id (table.field.event.id,
+	// default column id): EventRouterDelegate.apply does headers.add("id",
+	// eventId, ...); every other column reaches a header only when
+	// table.fields.additional.placement names it (empty by default).
+	// Consumers written for it read the event id from that header, so the
+	// preset sends it: an AMQP long string holding the id itself (the column
+	// is a CHAR(36) UUID), as Debezium's documentation shows the header
+	// ("id=4d47e190-..."). Debezium Server's RabbitMQ sink also sends its
+	// headers as long strings, in the text its header converter writes.
+	// https://github.com/debezium/debezium/blob/main/debezium-core/src/main/java/io/debezium/transforms/outbox/EventRouterDelegate.java
+	// aggregatetype, aggregateid and type are the relay's own additions.
 	"debezium": {
 		Name: "outbox",
 		Columns: Columns{
 			ID: "id", MessageID: "id", Payload: "payload",
-			Headers: []string{"aggregatetype", "aggregateid", "type"},
+			Headers: []string{"id", "aggregatetype", "aggregateid", "type"},
 		},
 		Route: Route{Exchange: "{aggregatetype}", RoutingKey: "{type}", ContentType: "application/json"},
 	},
 	// Eventuate Tram's message table (schema/eventuate_message.sql): string
 	// ids, published 0/1, a JSON object of headers expanded into AMQP
 	// headers, creation_time in epoch milliseconds. The destination is both
-	// exchange and routing key.
+	// exchange and routing key. The body is Eventuate's message JSON (see
+	// Eventuate), which is what Eventuate's consumers parse.
 	"eventuate": {
 		Name: "message",
 		Columns: Columns{
@@ -75,7 +89,24 @@ var presets = map[string]Table{
 		Statuses:       Statuses{Pending: "0", Sent: "1", Publishable: []string{"0"}, Numeric: true},
 		Route:          Route{Exchange: "{destination}", RoutingKey: "{destination}", ExpandHeaders: true},
 		CreatedAtEpoch: "ms",
+		Eventuate:      Eventuate{Envelope: true},
 	},
+}
+
+// Eventuate is the table's eventuate: section: Eventuate Tram's message
+// format, on by default in the eventuate preset.
+type Eventuate struct {
+	// Envelope makes the message body Eventuate Tram's message JSON, the
+	// form Eventuate's CDC publishes and its consumers parse
+	// (io.eventuate.tram.messaging.common.MessageImpl):
+	//
+	//	{"payload":"<the payload column, as a JSON string>","headers":{"ID":"...","DESTINATION":"...",...}}
+	//
+	// headers holds the headers the table maps from columns.headers (with
+	// route.expand_headers, a JSON object column gives its keys), every
+	// value as a string, and ID set to the message id when no header gives
+	// one, as Eventuate's CDC sets it. False publishes the payload alone.
+	Envelope bool `yaml:"envelope"`
 }
 
 // PresetNames lists the presets, sorted, for error messages.

@@ -3,6 +3,7 @@ package outbox
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -133,5 +134,24 @@ func TestPresetRoutes(t *testing.T) {
 		if ex != c.exchange || rk != c.routingKey {
 			t.Errorf("%s routes by %s / %s, want %s / %s", c.preset, ex, rk, c.exchange, c.routingKey)
 		}
+	}
+}
+
+// What the presets give consumers written for the systems they imitate:
+// Debezium's "id" header and Eventuate's message envelope, on by default
+// only where they belong (docs/presets.md).
+func TestPresetConsumerDefaults(t *testing.T) {
+	for _, name := range PresetNames() {
+		p, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := p.Eventuate.Envelope, name == "eventuate"; got != want {
+			t.Errorf("%s: eventuate.envelope %v, want %v", name, got, want)
+		}
+	}
+	d, _ := Preset("debezium")
+	if !slices.Contains(d.Columns.Headers, "id") || d.Columns.MessageID != "id" {
+		t.Errorf("debezium: headers %v, message id %q: the event id must travel in the id header", d.Columns.Headers, d.Columns.MessageID)
 	}
 }

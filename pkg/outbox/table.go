@@ -113,6 +113,8 @@ type Table struct {
 	Trace Trace `yaml:"trace"`
 	// CloudEvents adds the CloudEvents binary-mode ce-* headers (headers.go).
 	CloudEvents CloudEvents `yaml:"cloudevents"`
+	// Eventuate shapes the body as Eventuate Tram's message (presets.go).
+	Eventuate Eventuate `yaml:"eventuate"`
 
 	loc *time.Location // route.time_zone, loaded by Validate
 }

@@ -124,6 +124,9 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	if t.Route.ExpandPayload {
 		body = unwrapJSONString(body)
 	}
+	if t.Eventuate.Envelope {
+		body = eventuateEnvelope(row, msgID, body) // eventuate.go
+	}
 	pub := amqp.Publishing{
 		MessageId:    msgID,
 		ContentType:  tr.contentType,
@@ -277,14 +280,8 @@ func MessageID(row *outbox.Row) string {
 // integral numbers become int64 and other numbers float64; null is left out;
 // nested objects and arrays are kept as their JSON text.
 func expandJSONObject(headers amqp.Table, v any) bool {
-	raw := bytes.TrimSpace(colval.ValueBytes(v))
-	if len(raw) == 0 || raw[0] != '{' {
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]json.RawMessage
-	if err := dec.Decode(&obj); err != nil || dec.More() {
+	obj, ok := jsonObject(v)
+	if !ok {
 		return false
 	}
 	for k, val := range obj {
@@ -313,6 +310,21 @@ func expandJSONObject(headers amqp.Table, v any) bool {
 		}
 	}
 	return true
+}
+
+// jsonObject parses a column value holding one JSON object into its keys'
+// raw values; ok is false for anything else.
+func jsonObject(v any) (map[string]json.RawMessage, bool) {
+	raw := bytes.TrimSpace(colval.ValueBytes(v))
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil || dec.More() {
+		return nil, false
+	}
+	return obj, true
 }
 
 // unwrapJSONString returns the content of a payload that is a single JSON

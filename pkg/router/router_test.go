@@ -75,7 +75,7 @@ func TestRouting(t *testing.T) {
 			values: map[string]any{"id": "6f1c-uuid", "aggregatetype": "Order", "aggregateid": "o-1", "type": "OrderCreated",
 				"payload": []byte(`{"x":1}`)},
 			exchange: "ex.orders", rk: "OrderCreated", msgID: "6f1c-uuid", body: `{"x":1}`,
-			headers: amqp.Table{"aggregatetype": "Order", "aggregateid": "o-1", "type": "OrderCreated"},
+			headers: amqp.Table{"id": "6f1c-uuid", "aggregatetype": "Order", "aggregateid": "o-1", "type": "OrderCreated"},
 		},
 		{
 			name: "debezium: unmapped aggregate falls back to the template",
@@ -85,11 +85,11 @@ func TestRouting(t *testing.T) {
 			}),
 			values:   map[string]any{"id": "u2", "aggregatetype": "Customer", "aggregateid": "c", "type": "T", "payload": "{}"},
 			exchange: "Customer", rk: "T", msgID: "u2", body: "{}",
-			headers: amqp.Table{"aggregatetype": "Customer", "aggregateid": "c", "type": "T"},
+			headers: amqp.Table{"id": "u2", "aggregatetype": "Customer", "aggregateid": "c", "type": "T"},
 		},
 		{
 			name:  "eventuate: headers JSON expanded, string id",
-			table: preset(t, "eventuate", nil),
+			table: preset(t, "eventuate", func(p *outbox.Table) { p.Eventuate.Envelope = false }),
 			values: map[string]any{"id": "0000018c-1", "destination": []byte("orders"), "published": int16(0),
 				"headers": []byte(`{"ID":"0000018c-1","PARTITION_ID":"2","n":3,"f":1.5,"b":true,"z":null,"o":{"k": [1, 2]}}`),
 				"payload": []byte(`{"e":1}`)},
@@ -98,7 +98,7 @@ func TestRouting(t *testing.T) {
 		},
 		{
 			name:  "eventuate: headers that are not an object are copied as text",
-			table: preset(t, "eventuate", nil),
+			table: preset(t, "eventuate", func(p *outbox.Table) { p.Eventuate.Envelope = false }),
 			values: map[string]any{"id": "e2", "destination": "d", "headers": []byte(`not json`),
 				"payload": []byte(`{}`)},
 			exchange: "d", rk: "d", msgID: "e2", body: `{}`, headers: amqp.Table{"headers": "not json"},

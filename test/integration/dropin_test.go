@@ -238,7 +238,10 @@ func checkEventuate(t *testing.T, db *testenv.DB, br *testenv.Broker, got *teste
 	msgs := dropinWait(t, got, 2, 20*time.Second)
 	for i, id := range ids {
 		m := msgs[i]
-		if m.MessageID != id || m.Exchange != br.Exchange || m.RoutingKey != br.Exchange || string(m.Body) != fmt.Sprintf(`{"seq":%d}`, i) {
+		// eventuate.envelope, on in the preset: the body is Eventuate's message JSON.
+		body := fmt.Sprintf(`{"payload":"{\"seq\":%d}","headers":{"DESTINATION":%q,"ID":%q,"PARTITION_ID":"%d","event-aggregate-type":"Order"}}`,
+			i, br.Exchange, id, i)
+		if m.MessageID != id || m.Exchange != br.Exchange || m.RoutingKey != br.Exchange || string(m.Body) != body {
 			t.Fatalf("message %d: %s %s/%s %q", i, m.MessageID, m.Exchange, m.RoutingKey, m.Body)
 		}
 		// route.expand_headers: the JSON object became AMQP headers.
