@@ -118,9 +118,10 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
 	m.deadLet = counterVec(f, "dead_lettered_total", "Rows of tables without a status column sent to the dead-letter exchange (broker.dead_letter_exchange) because their own exchange refused them or they could not be routed.", "table")
 	m.marked = counterVec(f, "rows_marked_sent_total", "Outbox rows this relay moved to SENT on the primary.", "table")
-	m.already = counterVec(f, "published_already_sent_total", "Outbox rows the binlog path published that were already SENT (or otherwise no longer pending) "+
-		"when it came to mark them: rows a run killed before its checkpoint save had marked, published again after the restart, "+
-		"or rows the sweeper sent meanwhile. Each is a duplicate delivery; the count misses the rows a crash left published but unmarked.", "table")
+	m.already = counterVec(f, "published_already_sent_total", "Outbox rows the binlog path or the sweeper published that were already SENT (or otherwise no longer theirs to mark) "+
+		"when they came to mark them: rows a run killed before its checkpoint save had marked, published again after the restart, "+
+		"rows the sweeper sent meanwhile, or rows a sweeper sent that the binlog path sent and marked meanwhile (a relay frozen or far behind). "+
+		"Each is a duplicate delivery; the count misses the rows a crash left published but unmarked.", "table")
 	m.claims = counterVec(f, "sweeper_claims_total", "Outbox rows the sweeper claimed on the primary.", "table")
 	m.saves = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "checkpoints_total", Help: "Checkpoints saved to Redis."})
 	f(m.saves)
@@ -286,6 +287,15 @@ func (m *Metrics) Checkpointed(cp checkpoint.Checkpoint) {
 func (m *Metrics) SweeperClaims(table string, n int) {
 	if n > 0 {
 		m.claims.WithLabelValues(table).Add(float64(n))
+	}
+}
+
+// SweeperAlreadySent counts rows the sweeper published that someone else
+// (the binlog path, mostly) marked before it could: duplicates, counted
+// with the binlog path's in binlog_relay_published_already_sent_total.
+func (m *Metrics) SweeperAlreadySent(table string, n int) {
+	if n > 0 {
+		m.already.WithLabelValues(table).Add(float64(n))
 	}
 }
 

@@ -251,11 +251,17 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, se
 			return 0, 0, 0, err
 		}
 		if n < int64(len(ids)) {
-			// Another sweeper or an operator took them over after a zombie
-			// reset; they were published here all the same (a duplicate the
-			// consumer's inbox absorbs).
-			s.log.Warn("claimed rows changed before they were marked sent", zap.String("table", t.FullName()),
+			// The binlog path marked them first (it marks SENDING rows too:
+			// a relay frozen or far behind publishes what the sweeper took
+			// meanwhile), or another sweeper or an operator took them over
+			// after a zombie reset; they were published here all the same: a
+			// duplicate the consumer's inbox absorbs, and one the operator
+			// sees counted.
+			s.log.Warn("claimed rows changed before they were marked sent: published twice", zap.String("table", t.FullName()),
 				zap.Int("rows", len(ids)), zap.Int64("marked", n))
+			if s.observer != nil {
+				s.observer.SweeperAlreadySent(t.FullName(), len(ids)-int(n))
+			}
 		}
 		nSent += int(n)
 	}

@@ -41,9 +41,12 @@ type Publisher interface {
 	Connected() bool
 }
 
-// Observer is told how many rows each claim took (internal/metrics implements it).
+// Observer is told how many rows each claim took, and how many rows it
+// published turned out to be marked by someone else first (duplicates);
+// internal/metrics implements it.
 type Observer interface {
 	SweeperClaims(table string, n int)
+	SweeperAlreadySent(table string, n int)
 }
 
 // drainTimeout bounds how long a stopping sweeper waits for the batch in
