@@ -104,4 +104,3 @@ func (m *machine[T]) backlog() (again, queued int) {
 	}
 	return again, queued
 }
-
