@@ -16,8 +16,9 @@ type SentRow struct {
 }
 
 // ResetSent puts SENT rows back to PENDING, due now, with their retry count
-// reset, so the sweeper sends them again (what `reconcile --repair` does
-// with rows no consumer recorded). A row is reset only while it is still
+// reset, so they are sent again (what `reconcile --repair` does with rows no
+// consumer recorded): the binlog path publishes a row put back to a
+// publishable status at once, and the sweeper sends any it did not. A row is reset only while it is still
 // SENT and, when the table has a version column, still at the version it
 // was read with: a row that moved since is left alone. note goes into the
 // error column when there is one. It runs on the primary, one short
