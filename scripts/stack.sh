@@ -266,6 +266,10 @@ CNF
     if [[ $n == misconf ]]; then
       # Deliberately wrong for the relay's start-up checks; otherwise like the others.
       printf '%-30s = %s\n' binlog_format STATEMENT innodb_buffer_pool_size 64M $redo 48M
+      # MySQL: no RSA key pair, so caching_sha2_password cannot take a password without TLS on a
+      # login it has not cached (the relay must say so, not crash; root has no password).
+      is_mysql && printf '%-30s = %s\n' caching_sha2_password_private_key_path /nonexistent/private_key.pem \
+        caching_sha2_password_public_key_path /nonexistent/public_key.pem
     elif [[ $n == switch* ]]; then
       # Small test traffic only.
       printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 64M $redo 48M

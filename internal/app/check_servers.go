@@ -38,7 +38,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	a := c.a
 	where := "source " + a.sourceAddr()
 	if err := a.Source.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.source().User, err)
+		c.add(Error, where, "cannot connect as %s: %v", a.source().User, sourceinfo.Explain(err))
 		return false
 	}
 	flavor, err := a.Flavor(ctx)
@@ -239,16 +239,22 @@ func (c *checker) checkStream(ctx context.Context) {
 	})
 	defer syncer.Close()
 	var streamer *replication.BinlogStreamer
+	var set mysql.GTIDSet
 	if start.HasGTID() {
-		set, perr := parseStartSet(start)
-		if perr != nil {
+		var perr error
+		if set, perr = parseStartSet(start); perr != nil {
 			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, a.Cfg.Checkpoint.Key)
 			return
 		}
-		streamer, err = syncer.StartSyncGTID(set)
-	} else {
-		streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
 	}
+	err = sourceinfo.Handshake(func() (err error) {
+		if set != nil {
+			streamer, err = syncer.StartSyncGTID(set)
+		} else {
+			streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
+		}
+		return err
+	})
 	if err == nil {
 		probeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		// Read past the fake rotate and format description; an error packet
@@ -279,7 +285,7 @@ func (c *checker) checkPrimary(ctx context.Context) {
 	a := c.a
 	where := "primary " + a.Cfg.Primary.Addr()
 	if err := a.Primary.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.Cfg.Primary.User, err)
+		c.add(Error, where, "cannot connect as %s: %v", a.Cfg.Primary.User, sourceinfo.Explain(err))
 		return
 	}
 	var written []*outbox.Table

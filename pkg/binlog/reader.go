@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -455,16 +456,24 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	s.resume()
 
 	var streamer *replication.BinlogStreamer
+	var set mysql.GTIDSet
 	if pos.HasGTID() {
-		set, perr := parseGTIDSet(pos.Flavor, pos.GTIDSet)
-		if perr != nil {
+		var perr error
+		if set, perr = parseGTIDSet(pos.Flavor, pos.GTIDSet); perr != nil {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
-		streamer, err = syncer.StartSyncGTID(set)
-	} else {
-		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
 	}
+	err = sourceinfo.Handshake(func() (err error) {
+		if set != nil {
+			streamer, err = syncer.StartSyncGTID(set)
+		} else {
+			streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
+		}
+		return err
+	})
 	if err != nil {
+		// A server without an RSA key (sourceinfo.ErrNoRSAKey) is retried
+		// like any connection that failed: a restarted server may have one.
 		return false, fmt.Errorf("starting binlog stream at %s: %w", pos, err)
 	}
 	s.r.connected.Store(true)
