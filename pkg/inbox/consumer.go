@@ -98,8 +98,9 @@ func (c *Consumer) Inbox() *Inbox { return c.inbox }
 
 // Run consumes until ctx is cancelled, then stops taking deliveries, lets in-flight
 // handlers finish (up to ShutdownTimeout) and ACKs them, and returns nil. It returns an
-// error only when the consumer cannot start: the inbox table is missing, or the broker
-// refuses the queue or the credentials.
+// error only when the consumer cannot start: the inbox table is missing, the pool's
+// sessions run with unique_checks=0, or the broker refuses the queue or the
+// credentials.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.checkTable(ctx); err != nil {
 		return err
@@ -121,6 +122,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 func (c *Consumer) checkTable(ctx context.Context) error {
+	// In a transaction, rolled back at once: on a pool with autocommit=0 a bare
+	// SELECT would leave a transaction open on its connection, holding the
+	// table's metadata lock (an ALTER TABLE would wait for it).
+	tx, err := c.inbox.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("checking inbox table %q: %w", c.inbox.st.m.Table, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := checkSession(ctx, tx); err != nil {
+		return err
+	}
 	m := c.inbox.st.m
 	var cols []string
 	forEachField(&m.Columns, func(_ string, v *string) {
@@ -128,7 +140,7 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 			cols = append(cols, *v)
 		}
 	})
-	rows, err := c.inbox.db.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.Table)+` LIMIT 0`)
+	rows, err := tx.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.Table)+` LIMIT 0`)
 	if err != nil && m.Columns.Headers != "" && strings.Contains(err.Error(), "'"+m.Columns.Headers+"'") {
 		return fmt.Errorf("inbox table %q has no column %q, where the retry task keeps each message's headers (a table made before it was added): "+
 			"ALTER TABLE %s ADD COLUMN %s MEDIUMTEXT NULL (schema/consumer_message.sql), or set Columns.Headers to \"-\" to retry without the original headers: %w",
@@ -146,7 +158,7 @@ func (c *Consumer) checkTable(ctx context.Context) error {
 			cols = append(cols, *v)
 		}
 	})
-	rows, err = c.inbox.db.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.LogTable)+` LIMIT 0`)
+	rows, err = tx.QueryContext(ctx, `SELECT `+list(cols...)+` FROM `+q(m.LogTable)+` LIMIT 0`)
 	if err != nil {
 		return fmt.Errorf("checking inbox processing log %q with LogColumns (docs/inbox.md): %w", m.LogTable, err)
 	}

@@ -89,7 +89,10 @@ func (in *Inbox) attemptDedup(ctx context.Context, m Message, last bool) (Outcom
 }
 
 // dedupFailed records a failed attempt in the processing log, if there is one, and
-// says whether the broker should deliver the message again.
+// says whether the broker should deliver the message again. A record that fails is
+// marked unrecorded: the handler ran, so its transaction is not run again at once
+// (a deadlock of the log's upsert would otherwise run the handler a second time,
+// uncounted); the delivery is requeued.
 func (in *Inbox) dedupFailed(ctx context.Context, m Message, herr error) (Outcome, error) {
 	msg := errorText(herr)
 	malformed := errors.Is(herr, ErrMalformed)
@@ -102,25 +105,25 @@ func (in *Inbox) dedupFailed(ctx context.Context, m Message, herr error) (Outcom
 	}
 	tx, err := in.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("beginning failure record for message %s: %w", m.ID, err)
+		return 0, unrecorded(fmt.Errorf("beginning failure record for message %s: %w", m.ID, err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := in.writeLog(ctx, tx, m, LogProcessing, in.cfg.MaxRetries, msg); err != nil {
-		return 0, fmt.Errorf("recording failure of message %s: %w", m.ID, err)
+		return 0, unrecorded(fmt.Errorf("recording failure of message %s: %w", m.ID, err))
 	}
 	var status string
 	var retries int
 	lc := in.st.m.LogColumns
 	if malformed {
 		if _, err := tx.ExecContext(ctx, `UPDATE `+q(in.st.m.LogTable)+` SET `+q(lc.Status)+` = 'FAILED' WHERE `+q(lc.MessageID)+` = ?`, m.ID); err != nil {
-			return 0, fmt.Errorf("recording malformed message %s: %w", m.ID, err)
+			return 0, unrecorded(fmt.Errorf("recording malformed message %s: %w", m.ID, err))
 		}
 	}
 	if err := tx.QueryRowContext(ctx, `SELECT `+list(lc.Status, lc.RetryCount)+` FROM `+q(in.st.m.LogTable)+` WHERE `+q(lc.MessageID)+` = ?`, m.ID).Scan(&status, &retries); err != nil {
-		return 0, fmt.Errorf("reading the processing log of message %s: %w", m.ID, err)
+		return 0, unrecorded(fmt.Errorf("reading the processing log of message %s: %w", m.ID, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("committing failure record of message %s: %w", m.ID, err)
+		return 0, unrecorded(fmt.Errorf("committing failure record of message %s: %w", m.ID, err))
 	}
 	fields := in.fields(m, zap.String("status", status), zap.Int("retry_count", retries), zap.String("error", msg))
 	if status == LogFailed {

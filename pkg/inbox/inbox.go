@@ -202,22 +202,23 @@ func (in *Inbox) handlerFailed(ctx context.Context, m Message, herr error, versi
 	if isTransient(herr) && !last {
 		return 0, herr // the whole transaction runs again
 	}
-	return in.recordFailure(ctx, m, herr, version)
+	out, err := in.recordFailure(ctx, m, herr, version)
+	return out, unrecorded(err)
 }
 
 // recordFailure writes PENDING_RETRY (with backoff) or FAILED in a transaction of its
-// own, the handler's having been rolled back.
+// own, the handler's having been rolled back. A deadlock or lock wait timeout runs
+// the record again, never the handler: the handler has run for this delivery.
 func (in *Inbox) recordFailure(ctx context.Context, m Message, herr error, version int) (Outcome, error) {
 	malformed := errors.Is(herr, ErrMalformed)
 	msg := errorText(herr)
 	for i := 1; i <= txAttempts; i++ {
 		out, retry, err := in.recordFailureOnce(ctx, m, msg, malformed, version)
 		if err != nil && isTransient(err) && i < txAttempts && ctx.Err() == nil {
-			// Workers recording failures at once deadlock now and then: each
-			// locks the gap where its row would go (FOR UPDATE on a missing
-			// row), then inserts into it. Only this record is run again;
-			// returning the error would run the handler again at once,
-			// skipping the failed attempt's backoff.
+			// Only this record is run again. After the last attempt the
+			// error goes back marked unrecorded (handlerFailed), so runTx
+			// requeues the delivery instead of running the handler again
+			// at once.
 			in.log.Debug("recording a failure hit a transient error; recording it again",
 				zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
 			if transientPause(ctx, i) != nil {
@@ -243,26 +244,47 @@ func (in *Inbox) recordFailureOnce(ctx context.Context, m Message, msg string, m
 			_ = tx.Rollback()
 		}
 	}()
-	r, found, err := in.st.lockRow(ctx, tx, m.ID)
-	if err != nil {
-		return 0, false, fmt.Errorf("reading inbox row of failed message %s: %w", m.ID, err)
+	var r rowState
+	found := false
+	if version >= 0 {
+		// A retry ran on a RETRYING row, which is there: lock it (a record
+		// lock; the unique key matches one existing row).
+		if r, found, err = in.st.lockRow(ctx, tx, m.ID); err != nil {
+			return 0, false, fmt.Errorf("reading inbox row of failed message %s: %w", m.ID, err)
+		}
 	}
 	var status string
 	var delay time.Duration
 	switch {
 	case !found:
+		// A first delivery (or a row deleted under a retry): INSERT at once,
+		// with no locking read before it. Under REPEATABLE READ, SELECT ...
+		// FOR UPDATE of a missing row locks the gap where it would go; two
+		// workers recording failures of neighbouring ids then each hold that
+		// gap and wait to insert into it, an InnoDB deadlock (1213) that
+		// a burst of failures hit every few messages. A plain INSERT takes
+		// no gap lock, and on a duplicate it has waited for the concurrent
+		// copy holding the key to commit.
 		status, delay = StatusPendingRetry, Backoff(0, in.cfg.RetryBackoff, in.cfg.RetryMaxBackoff)
 		if malformed {
 			status = StatusFailed
 		}
 		err = in.st.insertFailure(ctx, tx, m, m.ID, status, delay, msg, in.cfg.MaxRetries)
+		if isDuplicateKey(err) && version < 0 {
+			// A concurrent copy recorded an outcome while this attempt ran (it
+			// succeeded or failed first). That record stands; this failure adds
+			// nothing.
+			r, _, _ = in.st.readRow(ctx, tx, m.ID) // for the log line only
+			in.logDuplicate(m, r)
+			return Duplicate, false, nil
+		}
 		if isDuplicateKey(err) {
-			return 0, true, nil // a concurrent copy wrote the row: read it again
+			return 0, true, nil // the row is back: read it again
 		}
 		if err != nil {
 			return 0, false, fmt.Errorf("recording failure of message %s: %w", m.ID, err)
 		}
-	case version < 0 || r.status != StatusRetrying || r.version != version:
+	case r.status != StatusRetrying || r.version != version:
 		// Another copy of the message recorded an outcome while this attempt ran (it
 		// succeeded, failed first, or the retry task took the row back). That record
 		// stands; this failure adds nothing.

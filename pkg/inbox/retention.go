@@ -55,7 +55,7 @@ func (p *Purger) PurgeOnce(ctx context.Context) (int64, error) {
 			// Every row of a dedup table is a handled message.
 			done, at = "", q(c.CreatedAt)
 		}
-		res, err := p.st.db.ExecContext(ctx, `DELETE FROM `+p.st.table+`
+		res, err := p.st.execTx(ctx, `DELETE FROM `+p.st.table+`
 			WHERE `+mine+done+at+` < NOW(3) - INTERVAL ? MICROSECOND
 			ORDER BY `+at+` LIMIT ?`,
 			append(args, p.cfg.Retention.Microseconds(), p.cfg.RetentionBatch)...)

@@ -248,7 +248,7 @@ func (r *Retrier) release(ctx context.Context, c claimed, countRetry bool, errMs
 		}
 	}
 	col := r.st.m.Columns
-	res, err := r.st.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s
+	res, err := r.st.execTx(ctx, fmt.Sprintf(`UPDATE %s
 		SET %[2]s = ?, %s = ?, %s = NOW(3) + INTERVAL ? MICROSECOND,
 		    %[5]s = COALESCE(NULLIF(?, ''), %[5]s), %[6]s = %[6]s + 1
 		WHERE %s = ? AND %[6]s = ? AND %[2]s = 'RETRYING'`, r.st.table, q(col.Status), q(col.RetryCount),

@@ -105,6 +105,21 @@ var errVersionConflict = errors.New("inbox row changed concurrently (version mis
 // not find (purged in between). The attempt is simply run again.
 var errRowVanished = errors.New("inbox row vanished between insert and read")
 
+// errUnrecorded marks the error of a handler that ran and failed but whose failure
+// could not be recorded (the record deadlocked every time, or the database went
+// away). It is never transient: running the delivery's transaction again would run
+// the handler again at once, a second time for one delivery and without the
+// failure's backoff. The delivery is requeued instead, like any database failure.
+var errUnrecorded = errors.New("handler failure not recorded")
+
+// unrecorded marks err (if any) with errUnrecorded.
+func unrecorded(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errUnrecorded, err)
+}
+
 const maxErrorMsgLen = 1024
 
 // retryDelayArg is the argument of "NOW(3) + INTERVAL ? MICROSECOND" for a row entering
@@ -147,11 +162,20 @@ func (s *store) insertFailure(ctx context.Context, tx *sql.Tx, m Message, id, st
 
 // lockRow reads the row of messageID and locks it until tx ends.
 func (s *store) lockRow(ctx context.Context, tx *sql.Tx, messageID string) (rowState, bool, error) {
+	return s.row(ctx, tx, messageID, " FOR UPDATE")
+}
+
+// readRow reads the row of messageID without locking it (a consistent read).
+func (s *store) readRow(ctx context.Context, tx *sql.Tx, messageID string) (rowState, bool, error) {
+	return s.row(ctx, tx, messageID, "")
+}
+
+func (s *store) row(ctx context.Context, tx *sql.Tx, messageID, lock string) (rowState, bool, error) {
 	c := s.m.Columns
 	var r rowState
 	var errMsg sql.NullString
 	err := tx.QueryRowContext(ctx, `SELECT `+list(c.ID, c.Status, c.RetryCount, c.MaxRetryCount, c.Version, c.Error)+`
-		FROM `+s.table+` WHERE `+s.key()+` FOR UPDATE`,
+		FROM `+s.table+` WHERE `+s.key()+lock,
 		s.keyArgs(messageID)...).Scan(&r.id, &r.status, &r.retryCount, &r.maxRetryCount, &r.version, &errMsg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
@@ -185,6 +209,23 @@ func (s *store) updateFailure(ctx context.Context, tx *sql.Tx, r rowState, statu
 	return checkOne(res, err)
 }
 
+// execTx runs one statement in a transaction of its own and commits it. The inbox
+// never leaves a write to autocommit: on a pool whose DSN sets autocommit=0 a bare
+// statement's change would stay uncommitted, holding its row locks, on a connection
+// back in the pool (until that connection's next BEGIN commits it).
+func (s *store) execTx(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return res, tx.Commit()
+}
+
 func checkOne(res sql.Result, err error) error {
 	if err != nil {
 		return err
@@ -214,8 +255,11 @@ func isDuplicateKey(err error) bool {
 
 // isTransient reports errors after which InnoDB has rolled the transaction back (or
 // will, if asked) and running it again is the cure: deadlock (1213) and lock wait
-// timeout (1205).
+// timeout (1205). Not after the handler ran and failed (errUnrecorded).
 func isTransient(err error) bool {
+	if errors.Is(err, errUnrecorded) {
+		return false
+	}
 	if errors.Is(err, errRowVanished) {
 		return true
 	}

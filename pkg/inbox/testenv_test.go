@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,19 +35,70 @@ type testEnv struct {
 	t        testing.TB
 	d        *testenv.DB
 	db       *sql.DB       // on dsn, as the inbox's users open it
-	dsn      string        // d.DSN (no secrets printed)
+	dsn      string        // d.DSN with poolOptions (no secrets printed)
 	ch       *amqp.Channel // confirm mode, for publishing and inspecting
 	exchange string
 	queue    string
+}
+
+// poolOptions are added to the DSN an application writes (testenv.DB.DSN:
+// parseTime, interpolateParams, one statement per call) for the pool the inbox
+// gets in every test. Users open their pools with all sorts of options and the
+// inbox must not depend on them: multiStatements=true (often on for migrations)
+// and clientFoundRows=true (RowsAffected then counts the rows an UPDATE
+// matched, not those it changed, and the version-checked updates read it) are
+// common, so the whole suite runs with them. RELAY_TEST_INBOX_DSN_OPTIONS adds
+// more to every test (autocommit=0, interpolateParams=false...), and
+// TestConcurrentFailuresRunEachHandlerOncePerDelivery runs on dsnVariants.
+var poolOptions = joinOptions("multiStatements=true&clientFoundRows=true",
+	testenv.Env("RELAY_TEST_INBOX_DSN_OPTIONS", ""))
+
+// dsnVariants are pools opened as users open theirs, for the tests that must
+// hold on every one of them: name, then the DSN options added to poolOptions
+// (later options override earlier ones).
+var dsnVariants = []struct{ name, options string }{
+	{"default", ""},
+	{"single-statement", "multiStatements=false&clientFoundRows=false"},
+	{"server-side-prepare", "interpolateParams=false"},
+	{"autocommit-off", "autocommit=0"},
+	{"read-committed", isolationVar() + "=%27READ-COMMITTED%27"},
+}
+
+// isolationVar is the session variable of the transaction isolation level:
+// MariaDB 10.11 knows only tx_isolation, MySQL 8.0 and later only
+// transaction_isolation.
+func isolationVar() string {
+	if testenv.Current.MySQL {
+		return "transaction_isolation"
+	}
+	return "tx_isolation"
+}
+
+// joinOptions joins DSN options with "&", leaving out empty ones.
+func joinOptions(opts ...string) string {
+	var out []string
+	for _, o := range opts {
+		if o != "" {
+			out = append(out, o)
+		}
+	}
+	return strings.Join(out, "&")
 }
 
 // newTestEnv creates a database with the inbox schema and a stock table, and an exchange
 // bound to a queue. Everything is dropped when the test ends.
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
+	return newTestEnvWith(t, "")
+}
+
+// newTestEnvWith is newTestEnv with more DSN options (joined with "&") on the
+// inbox's pool, after poolOptions.
+func newTestEnvWith(t testing.TB, options string) *testEnv {
+	t.Helper()
 	testenv.Integration(t)
 	e := &testEnv{t: t}
-	e.openDB()
+	e.openDB(options)
 	e.openBroker()
 	return e
 }
@@ -58,9 +110,13 @@ func newParallelTestEnv(t *testing.T) *testEnv {
 	return newTestEnv(t)
 }
 
-func (e *testEnv) openDB() {
+func (e *testEnv) openDB(options string) {
 	e.d = testenv.NewPrimaryDB(e.t, "schema/consumer_message.sql")
-	e.dsn = e.d.DSN
+	sep := "?"
+	if strings.Contains(e.d.DSN, "?") {
+		sep = "&"
+	}
+	e.dsn = e.d.DSN + sep + joinOptions(poolOptions, options)
 	db, err := sql.Open("mysql", e.dsn)
 	if err != nil {
 		e.t.Fatalf("opening test database: %v", err)

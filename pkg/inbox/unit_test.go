@@ -238,7 +238,53 @@ func TestMySQLErrorClasses(t *testing.T) {
 	if !isTransient(wrap(deadlock)) || !isTransient(lockWait) || !isTransient(errRowVanished) || isTransient(dup) {
 		t.Error("isTransient")
 	}
+	if isTransient(unrecorded(wrap(deadlock))) || !isDeadlock(unrecorded(wrap(deadlock))) || unrecorded(nil) != nil {
+		t.Error("a handler failure that could not be recorded is not transient, and keeps its cause")
+	}
 	if !isTooLarge(wrap(tooBig)) || !isTooLarge(mysql.ErrPktTooLarge) || isTooLarge(dup) {
 		t.Error("isTooLarge")
+	}
+}
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
+// runTx runs a delivery's transaction again after a deadlock, but not after one
+// that came from recording the failure of a handler that ran: that would run the
+// handler a second time for one delivery.
+func TestRunTxDoesNotRerunAfterUnrecordedFailure(t *testing.T) {
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+	in := &Inbox{log: zap.NewNop()}
+	for _, c := range []struct {
+		name     string
+		err      error
+		wantRuns int
+	}{
+		{"deadlock in the handler's transaction", fmt.Errorf("deducting stock: %w", deadlock), txAttempts},
+		{"deadlock recording the handler's failure", unrecorded(fmt.Errorf("recording failure: %w", deadlock)), 1},
+		{"row vanished before the handler ran", errRowVanished, txAttempts},
+	} {
+		runs := 0
+		_, err := in.runTx(t.Context(), Message{ID: "m"}, func(context.Context, Message, bool) (Outcome, error) {
+			runs++
+			return 0, c.err
+		})
+		if runs != c.wantRuns || !errors.Is(err, c.err) {
+			t.Errorf("%s: ran %d times and returned %v, want %d runs and the error", c.name, runs, err, c.wantRuns)
+		}
+	}
+}
+
+// A pool whose sessions run with unique_checks=0 is refused, naming the
+// variable and why; one with unique checks on passes.
+func TestUniqueChecksOffIsRefused(t *testing.T) {
+	if err := uniqueChecksProblem(true); err != nil {
+		t.Errorf("unique_checks=1 refused: %v", err)
+	}
+	err := uniqueChecksProblem(false)
+	if err == nil || !strings.Contains(err.Error(), "unique_checks=0") || !strings.Contains(err.Error(), "duplicate") {
+		t.Errorf("unique_checks=0: %v, want a refusal naming unique_checks=0 and the duplicates it lets through", err)
 	}
 }
