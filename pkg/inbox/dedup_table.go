@@ -152,8 +152,11 @@ func (in *Inbox) writeLog(ctx context.Context, tx *sql.Tx, m Message, status str
 	args := []any{m.ID, m.Exchange, first, attempts}
 	var set string
 	if status == LogProcessing {
-		// Left to right: the status is decided on the count before this attempt.
-		set = fmt.Sprintf("%[1]s = IF(%[2]s + 1 > ?, 'FAILED', 'PROCESSING'), %[2]s = %[2]s + 1", q(lc.Status), q(lc.RetryCount))
+		// Assignments run left to right: the count first (not past a FAILED
+		// row: a second copy of the message in flight when the last attempt
+		// failed must not count another), then the status on the new count.
+		set = fmt.Sprintf("%[2]s = IF(%[1]s = 'FAILED', %[2]s, %[2]s + 1), %[1]s = IF(%[1]s = 'FAILED' OR %[2]s > ?, 'FAILED', 'PROCESSING')",
+			q(lc.Status), q(lc.RetryCount))
 	} else {
 		set = q(lc.Status) + " = 'SUCCESS'"
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -203,5 +204,36 @@ func TestInboxMappingErrorsNameTheField(t *testing.T) {
 		if err := cfg.WithDefaults().Validate(); err != nil {
 			t.Errorf("preset %s does not validate: %v", p, err)
 		}
+	}
+}
+
+// A failure of a second copy of a message, recorded after the message went
+// FAILED (both copies were in flight at its last attempt), counts nothing:
+// the log stays FAILED at MaxRetries+1 attempts (it read 4 of 3 now and
+// then in TestSeedMsgDedupAppliesOnce).
+func TestSeedMsgDedupFailureAfterFailedCountsNothing(t *testing.T) {
+	e := newParallelTestEnv(t)
+	e.useSeedTables()
+	cfg := e.config()
+	cfg.Preset, cfg.LogTable, cfg.MaxRetries = "msg-dedup", "t_message_log", 2
+	c, err := New(cfg, e.db, func(context.Context, *sql.Tx, Message) error { return nil }, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := c.Inbox()
+	m := Message{ID: "late-1", Exchange: "ex"}
+	var outcomes []Outcome
+	for range 4 {
+		out, _ := in.dedupFailed(context.Background(), m, errors.New("broken"))
+		outcomes = append(outcomes, out)
+	}
+	var status string
+	var retries int
+	if err := e.db.QueryRow(`SELECT status, retry_count FROM t_message_log WHERE msg_id = 'late-1'`).Scan(&status, &retries); err != nil {
+		t.Fatal(err)
+	}
+	if status != "FAILED" || retries != cfg.MaxRetries+1 || outcomes[2] != Failed || outcomes[3] != Failed {
+		t.Fatalf("after four failures: %s with %d attempts, outcomes %v; want FAILED with %d, Failed from the third on",
+			status, retries, outcomes, cfg.MaxRetries+1)
 	}
 }
