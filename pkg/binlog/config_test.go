@@ -31,7 +31,7 @@ func TestConfigDefaults(t *testing.T) {
 	c.ServerID = 0
 	want := Config{Heartbeat: time.Second, ReconnectMin: 200 * time.Millisecond, ReconnectMax: 10 * time.Second,
 		StopTimeout: 10 * time.Second, FailoverAfter: 3, XABufferRows: 100_000, XABufferBytes: 64 << 20,
-		TxBufferRows: 10_000, TxBufferBytes: 16 << 20}
+		TxBufferRows: 5_000, TxBufferBytes: 8 << 20}
 	if id < 100000 || !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults: server id %d, %+v; want %+v", id, c, want)
 	}

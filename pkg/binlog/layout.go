@@ -31,6 +31,9 @@ type layout struct {
 	// read only from a re-queued row; retryDatetime says it is a DATETIME.
 	retryAt       int
 	retryDatetime bool
+	// idCell and statusCell are the id's and the status's place in names
+	// (-1: not there).
+	idCell, statusCell int
 }
 
 // retryValue turns a next_retry_time value into a time.Time (a DATETIME
@@ -45,43 +48,62 @@ func (l *layout) retryValue(t *outbox.Table, v any) any {
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
 	row := &outbox.Row{Table: t, Values: make(map[string]any, len(l.names))}
 	for i, name := range l.names {
-		v := values[l.idx[i]]
-		switch {
-		case l.unsigned[i]:
-			v = toUnsigned(v)
-		case l.datetime[i]:
-			// go-mysql gives a DATETIME's wall clock in UTC; it is a time
-			// in the table's zone (route.time_zone).
-			if tm, ok := v.(time.Time); ok {
-				v = time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
-			}
-		case l.enum[i] != nil:
-			// The binlog logs an ENUM as its 1-based index (0 is the
-			// invalid-value ''); a status column compares by value.
-			if n, ok := v.(int64); ok {
-				if n >= 1 && int(n) <= len(l.enum[i]) {
-					v = l.enum[i][n-1]
-				} else {
-					v = ""
-				}
-			}
-		case l.set[i] != nil:
-			// A SET is logged as a bitmask of its values; MySQL shows the
-			// members joined by commas, in declaration order.
-			if n, ok := v.(int64); ok {
-				v = setText(uint64(n), l.set[i])
-			}
-		case l.json[i]:
-			v = mysqlJSONText(v)
-		}
-		if b, ok := v.([]byte); ok {
-			// go-mysql may hand out slices of the packet buffer.
-			v = append([]byte(nil), b...)
-		}
-		row.Values[name] = v
+		row.Values[name] = l.cell(t, values, i)
 	}
 	row.ID = row.Values[t.Columns.ID]
 	return row
+}
+
+// cell is the value of the layout's i-th column in a row image, as the
+// relay reads it.
+func (l *layout) cell(t *outbox.Table, values []any, i int) any {
+	v := values[l.idx[i]]
+	switch {
+	case l.unsigned[i]:
+		v = toUnsigned(v)
+	case l.datetime[i]:
+		// go-mysql gives a DATETIME's wall clock in UTC; it is a time
+		// in the table's zone (route.time_zone).
+		if tm, ok := v.(time.Time); ok {
+			v = time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
+		}
+	case l.enum[i] != nil:
+		// The binlog logs an ENUM as its 1-based index (0 is the
+		// invalid-value ''); a status column compares by value.
+		if n, ok := v.(int64); ok {
+			if n >= 1 && int(n) <= len(l.enum[i]) {
+				v = l.enum[i][n-1]
+			} else {
+				v = ""
+			}
+		}
+	case l.set[i] != nil:
+		// A SET is logged as a bitmask of its values; MySQL shows the
+		// members joined by commas, in declaration order.
+		if n, ok := v.(int64); ok {
+			v = setText(uint64(n), l.set[i])
+		}
+	case l.json[i]:
+		v = mysqlJSONText(v)
+	}
+	if b, ok := v.([]byte); ok {
+		// go-mysql may hand out slices of the packet buffer.
+		v = append([]byte(nil), b...)
+	}
+	return v
+}
+
+// key is the row key of a row image, and publishable whether its status
+// is a publishable one, read without building the row.
+func (l *layout) key(t *outbox.Table, values []any) (k rowKey, publishable bool) {
+	var id, st any
+	if l.idCell >= 0 {
+		id = l.cell(t, values, l.idCell)
+	}
+	if l.statusCell >= 0 {
+		st = l.cell(t, values, l.statusCell)
+	}
+	return keyOf(&outbox.Row{Table: t, ID: id}), t.IsPublishable(st)
 }
 
 // missingFrom checks a rows event's column bitmap (the columns its row
@@ -266,7 +288,7 @@ func (meta tableColumns) layout(t *outbox.Table, tme *replication.TableMapEvent)
 	for i, n := range meta.names {
 		pos[strings.ToLower(n)] = i
 	}
-	lay := &layout{tme: tme, retryAt: -1}
+	lay := &layout{tme: tme, retryAt: -1, idCell: -1, statusCell: -1}
 	if i, ok := pos[strings.ToLower(t.Columns.NextRetryTime)]; ok && t.Columns.NextRetryTime != "" {
 		typ := realType(tme, i)
 		lay.retryAt, lay.retryDatetime = i, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2
@@ -293,6 +315,12 @@ func (meta tableColumns) layout(t *outbox.Table, tme *replication.TableMapEvent)
 		lay.enum = append(lay.enum, enum)
 		lay.set = append(lay.set, set)
 		lay.json = append(lay.json, typ == mysql.MYSQL_TYPE_JSON)
+		if strings.EqualFold(col, t.Columns.ID) {
+			lay.idCell = len(lay.names) - 1
+		}
+		if t.Columns.Status != "" && strings.EqualFold(col, t.Columns.Status) {
+			lay.statusCell = len(lay.names) - 1
+		}
 	}
 	return lay
 }

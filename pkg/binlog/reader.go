@@ -58,7 +58,7 @@ type Config struct {
 	// TxBufferRows and TxBufferBytes bound the rows of one transaction held
 	// until its commit, so that its later UPDATEs and DELETEs of them apply
 	// first (txrows.go). Past either bound the rows held so far are sent
-	// (default 10,000 rows, 16 MiB).
+	// (default 5,000 rows, 8 MiB).
 	TxBufferRows  int
 	TxBufferBytes int64
 }
@@ -73,8 +73,8 @@ func (c *Config) Defaults() {
 	c.FailoverAfter = cmp.Or(c.FailoverAfter, 3)
 	c.XABufferRows = cmp.Or(c.XABufferRows, 100_000)
 	c.XABufferBytes = cmp.Or(c.XABufferBytes, 64<<20)
-	c.TxBufferRows = cmp.Or(c.TxBufferRows, 10_000)
-	c.TxBufferBytes = cmp.Or(c.TxBufferBytes, 16<<20)
+	c.TxBufferRows = cmp.Or(c.TxBufferRows, 5_000)
+	c.TxBufferBytes = cmp.Or(c.TxBufferBytes, 8<<20)
 }
 
 // Validate reports every bad field, by its name in Config; it expects

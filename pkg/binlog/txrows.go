@@ -152,13 +152,20 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 	for i := 0; i+step <= len(e.Rows); i += step {
 		s.txRows++
 		var err error
+		// Most UPDATEs and DELETEs of outbox rows concern nothing held (the
+		// relay's own SENT marks, an archiver's deletes): they are told by
+		// the id and status alone, without building the rows.
 		switch typ {
 		case replication.EnumRowsEventTypeInsert:
 			err = s.inserted(ctx, s.image(lay, t, ev, e.Rows[i]))
 		case replication.EnumRowsEventTypeUpdate:
-			err = s.updated(ctx, s.image(lay, t, ev, e.Rows[i]), s.image(lay, t, ev, e.Rows[i+1]))
+			if s.concerns(lay, t, e.Rows[i], e.Rows[i+1]) {
+				err = s.updated(ctx, s.image(lay, t, ev, e.Rows[i]), s.image(lay, t, ev, e.Rows[i+1]))
+			}
 		case replication.EnumRowsEventTypeDelete:
-			s.deleted(s.image(lay, t, ev, e.Rows[i]))
+			if k, _ := lay.key(t, e.Rows[i]); s.rows().get(k) != nil {
+				s.deleted(s.image(lay, t, ev, e.Rows[i]))
+			}
 		}
 		if err != nil {
 			return err
@@ -203,6 +210,21 @@ func (s *stream) rows() *txRows {
 		return &s.xa.held
 	}
 	return &s.tx.held
+}
+
+// concerns tells whether an UPDATE's images can change what is published:
+// the row is held or was sent early in this transaction, or it goes from a
+// status that is not publishable to one that is.
+func (s *stream) concerns(lay *layout, t *outbox.Table, before, after []any) bool {
+	k, wasPub := lay.key(t, before)
+	if s.rows().get(k) != nil {
+		return true
+	}
+	if _, ok := s.tx.sent[k]; ok && s.xa == nil {
+		return true
+	}
+	_, isPub := lay.key(t, after)
+	return isPub && !wasPub
 }
 
 func (s *stream) inserted(ctx context.Context, im image) error {

@@ -102,7 +102,7 @@ func TestRowUpdatedInItsTransactionIsPublishedAsCommitted(t *testing.T) {
 	}
 }
 
-// A transaction past the reader's buffer (10,000 rows) sends its first rows
+// A transaction past the reader's buffer (5,000 rows) sends its first rows
 // before its commit; a row it updates after that is published again in its
 // committed version, after the rest, and every row arrives.
 func TestLargeTransactionUpdatingAnEarlyRowPublishesTheCommittedVersion(t *testing.T) {
@@ -145,7 +145,7 @@ func TestLargeTransactionUpdatingAnEarlyRowPublishesTheCommittedVersion(t *testi
 	if last.MessageID != want[0] || string(last.Body) != `{"final":true}` {
 		t.Fatalf("last message %s %s; want %s with the committed body", last.MessageID, last.Body, want[0])
 	}
-	// The first 10,000 were sent before the commit, as inserted.
+	// The first rows were sent before the commit, as inserted.
 	if string(msgs[0].Body) != fmt.Sprintf(`{"order":"%s"}`, want[0]) {
 		t.Fatalf("first message body %s", msgs[0].Body)
 	}
