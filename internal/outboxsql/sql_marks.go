@@ -24,6 +24,15 @@ func MarkSentSQL(t *outbox.Table, n int, from []string, versioned bool) string {
 	return s
 }
 
+// MarkSentGuardedSQL is MarkSentSQL matching the message ids as well:
+// the n ids, then the n message ids (status.Marks).
+func MarkSentGuardedSQL(t *outbox.Table, n int, from []string) string {
+	c := t.Columns
+	sets := append([]string{q(c.Status) + " = " + SQLValue(&t.Statuses, t.Statuses.Sent)}, bookkeeping(t)...)
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) AND %s IN (%s) AND %s IN (%s)", QuotedName(t), strings.Join(sets, ", "),
+		q(c.ID), ident.Placeholders(n), q(c.MessageID), ident.Placeholders(n), q(c.Status), SQLList(&t.Statuses, from))
+}
+
 // Retry is a failed publish to record on rows: the status they move to,
 // and, while they are retried, the delay before the next attempt.
 type Retry struct {

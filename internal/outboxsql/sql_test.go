@@ -37,6 +37,7 @@ func TestStatements(t *testing.T) {
 		{localRatio, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `app`.`local_message` WHERE `status` IN (0, 2) AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND"},
 		{MarkSentSQL(seed, 2, []string{"PENDING", "SENDING"}, true), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `status` IN ('PENDING', 'SENDING') AND `version` = ?"},
 		{MarkSentSQL(local, 1, []string{"0"}, true), "UPDATE `app`.`local_message` SET `status` = 1, `updated_at` = NOW(3) WHERE `id` IN (?) AND `status` IN (0)"},
+		{MarkSentGuardedSQL(seed, 2, []string{"PENDING", "SENDING"}), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `message_id` IN (?,?) AND `status` IN ('PENDING', 'SENDING')"},
 		{retry, "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `status` IN ('SENDING') AND `version` = ?"},
 		{failed, "UPDATE `app`.`local_message` SET `status` = 2, `retry_count` = `retry_count` + 1, `updated_at` = NOW(3) WHERE `id` IN (?, ?)"},
 	} {

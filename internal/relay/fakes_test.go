@@ -253,7 +253,8 @@ func (j *journal) last() uint32 {
 // fakeMarker takes every status write.
 type fakeMarker struct{ j *journal }
 
-func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, ids []any) (int64, error) {
+func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks status.Marks) (int64, error) {
+	ids := marks.IDs
 	for _, id := range ids {
 		m.j.add(entry{kind: "sent", id: id})
 	}

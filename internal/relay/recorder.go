@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -26,15 +27,15 @@ type recorder struct {
 	// storeDown is when saving the checkpoint started failing (zero while
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
-	// missed are the recent marks that moved fewer rows than they named,
-	// by table, for a rename that comes after them (rename.go).
-	missed missedMarks
+	// recent are the recent marks by table, for a rename that comes after
+	// them (rename.go).
+	recent recentMarks
 }
 
 func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 	for b := range batches {
-		for t, ids := range b.marks {
-			if err := w.markSent(ctx, t, ids); err != nil {
+		for t, m := range b.marks {
+			if err := w.markSent(ctx, t, *m); err != nil {
 				return err
 			}
 		}
@@ -62,16 +63,17 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 
 // markSent moves one table's confirmed rows to SENT, retried until the
 // primary takes it.
-func (w *recorder) markSent(ctx context.Context, t *outbox.Table, ids []any) error {
+func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m status.Marks) error {
+	ids := m.IDs
 	return retry(ctx, w.r.log, "marking rows sent", func() error {
-		n, err := w.r.marker.MarkSent(ctx, t, ids)
+		n, err := w.r.marker.MarkSent(ctx, t, m)
 		if err != nil {
 			return err
 		}
 		w.r.Stats.Marked.Add(n)
 		w.r.cfg.Observer.Marked(t, n)
+		w.recent.note(t, m)
 		if dup := int64(len(ids)) - n; dup > 0 {
-			w.missed.note(t, ids)
 			// Only publishable rows move: the others were SENT already,
 			// so this publish was a duplicate.
 			w.r.Stats.AlreadySent.Add(dup)

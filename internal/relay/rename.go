@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -21,11 +22,14 @@ import (
 //     committer (it comes in binlog order, after every row before it): they
 //     are written to the new location;
 //   - marks written between the rename on the primary and the relay reading
-//     it went to the new table by name and moved fewer rows than they named
-//     (the rows were not there): the recorder keeps the recent such marks
-//     and writes them again to the new location. A mark moves only rows
-//     still publishable, so writing it twice changes nothing for rows that
-//     were duplicates.
+//     it (after a restart from a checkpoint before the rename: the marks of
+//     every row replayed up to it) went to the new table by name. There
+//     they moved nothing, or, where the new table's ids run over the same
+//     numbers (CREATE TABLE ... LIKE starts at 1), rows of the new table
+//     that the binlog path publishes anyway. The recorder keeps the recent
+//     marks and writes them again to the new location. A mark moves only
+//     rows still publishable, so writing one twice changes nothing for a
+//     row already SENT.
 //
 // A gh-ost or pt-online-schema-change cut-over swaps in a copy that holds
 // the same rows: there the first marks were right, and the second ones find
@@ -53,8 +57,12 @@ func (t renameTicket) apply(ctx context.Context, c *committer, _ publisher.Resul
 	}
 	from := t.rename.Table
 	to := movedTable(from, t.rename.Schema, t.rename.Name)
-	if ids := c.pending[from]; len(ids) > 0 {
-		c.pending[to] = append(c.pending[to], ids...)
+	if m := c.pending[from]; m != nil {
+		if dst := c.pending[to]; dst != nil {
+			dst.IDs, dst.MessageIDs = append(dst.IDs, m.IDs...), append(dst.MessageIDs, m.MessageIDs...)
+		} else {
+			c.pending[to] = m
+		}
 		delete(c.pending, from)
 	}
 	for _, g := range c.fails {
@@ -73,46 +81,73 @@ func (t renameTicket) apply(ctx context.Context, c *committer, _ publisher.Resul
 	}
 }
 
-// missedMarks keeps, per table, the ids of recent marks that moved fewer
-// rows than they named, up to missedKeep ids and missedFor old.
-type missedMarks map[*outbox.Table][]missedMark
+// recentMarks keeps, per table, the ids of the recent marks, up to
+// recentKeep ids and recentFor old; dropped counts the ids let go early
+// (past recentKeep) within recentFor, which a rename can then not repeat.
+type recentMarks map[*outbox.Table]*recentList
 
-type missedMark struct {
-	at  time.Time
-	ids []any
+type recentList struct {
+	marks   []recentMark
+	ids     int
+	dropped int
+	since   time.Time // of the oldest drop counted
+}
+
+type recentMark struct {
+	at    time.Time
+	marks status.Marks
 }
 
 const (
-	missedKeep = 100_000
-	missedFor  = 10 * time.Minute
+	recentKeep = 100_000
+	recentFor  = 10 * time.Minute
 )
 
-func (m *missedMarks) note(t *outbox.Table, ids []any) {
+func (m *recentMarks) note(t *outbox.Table, marks status.Marks) {
 	if *m == nil {
-		*m = missedMarks{}
+		*m = recentMarks{}
+	}
+	l := (*m)[t]
+	if l == nil {
+		l = &recentList{}
+		(*m)[t] = l
 	}
 	now := time.Now()
-	list := append((*m)[t], missedMark{at: now, ids: ids})
-	n := 0
-	for _, e := range list {
-		n += len(e.ids)
+	l.marks = append(l.marks, recentMark{at: now, marks: marks})
+	l.ids += len(marks.IDs)
+	if l.dropped > 0 && now.Sub(l.since) > recentFor {
+		l.dropped = 0
 	}
-	for len(list) > 0 && (n > missedKeep || now.Sub(list[0].at) > missedFor) {
-		n -= len(list[0].ids)
-		list = list[1:]
+	for len(l.marks) > 0 && (l.ids > recentKeep || now.Sub(l.marks[0].at) > recentFor) {
+		old := l.marks[0]
+		if now.Sub(old.at) <= recentFor {
+			if l.dropped == 0 {
+				l.since = old.at
+			}
+			l.dropped += len(old.marks.IDs)
+		}
+		l.ids -= len(old.marks.IDs)
+		l.marks[0] = recentMark{}
+		l.marks = l.marks[1:]
 	}
-	(*m)[t] = list
 }
 
-// remark writes the table's recent short marks again where its rows now
+// remark writes the table's recent marks again where its rows now
 // live.
 func (w *recorder) remark(ctx context.Context, mv *moved) error {
-	list := w.missed[mv.from]
-	delete(w.missed, mv.from)
+	l := w.recent[mv.from]
+	delete(w.recent, mv.from)
+	if l == nil {
+		l = &recentList{}
+	}
+	if l.dropped > 0 {
+		w.r.log.Warn("outbox table renamed: the marks of some rows read before it went to the new table by name and are too many to repeat; those rows were published but may stay pending where they now live",
+			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Int("rows", l.dropped))
+	}
 	var asked, marked int64
-	for _, e := range list {
+	for _, e := range l.marks {
 		err := retry(ctx, w.r.log, "marking renamed rows sent", func() error {
-			n, err := w.r.marker.MarkSent(ctx, mv.to, e.ids)
+			n, err := w.r.marker.MarkSent(ctx, mv.to, e.marks)
 			if err == nil {
 				marked += n
 			}
@@ -121,7 +156,7 @@ func (w *recorder) remark(ctx context.Context, mv *moved) error {
 		if err != nil {
 			return err
 		}
-		asked += int64(len(e.ids))
+		asked += int64(len(e.marks.IDs))
 	}
 	if marked > 0 {
 		w.r.Stats.Marked.Add(marked)
@@ -129,6 +164,6 @@ func (w *recorder) remark(ctx context.Context, mv *moved) error {
 	}
 	w.r.log.Info("outbox table renamed: the rows read before it are marked where they now live",
 		zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()),
-		zap.Int64("remarked", marked), zap.Int64("of_short_marks", asked))
+		zap.Int64("remarked", marked), zap.Int64("of_recent_marks", asked))
 	return nil
 }

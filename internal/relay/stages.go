@@ -24,7 +24,7 @@ type Reader interface {
 // Marker records the outcome of published rows in their outbox table: SENT,
 // or back to the retry path (status.Writer).
 type Marker interface {
-	MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int64, error)
+	MarkSent(ctx context.Context, t *outbox.Table, m status.Marks) (int64, error)
 	MarkRetryMany(ctx context.Context, t *outbox.Table, a status.Attempt, ids []any) (status.Outcome, int64, error)
 }
 

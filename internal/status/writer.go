@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -30,16 +31,52 @@ func NewWriter(db *sql.DB, b Backoff) *Writer {
 // MarkSent marks rows SENT in one statement. Only rows still in a
 // publishable status move, so a row a sweeper or operator changed meanwhile
 // is left alone. Tables without a status column need no write.
-func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, ids []any) (int64, error) {
+func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, m Marks) (int64, error) {
+	ids := m.IDs
 	if t.Columns.Status == "" || len(ids) == 0 {
 		return 0, nil
 	}
-	res, err := w.DB.ExecContext(ctx, outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids...)
+	q, args := outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids
+	if guard := m.guard(t); guard {
+		q, args = outboxsql.MarkSentGuardedSQL(t, len(ids), t.Statuses.Publishable), append(append([]any(nil), ids...), m.MessageIDs...)
+	}
+	res, err := w.DB.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}
 	n, _ := res.RowsAffected()
 	return n, nil
+}
+
+// Marks are published rows to mark SENT: their ids and, beside them, their
+// message ids. Where the table has a message-id column of its own, a mark
+// moves a row only when both match, so a mark that reaches another table
+// under the outbox table's name (after a RENAME, or a table dropped and
+// created again, whose ids start over) cannot move a row that has not been
+// published.
+type Marks struct {
+	IDs, MessageIDs []any
+}
+
+// Add appends one row's id and message id.
+func (m *Marks) Add(id, messageID any) {
+	m.IDs = append(m.IDs, id)
+	m.MessageIDs = append(m.MessageIDs, messageID)
+}
+
+// guard reports whether the marks can be matched by message id too: the
+// table has a message-id column apart from its id, and every row has one.
+func (m Marks) guard(t *outbox.Table) bool {
+	c := t.Columns
+	if c.MessageID == "" || strings.EqualFold(c.MessageID, c.ID) || len(m.MessageIDs) != len(m.IDs) {
+		return false
+	}
+	for _, v := range m.MessageIDs {
+		if v == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Attempt is a failed publish of one row.
