@@ -61,7 +61,7 @@ type options struct {
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay"}
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
@@ -274,6 +274,11 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["lanes"] {
 		if err := e.lanesStep(ctx, rep); err != nil {
 			return fmt.Errorf("lanes: %w", err)
+		}
+	}
+	if o.phases["replay"] {
+		if err := e.replayStep(ctx, rep); err != nil {
+			return fmt.Errorf("replay: %w", err)
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ var appCommands = map[string]command{
 	"sweep":     sweepCmd,
 	"requeue":   requeueCmd,
 	"reconcile": reconcileCmd, // reconcile.go
+	"replay":    replayCmd,    // replay.go
 }
 
 // runCmd streams until SIGTERM/SIGINT; a stop by signal is not a failure.

@@ -14,6 +14,7 @@ type options struct {
 	run       app.RunOptions
 	requeue   app.RequeueOptions
 	reconcile app.ReconcileOptions
+	replay    app.ReplayOptions
 }
 
 // newFlagSet registers cmd's flags, bound to o. `help CMD` prints the same
@@ -28,6 +29,8 @@ func newFlagSet(cmd string, o *options) *flag.FlagSet {
 		o.requeue.Flags(fs)
 	case "reconcile":
 		o.reconcile.Flags(fs)
+	case "replay":
+		o.replay.Flags(fs)
 	}
 	return fs
 }
@@ -47,6 +50,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (o *options, ok boo
 		err = o.requeue.Validate()
 	case "reconcile":
 		err = o.reconcile.Validate()
+	case "replay":
+		err = o.replay.Validate()
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)

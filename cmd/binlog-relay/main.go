@@ -2,9 +2,9 @@
 // outbox rows to RabbitMQ. See README.md.
 //
 // It only reads the command line and dispatches: main.go parses it and opens
-// the App, flags.go holds each command's flags, commands.go, lint.go and
-// reconcile.go turn a command's outcome into its exit code, usage.go answers
-// help. The commands themselves are internal/app's.
+// the App, flags.go holds each command's flags, commands.go, lint.go,
+// reconcile.go and replay.go turn a command's outcome into its exit code,
+// usage.go answers help. The commands themselves are internal/app's.
 package main
 
 import (
@@ -37,11 +37,16 @@ usage:
   binlog-relay reconcile --config relay.yaml [--since 24h] [--until T] [--table schema.name ...]
          [--repair] [--format table|json]   compare the outbox with the consumers' inboxes (replicas only);
                                             exit 0 no difference, 1 differences found, 3 could not finish
+  binlog-relay replay --config relay.yaml --table schema.name [--since T] [--until T] [--ids A-B]
+         [--where field=value ...] [--archive] [--exchange X] [--routing-key K] [--rate N/s]
+         [--dry-run] [--resume]             republish SENT (or archived) rows read from the replica, with a
+                                            replay header; never changes a row; exit 3 interrupted (--resume)
   binlog-relay version
   binlog-relay help [COMMAND]               this text, or one command's flags (also -h, --help, COMMAND --help)
 
 exit codes: 0 ok, 1 runtime failure, 2 usage or config error;
             reconcile: 1 differences found, 3 the run could not finish
+            replay: 1 rows failed to publish, 3 interrupted or a server failed (--resume continues)
 `
 
 func main() {

@@ -14,7 +14,7 @@ const (
 	exitUsage   = 2 // bad command line or config: nothing was started
 )
 
-var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "reconcile", "version", "help"}
+var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "reconcile", "replay", "version", "help"}
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
@@ -85,6 +85,10 @@ func commandUsage(w io.Writer, cmd string) {
 	fs.PrintDefaults()
 	if cmd == "reconcile" {
 		fmt.Fprint(w, reconcileExitCodes)
+		return
+	}
+	if cmd == "replay" {
+		fmt.Fprint(w, replayExitCodes)
 		return
 	}
 	fmt.Fprint(w, exitCodes)
