@@ -160,3 +160,21 @@ func TestPacer(t *testing.T) {
 		t.Error("wait ignored a cancelled context")
 	}
 }
+
+// The terminal bar shows the rows settled over the total, the share, this
+// run's rate, the time left at it and the failures.
+func TestProgressBar(t *testing.T) {
+	r := &Replayer{st: &State{Total: 200}}
+	r.published.Store(45)
+	r.failed.Store(5)
+	r.settled.Store(50)
+	got := r.bar(time.Now().Add(-10 * time.Second))
+	want := "[#######.......................] 50/200  25.0%  5 rows/s  ETA 30s  failed 5"
+	if got != want {
+		t.Fatalf("bar\n got %q\nwant %q", got, want)
+	}
+	r.published.Store(195)
+	if got := r.bar(time.Now().Add(-10 * time.Second)); !strings.HasPrefix(got, "[##############################] 200/200 100.0%") || !strings.Contains(got, "ETA 0s") {
+		t.Fatalf("a finished bar: %q", got)
+	}
+}
