@@ -547,10 +547,19 @@ func TestLostCheckpointIsAGap(t *testing.T) {
 				// Its HTTP server starts once the start-up checks passed.
 				testenv.Eventually(t, 30*time.Second, func() bool { return standby.HTTPAddr() != "" }, "the standby did not pass its checks")
 				rc.Del(context.Background(), key)
-				stopApp(t, run)
+				// A leader that dies without its drain (a graceful stop
+				// would write the position back, below) leaves it lost.
+				a.Relay().Abort(errors.New("the leader dies (test)"))
+				_ = run.Stop()
 				err = refusal(t, standbyRun, 60*time.Second, "the standby led without the lost checkpoint")
 			} else {
+				// Redis loses the checkpoint while the relay runs idle: its
+				// stop writes the position back, so the next start is no gap.
+				rc.Del(context.Background(), key)
 				stopApp(t, run)
+				if rc.Exists(context.Background(), key).Val() != 1 {
+					t.Fatal("the stop did not write back the checkpoint Redis lost")
+				}
 				rc.Del(context.Background(), key)
 				_, _, run = startApp(t, yaml, false)
 				err = refusal(t, run, 60*time.Second, "the relay started without its lost checkpoint")
