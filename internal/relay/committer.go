@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -215,7 +216,9 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		m = &status.Marks{}
 		c.pending[row.Table] = m
 	}
-	m.Add(row.ID, row.Values[row.Table.Columns.MessageID])
+	// Copies: go-mysql's strings share the binlog event's buffer, and the
+	// recorder keeps recent marks for minutes (rename.go).
+	m.Add(ownValue(row.ID), ownValue(row.Values[row.Table.Columns.MessageID]))
 	return c.counted(ctx)
 }
 
@@ -256,4 +259,13 @@ func (c *committer) counted(ctx context.Context) error {
 		return c.flush(ctx, false, false)
 	}
 	return nil
+}
+
+// ownValue returns v with a string copied, so that keeping it does not keep
+// the buffer it was decoded from.
+func ownValue(v any) any {
+	if s, ok := v.(string); ok {
+		return strings.Clone(s)
+	}
+	return v
 }

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -316,7 +317,13 @@ func (s *stream) flush(ctx context.Context) error {
 				"gtid", s.txGTID.String(), "binlog_file", s.tracker.file)
 			continue
 		}
-		s.tx.sent[keyOf(row)] = struct{}{}
+		k := keyOf(row)
+		if id, ok := k.id.(string); ok {
+			// go-mysql's strings share the event's buffer: a key kept for
+			// the rest of the transaction must not keep the buffer.
+			k.id = strings.Clone(id)
+		}
+		s.tx.sent[k] = struct{}{}
 	}
 	s.done = max(s.done, s.txRows)
 	return nil
