@@ -268,8 +268,12 @@ CNF
       printf '%-30s = %s\n' binlog_format STATEMENT innodb_buffer_pool_size 64M $redo 48M
       # MySQL: no RSA key pair, so caching_sha2_password cannot take a password without TLS on a
       # login it has not cached (the relay must say so, not crash; root has no password).
-      is_mysql && printf '%-30s = %s\n' caching_sha2_password_private_key_path /nonexistent/private_key.pem \
-        caching_sha2_password_public_key_path /nonexistent/public_key.pem
+      # (An if, not `is_mysql && ...`: as the group's last command that would fail the function on
+      # MariaDB, and set -e would end the script.)
+      if is_mysql; then
+        printf '%-30s = %s\n' caching_sha2_password_private_key_path /nonexistent/private_key.pem \
+          caching_sha2_password_public_key_path /nonexistent/public_key.pem
+      fi
     elif [[ $n == switch* ]]; then
       # Small test traffic only.
       printf '%-30s = %s\n' binlog_format ROW innodb_buffer_pool_size 64M $redo 48M
