@@ -116,6 +116,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	a.watch(reader, lanes)
 	rc := relayConfig(cfg) // stages.go; validated by Open
 	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
+	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
 	return relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
 }
 

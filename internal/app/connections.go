@@ -145,15 +145,22 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 // StartPosition is the saved checkpoint or, without one, the source's
 // current position (rows committed earlier are the sweeper's).
 func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) {
+	p, cp, err := a.startPosition(ctx)
+	return p, cp != nil, err
+}
+
+// startPosition is StartPosition with the checkpoint it resumes (nil without
+// one).
+func (a *App) startPosition(ctx context.Context) (binlog.Position, *checkpoint.Checkpoint, error) {
 	cp, err := a.Store.Load(ctx)
 	if err == nil {
-		return cp.Position(), true, nil
+		return cp.Position(), &cp, nil
 	}
 	if !errors.Is(err, checkpoint.ErrNotFound) {
-		return binlog.Position{}, false, err
+		return binlog.Position{}, nil, err
 	}
 	p, err := a.CurrentPosition(ctx)
-	return p, false, err
+	return p, nil, err
 }
 
 // primaryPosition reads the primary's GTID position: one variable, no

@@ -13,6 +13,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -110,7 +111,7 @@ func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkp
 			l.Release(ctx)
 		}
 	}
-	start, resumed, err := a.termStart(ctx, store, l, *last)
+	start, resumed, err := a.termStart(ctx, store, l, r, *last)
 	if err != nil {
 		end(!lostLease(err))
 		return err
@@ -130,16 +131,18 @@ func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkp
 // Redis came back without it (restarted without persistence), the one this
 // process saved last, which replays rather than skips. Redis errors are
 // retried while the lease lasts.
-func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Lease, last *checkpoint.Checkpoint) (binlog.Position, bool, error) {
+func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Lease, r *relay.Relay, last *checkpoint.Checkpoint) (binlog.Position, bool, error) {
 	wait := backoff.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for {
 		cp, err := store.Load(ctx)
 		switch {
 		case err == nil:
+			r.ResumeFrom(cp) // the publishing ids it saved (relay/seq.go)
 			return cp.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound) && last != nil:
 			a.Log.Warn("no checkpoint in redis (restarted without persistence?); resuming from the checkpoint this relay saved last",
 				zap.String("gtid", last.GTIDSet), zap.String("binlog_file", last.File), zap.Uint32("binlog_pos", last.Pos))
+			r.ResumeFrom(*last)
 			return last.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound):
 			// A first start, or a checkpoint Redis lost: a gap (gap.go).

@@ -46,11 +46,14 @@ func (a *App) Run(ctx context.Context) error {
 	a.relay.Store(r)
 	a.leader.set(true) // the only relay of its name (leader.go)
 	defer a.leader.set(false)
-	start, resumed, err := a.StartPosition(ctx)
+	start, cp, err := a.startPosition(ctx)
 	if err != nil {
 		return err
 	}
-	if !resumed {
+	resumed := cp != nil
+	if resumed {
+		r.ResumeFrom(*cp) // the publishing ids it saved (relay/seq.go)
+	} else {
 		if err := a.startWithoutCheckpoint(ctx, start); err != nil { // gap.go
 			return err
 		}

@@ -36,16 +36,17 @@ const Namespace = "binlog_relay"
 type Metrics struct {
 	reg *prometheus.Registry
 
-	published *prometheus.CounterVec
-	failed    *prometheus.CounterVec
-	returned  *prometheus.CounterVec
-	marked    *prometheus.CounterVec
-	already   *prometheus.CounterVec
-	deadLet   *prometheus.CounterVec
-	claims    *prometheus.CounterVec
-	saves     prometheus.Counter
-	confirm   prometheus.Histogram
-	commit    prometheus.Histogram
+	published  *prometheus.CounterVec
+	failed     *prometheus.CounterVec
+	returned   *prometheus.CounterVec
+	marked     *prometheus.CounterVec
+	already    *prometheus.CounterVec
+	replaySkip *prometheus.CounterVec
+	deadLet    *prometheus.CounterVec
+	claims     *prometheus.CounterVec
+	saves      prometheus.Counter
+	confirm    prometheus.Histogram
+	commit     prometheus.Histogram
 
 	outboxRows      *prometheus.GaugeVec
 	oldestPending   *prometheus.GaugeVec
@@ -122,6 +123,8 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 		"when they came to mark them: rows a run killed before its checkpoint save had marked, published again after the restart, "+
 		"rows the sweeper sent meanwhile, or rows a sweeper sent that the binlog path sent and marked meanwhile (a relay frozen or far behind). "+
 		"Each is a duplicate delivery; the count misses the rows a crash left published but unmarked.", "table")
+	m.replaySkip = counterVec(f, "replay_skipped_total", "Outbox rows read again at the start of a stream (a restart, a failover, a new leader) that the source replica showed SENT already: "+
+		"a run before had published and marked them, so they were not published again.", "table")
 	m.claims = counterVec(f, "sweeper_claims_total", "Outbox rows the sweeper claimed on the primary.", "table")
 	m.saves = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "checkpoints_total", Help: "Checkpoints saved to Redis."})
 	f(m.saves)
@@ -273,6 +276,12 @@ func (m *Metrics) Marked(t *outbox.Table, n int64) {
 // marked (duplicates).
 func (m *Metrics) AlreadySent(t *outbox.Table, n int64) {
 	m.already.WithLabelValues(m.tableName(t)).Add(float64(n))
+}
+
+// ReplaySkipped counts rows read again after a restart that were SENT
+// already and not published again.
+func (m *Metrics) ReplaySkipped(t *outbox.Table, n int64) {
+	m.replaySkip.WithLabelValues(m.tableName(t)).Add(float64(n))
 }
 
 // Checkpointed records a saved checkpoint (its position and time feed

@@ -137,6 +137,10 @@ type Job[T any] struct {
 	MustDeliver bool
 	// Key is the hash of the message's ordering key, for Config.PerKey.
 	Key uint64
+	// Seq is the message's publishing id on a RabbitMQ stream lane
+	// (internal/streamlane): the same for the same row on every replay and
+	// increasing in binlog order. AMQP lanes ignore it.
+	Seq uint64
 }
 
 // Result is a job's outcome: Err nil means confirmed by the broker and routed

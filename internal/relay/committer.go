@@ -36,10 +36,12 @@ type committer struct {
 	// xaOpen: the last commit left a prepared XA branch open in the
 	// reader's memory; no position past its prepare is handed on. safe is
 	// the position before that prepare, if not handed on yet.
-	xaOpen  bool
-	safe    *binlog.Position
-	handed  bool // a position was handed to the recorder (the start one may never have been saved)
-	batches chan<- batch
+	xaOpen bool
+	safe   *binlog.Position
+	// seq is the publishing id at the tracker's position, safeSeq at safe's.
+	seq, safeSeq uint64
+	handed       bool // a position was handed to the recorder (the start one may never have been saved)
+	batches      chan<- batch
 }
 
 // batch is one hand-over from the committer to the recorder.
@@ -48,8 +50,10 @@ type batch struct {
 	// fails are the failed rows to record, grouped by identical attempt.
 	fails []*failGroup
 	// pos is the position after the last commit applied before the batch,
-	// nil when no commit came since the previous batch.
+	// nil when no commit came since the previous batch; seq is the
+	// publishing id there.
 	pos *binlog.Position
+	seq uint64
 	// save asks for a checkpoint save after the marks; final is the drain's
 	// last batch.
 	save, final bool
@@ -66,8 +70,12 @@ type Ticket interface {
 	apply(ctx context.Context, c *committer, res publisher.Result[Ticket]) error
 }
 
-// commitTicket is the end of a transaction in the ordered stream.
-type commitTicket struct{ commit binlog.Commit }
+// commitTicket is the end of a transaction in the ordered stream; seq is
+// the publishing id its last row took (seq.go).
+type commitTicket struct {
+	commit binlog.Commit
+	seq    uint64
+}
 
 // rowFailure is a row that could not be routed: it is recorded at its place
 // in the order.
@@ -93,16 +101,16 @@ var errNoTicket = errors.New("a publish result without a relay ticket")
 
 // commitResults runs the committer and the recorder until results is
 // drained (the final batch is written and saved) or ctx ends.
-func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, results <-chan publisher.Result[Ticket]) error {
+func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, seq uint64, results <-chan publisher.Result[Ticket]) error {
 	tracker, err := binlog.NewTracker(start)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	batches := make(chan batch, 2)
-	rec := &recorder{r: r, latest: start}
+	rec := &recorder{r: r, latest: start, latestSeq: seq}
 	g.Go(func() error { return rec.run(gctx, batches) })
-	c := &committer{r: r, stop: stop, tracker: tracker, pending: map[*outbox.Table]*status.Marks{}, batches: batches}
+	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*status.Marks{}, batches: batches}
 	g.Go(func() error {
 		defer close(batches)
 		return c.run(gctx, results)
@@ -154,11 +162,12 @@ func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result[
 	tx := t.commit
 	if tx.OpenXA && !c.xaOpen && (c.advanced || !c.handed) {
 		pos := c.tracker.Position()
-		c.safe = &pos
+		c.safe, c.safeSeq = &pos, c.seq
 	}
 	if err := c.tracker.Apply(tx); err != nil {
 		return err
 	}
+	c.seq = max(c.seq, t.seq)
 	c.xaOpen = tx.OpenXA
 	c.advanced = !c.xaOpen
 	if !c.xaOpen {
@@ -238,9 +247,9 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	switch {
 	case c.advanced:
 		pos := c.tracker.Position()
-		b.pos, c.advanced = &pos, false
+		b.pos, b.seq, c.advanced = &pos, c.seq, false
 	case c.safe != nil:
-		b.pos, c.safe = c.safe, nil
+		b.pos, b.seq, c.safe = c.safe, c.safeSeq, nil
 	}
 	c.handed = c.handed || b.pos != nil
 	select {

@@ -70,7 +70,7 @@ func startLanes(t *testing.T, lanes ...Lane) *lanePipeline {
 	go func() {
 		g, gctx := errgroup.WithContext(ctx)
 		results := r.publish(g, gctx, p.jobs)
-		g.Go(func() error { return r.commitResults(gctx, ctx, start, results) })
+		g.Go(func() error { return r.commitResults(gctx, ctx, start, 0, results) })
 		p.done <- g.Wait()
 	}()
 	t.Cleanup(cancel)
@@ -84,7 +84,7 @@ func (p *lanePipeline) row(tb *outbox.Table, id int, key string) {
 }
 
 func (p *lanePipeline) commit(pos uint32) {
-	p.jobs <- publisher.Job[Ticket]{Tag: commitTicket{binlog.Commit{File: "bin.000001", Pos: pos}}}
+	p.jobs <- publisher.Job[Ticket]{Tag: commitTicket{commit: binlog.Commit{File: "bin.000001", Pos: pos}}}
 }
 
 // The checkpoint rule across lanes: a lane that holds a row keeps the
@@ -157,7 +157,7 @@ func TestLanesMergeInJobOrder(t *testing.T) {
 			jobs <- publisher.Job[Ticket]{Msg: &router.Message{Row: row, PartitionKey: key, Keyed: true}, Tag: &inflightRow{row: row}}
 			if i%7 == 0 {
 				// a marker no lane sees, naming the row it follows
-				jobs <- publisher.Job[Ticket]{Tag: commitTicket{binlog.Commit{Pos: uint32(i)}}}
+				jobs <- publisher.Job[Ticket]{Tag: commitTicket{commit: binlog.Commit{Pos: uint32(i)}}}
 			}
 		}
 		return nil

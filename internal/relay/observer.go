@@ -26,6 +26,9 @@ type Observer interface {
 	// longer pending (a replay of rows a killed run had marked, or rows the
 	// sweeper sent): duplicates.
 	AlreadySent(t *outbox.Table, n int64)
+	// ReplaySkipped: n rows read at the start of a Run were SENT already and
+	// were not published again. Called from the routing stage.
+	ReplaySkipped(t *outbox.Table, n int64)
 	// Checkpointed: a checkpoint was saved.
 	Checkpointed(cp checkpoint.Checkpoint)
 }
@@ -37,4 +40,5 @@ func (nopObserver) Failed(*outbox.Table, string, error)                         
 func (nopObserver) DeadLettered(*outbox.Table, string, string)                    {}
 func (nopObserver) Marked(*outbox.Table, int64)                                   {}
 func (nopObserver) AlreadySent(*outbox.Table, int64)                              {}
+func (nopObserver) ReplaySkipped(*outbox.Table, int64)                            {}
 func (nopObserver) Checkpointed(checkpoint.Checkpoint)                            {}

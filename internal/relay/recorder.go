@@ -24,6 +24,8 @@ type recorder struct {
 	// was not saved yet.
 	latest binlog.Position
 	dirty  bool
+	// latestSeq is the publishing id at latest (seq.go).
+	latestSeq uint64
 	// storeDown is when saving the checkpoint started failing (zero while
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
@@ -50,9 +52,14 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 			}
 		}
 		if b.pos != nil {
-			w.latest, w.dirty = *b.pos, true
+			w.latest, w.latestSeq, w.dirty = *b.pos, b.seq, true
 		}
-		if b.save || b.final {
+		// A batch that moves the position is saved at once, after its marks,
+		// not only on the timer: a restart then replays only what came after
+		// the last marks. Batches are handed over at most every
+		// relay.flush_interval or relay.batch_size rows, so this is one Redis
+		// write per batch, beside the primary's round trip the marks took.
+		if b.save || b.final || b.pos != nil {
 			if err := w.save(ctx, b.final); err != nil {
 				return err
 			}
@@ -101,6 +108,9 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 		server = w.r.cfg.Server()
 	}
 	cp := checkpoint.FromPosition(w.latest, server, time.Now())
+	if w.r.cfg.SeqScope != "" {
+		cp.Seq, cp.SeqScope = w.latestSeq, w.r.cfg.SeqScope
+	}
 	err := w.r.store.Save(ctx, cp)
 	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {
 		if w.storeDown.IsZero() {

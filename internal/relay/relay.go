@@ -34,8 +34,9 @@ type Config struct {
 	// update; it trades primary statements for status freshness (delivery
 	// itself does not wait for it).
 	FlushInterval time.Duration
-	// CheckpointInterval is how often the position is saved; a crash
-	// replays at most what came after the last save.
+	// CheckpointInterval is the longest a position waits for its save: a
+	// batch that marks rows and moves the position saves it at once
+	// (recorder.go). A crash replays what came after the last save.
 	CheckpointInterval time.Duration
 	// Buffer is the capacity of each channel between stages.
 	Buffer int
@@ -63,6 +64,15 @@ type Config struct {
 	// refuses). Empty: such a row holds the stream until the relay is
 	// stopped and its configuration fixed.
 	DeadLetterExchange string
+	// Sent, when set, tells which rows read at the start of a Run are SENT
+	// already, so they are not published again (replaycheck.go); nil
+	// publishes them all.
+	Sent SentLookup
+	// SeqScope names what the publishing ids count (the tables, lanes and
+	// stream they go to), saved with them in the checkpoint: a checkpoint
+	// saved under another scope does not resume its ids (seq.go). Empty:
+	// no stream lane uses them, and checkpoints carry none.
+	SeqScope string
 	// WarnEvery spaces repeated identical warnings (same table, exchange and
 	// kind of failure): one line per interval with a count of the others.
 	WarnEvery time.Duration
@@ -139,6 +149,11 @@ type Relay struct {
 	// can neither publish nor record (hold.go).
 	hold atomic.Pointer[publisher.Hold]
 	warn *throttle
+
+	// Publishing ids (seq.go).
+	seqMu    sync.Mutex
+	resume   *checkpoint.Checkpoint
+	seqFloor uint64
 
 	abortMu    sync.Mutex
 	abortCause error
@@ -226,6 +241,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	r.hold.Store(nil)
+	seq := r.startSeq(start)
 	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
 	jobs := make(chan publisher.Job[Ticket], r.cfg.Buffer)
 
@@ -235,11 +251,11 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	})
 	g.Go(func() error {
 		defer close(jobs)
-		return r.route(gctx, ctx, events, jobs)
+		return r.route(gctx, ctx, events, jobs, seq)
 	})
 	results := r.publish(g, gctx, jobs) // lanes.go
 	g.Go(func() error {
-		return r.commitResults(gctx, ctx, start, results)
+		return r.commitResults(gctx, ctx, start, seq, results)
 	})
 	err := g.Wait()
 	if cause := context.Cause(hardCtx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -257,39 +273,58 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 // route turns events into publisher jobs, keeping their order. Each row
 // takes its weight from the byte budget first, so it waits here (and the
 // binlog waits behind it) while the rows ahead hold the budget. stop is the
-// graceful stop (ctx ends only on a hard stop).
-func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket]) error {
+// graceful stop (ctx ends only on a hard stop). Every row read takes the
+// next publishing id from seq (a stream lane's; skipped or failed rows take
+// theirs too, so the ids of the same rows are the same on every replay), and
+// at the start of a Run the rows a run before had marked SENT are not
+// published again (replaycheck.go).
+func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket], seq uint64) error {
+	chk := r.newReplayCheck()
+	defer func() { r.raiseSeqFloor(seq) }()
 	for ev := range events {
-		var job publisher.Job[Ticket]
-		switch ev.Kind {
-		case binlog.KindRow:
-			if r.cfg.Guard != nil {
-				if err := r.cfg.Guard(); err != nil {
+		evs := []binlog.Event{ev}
+		if chk.active && ev.Kind == binlog.KindRow {
+			evs = chk.gather(ctx, ev, events)
+			chk.check(ctx, evs)
+		}
+		for _, ev := range evs {
+			var job publisher.Job[Ticket]
+			switch ev.Kind {
+			case binlog.KindRow:
+				seq++
+				if chk.skips(ev.Row) {
+					continue
+				}
+				if r.cfg.Guard != nil {
+					if err := r.cfg.Guard(); err != nil {
+						return err
+					}
+				}
+				var err error
+				if job, err = r.rowJob(ctx, stop, ev.Row); err != nil {
 					return err
 				}
-			}
-			var err error
-			if job, err = r.rowJob(ctx, stop, ev.Row); err != nil {
-				return err
-			}
-			if job.Tag == nil { // held until the stop: drop the rest
-				for range events {
+				if job.Tag == nil { // held until the stop: drop the rest
+					for range events {
+					}
+					return nil
 				}
-				return nil
+				job.Seq = seq
+			case binlog.KindCommit:
+				job = publisher.Job[Ticket]{Tag: commitTicket{commit: ev.Commit, seq: seq}}
+			case binlog.KindRename:
+				job = publisher.Job[Ticket]{Tag: renameTicket{ev.Rename}}
+			default:
+				continue
 			}
-		case binlog.KindCommit:
-			job = publisher.Job[Ticket]{Tag: commitTicket{ev.Commit}}
-		case binlog.KindRename:
-			job = publisher.Job[Ticket]{Tag: renameTicket{ev.Rename}}
-		default:
-			continue
-		}
-		select {
-		case jobs <- job:
-		case <-ctx.Done():
-			return ctx.Err()
+			select {
+			case jobs <- job:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
+	chk.end()
 	return nil
 }
 

@@ -33,3 +33,10 @@ type Marker interface {
 type CheckpointStore interface {
 	Save(ctx context.Context, c checkpoint.Checkpoint) error
 }
+
+// SentLookup tells, of some rows of a table, which are SENT now, reading the
+// source replica (status.SentReader): keyed by status.Key of the id, with the
+// message id's, "" when the table has no message-id column of its own.
+type SentLookup interface {
+	Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error)
+}

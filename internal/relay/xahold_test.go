@@ -24,7 +24,7 @@ func TestCheckpointStaysBeforeAnOpenXABranch(t *testing.T) {
 	ctx := context.Background()
 	commit := func(pos uint32, openXA bool) {
 		t.Helper()
-		c := commitTicket{binlog.Commit{File: "b.000001", Pos: pos, OpenXA: openXA}}
+		c := commitTicket{commit: binlog.Commit{File: "b.000001", Pos: pos, OpenXA: openXA}}
 		if err := s.handle(ctx, publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Tag: c}}); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,9 @@
 //	 "binlog_file":"binlog.000003","binlog_pos":1234,
 //	 "server":"server_uuid=3e11fa47-...","saved_at":"2026-12-01T13:00:00Z"}
 //
+// A relay that publishes to a RabbitMQ stream adds "seq" and "seq_scope"
+// (Checkpoint.Seq).
+//
 // flavor is "mysql" or "mariadb"; gtid_set is the flavour's own GTID text
 // (empty without GTID, binlog_file and binlog_pos then being the position);
 // server names the source that file and position belong to. Fields are only
@@ -52,6 +55,13 @@ type Checkpoint struct {
 	// or server_id): file/pos are meaningless on another server.
 	Server  string    `json:"server,omitempty"`
 	SavedAt time.Time `json:"saved_at"`
+	// Seq is the publishing id of the last row at this position, and
+	// SeqScope what those ids count (a relay's tables, lanes and stream):
+	// a relay publishing to a RabbitMQ stream numbers the rows it reads, and
+	// resumes the numbers of a checkpoint saved under its own scope, so the
+	// broker drops the rows it replays. Both are absent otherwise.
+	Seq      uint64 `json:"seq,omitempty"`
+	SeqScope string `json:"seq_scope,omitempty"`
 }
 
 // Position is the binlog position to resume from.

@@ -1,0 +1,170 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+)
+
+// A Run starts at a checkpoint, and a checkpoint is behind the point the run
+// before it had reached: after a crash, a failover or a lost lease, the rows
+// between were published, and most of them marked SENT on the primary, which
+// the source replica shows by the time they are read again. replayCheck asks
+// the replica, one indexed read per table and chunk of ids, which of the rows
+// read at the start of a Run are SENT already, and those are not published
+// again. It checks from the start of each Run until a chunk ends with a row
+// that is not SENT (the stream is past what the run before had marked), then
+// steps aside for the rest of the Run.
+//
+// A row found SENT was confirmed by the broker before it was marked, so not
+// publishing it again loses nothing. A row confirmed but not marked yet is
+// published again: those are the only duplicates left. A table without a
+// status column, a row its own transaction deleted, or a read that fails
+// (the warning says so) keeps the old behaviour: the row is published.
+type replayCheck struct {
+	r      *Relay
+	lookup SentLookup
+	active bool
+	// skip holds the rows of the chunk being routed that are SENT.
+	skip map[*outbox.Row]bool
+	// The Run's totals, logged once when the check ends.
+	checked, skipped, reads int
+	began                   time.Time
+}
+
+const (
+	// replayChunk is the most rows one check gathers (and one read names).
+	replayChunk = 500
+	// replayGather is how long a check waits for the chunk to fill while the
+	// reader is behind; the rows wait that long at most.
+	replayGather = 20 * time.Millisecond
+	// replayReadTimeout bounds one read on the replica: a replica that does
+	// not answer ends the check, and the rows are published.
+	replayReadTimeout = 5 * time.Second
+)
+
+func (r *Relay) newReplayCheck() *replayCheck {
+	return &replayCheck{r: r, lookup: r.cfg.Sent, active: r.cfg.Sent != nil, skip: map[*outbox.Row]bool{}, began: time.Now()}
+}
+
+// checkable: the row could have been published and marked by a run before.
+func checkable(row *outbox.Row) bool {
+	return row.Table.Columns.Status != "" && !row.Deleted
+}
+
+// gather returns first with the events that follow it, until the chunk holds
+// replayChunk rows, the reader has had replayGather to bring more, or events
+// is closed.
+func (c *replayCheck) gather(ctx context.Context, first binlog.Event, events <-chan binlog.Event) []binlog.Event {
+	evs, rows := []binlog.Event{first}, 1
+	timer := time.NewTimer(replayGather)
+	defer timer.Stop()
+	for rows < replayChunk {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+			if ev.Kind == binlog.KindRow {
+				rows++
+			}
+		case <-timer.C:
+			return evs
+		case <-ctx.Done():
+			return evs
+		}
+	}
+	return evs
+}
+
+// check asks the replica which rows of evs are SENT, and ends the check when
+// none is (or the replica cannot tell).
+func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
+	clear(c.skip)
+	byTable := map[*outbox.Table][]*outbox.Row{}
+	var order []*outbox.Table
+	for _, ev := range evs {
+		if ev.Kind != binlog.KindRow || !checkable(ev.Row) {
+			continue
+		}
+		t := ev.Row.Table
+		if byTable[t] == nil {
+			order = append(order, t)
+		}
+		byTable[t] = append(byTable[t], ev.Row)
+	}
+	var last *outbox.Row // the chunk's last row that could be checked
+	for i := len(evs) - 1; i >= 0 && last == nil; i-- {
+		if evs[i].Kind == binlog.KindRow && checkable(evs[i].Row) {
+			last = evs[i].Row
+		}
+	}
+	for _, t := range order {
+		rows := byTable[t]
+		ids := make([]any, len(rows))
+		for i, row := range rows {
+			ids[i] = row.ID
+		}
+		rctx, cancel := context.WithTimeout(ctx, replayReadTimeout)
+		sent, err := c.lookup.Sent(rctx, t, ids)
+		cancel()
+		c.reads++
+		if err != nil {
+			if ctx.Err() == nil {
+				c.r.log.Warn("could not ask the source replica which replayed rows are SENT already: publishing them all again (consumers see duplicates, nothing is lost)",
+					zap.String("table", t.FullName()), zap.Error(err))
+			}
+			clear(c.skip)
+			c.end()
+			return
+		}
+		c.checked += len(rows)
+		guard := t.Columns.MessageID != "" && len(sent) > 0
+		n := 0
+		for _, row := range rows {
+			msg, ok := sent[status.Key(row.ID)]
+			if !ok {
+				continue
+			}
+			if guard && msg != "" && msg != status.Key(row.Values[t.Columns.MessageID]) {
+				continue // another message under this id now (a REPLACE, a table made again)
+			}
+			c.skip[row] = true
+			n++
+		}
+		if n > 0 {
+			c.skipped += n
+			c.r.cfg.Observer.ReplaySkipped(t, int64(n))
+		}
+	}
+	// Marks are written in binlog order, so the SENT rows come first: a
+	// chunk that ends with a row not SENT is past what the run before had
+	// marked. (A row that failed there ends the check early: its followers
+	// are published again, duplicates, never a loss.)
+	if last != nil && !c.skip[last] {
+		c.end()
+	}
+}
+
+// skips reports whether row was found SENT in the current chunk.
+func (c *replayCheck) skips(row *outbox.Row) bool { return c.skip[row] }
+
+// end stops checking for the rest of the Run and says what it did, once.
+func (c *replayCheck) end() {
+	if !c.active {
+		return
+	}
+	c.active = false
+	if c.checked == 0 && c.skipped == 0 {
+		return
+	}
+	c.r.log.Info("replayed rows already SENT were not published again",
+		zap.Int("skipped", c.skipped), zap.Int("checked", c.checked), zap.Int("replica_reads", c.reads),
+		zap.Duration("took", time.Since(c.began).Round(time.Millisecond)))
+}

@@ -1,0 +1,233 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+)
+
+// fakeSent is the source replica's view of which rows are SENT: ids with
+// their message ids. It counts the reads and the ids each named.
+type fakeSent struct {
+	mu    sync.Mutex
+	sent  map[string]string
+	err   error
+	reads [][]any
+}
+
+func (f *fakeSent) Sent(_ context.Context, _ *outbox.Table, ids []any) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, ids)
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]string{}
+	for _, id := range ids {
+		if m, ok := f.sent[status.Key(id)]; ok {
+			out[status.Key(id)] = m
+		}
+	}
+	return out, nil
+}
+
+func sentUpTo(n int) map[string]string {
+	m := map[string]string{}
+	for id := 1; id <= n; id++ {
+		m[fmt.Sprint(id)] = fmt.Sprint("m-", id)
+	}
+	return m
+}
+
+// cpStore keeps every checkpoint saved.
+type cpStore struct {
+	mu  sync.Mutex
+	cps []checkpoint.Checkpoint
+}
+
+func (s *cpStore) Save(_ context.Context, c checkpoint.Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cps = append(s.cps, c)
+	return nil
+}
+
+func (s *cpStore) last() (checkpoint.Checkpoint, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cps) == 0 {
+		return checkpoint.Checkpoint{}, false
+	}
+	return s.cps[len(s.cps)-1], true
+}
+
+// replayRun runs the pipeline over txs with lookup as the replica and the
+// relay resuming from resume, until the checkpoint reaches the last commit.
+func replayRun(t *testing.T, lookup SentLookup, scope string, resume *checkpoint.Checkpoint, txs ...tx) (*fakeLane, *journal, *cpStore, *observer.ObservedLogs) {
+	t.Helper()
+	tb := markedTable(t)
+	rt, err := router.New([]*outbox.Table{tb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lane, j, store := &fakeLane{}, &journal{}, &cpStore{}
+	core, logs := observer.New(zap.InfoLevel)
+	r := mustNew(t, Config{FlushInterval: 2 * time.Millisecond, CheckpointInterval: 2 * time.Millisecond, Buffer: 64,
+		Sent: lookup, SeqScope: scope}, &fakeReader{events: script(tb, func(int) string { return "k" }, txs...)},
+		rt, []Lane{lane}, &fakeMarker{j: j}, store, zap.New(core))
+	start := binlog.Position{Flavor: binlog.FlavorMariaDB, File: "bin.000001", Pos: 4}
+	if resume != nil {
+		resume.Flavor, resume.File, resume.Pos = start.Flavor, start.File, start.Pos
+		r.ResumeFrom(*resume)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, start) }()
+	end := txs[len(txs)-1].pos
+	waitFor(t, 5*time.Second, func() bool { c, ok := store.last(); return ok && c.Pos == end }, "checkpoint never reached %d", end)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of the stop")
+	}
+	return lane, j, store, logs
+}
+
+func TestReplayedRowsSentAlreadyAreNotPublished(t *testing.T) {
+	txs := []tx{{100, []int{1, 2, 3}}, {200, []int{4, 5, 6}}, {300, []int{7, 8}}, {400, []int{9, 10}}}
+	lookup := &fakeSent{sent: sentUpTo(6)}
+	lane, j, _, logs := replayRun(t, lookup, "", nil, txs...)
+	if got, want := lane.published(), []string{"m-7", "m-8", "m-9", "m-10"}; !slices.Equal(got, want) {
+		t.Fatalf("published %v, want only the rows not SENT %v", got, want)
+	}
+	if got := j.ids("sent"); !slices.Equal(got, ids(7, 8, 9, 10)) {
+		t.Fatalf("marked %v, want 7-10", got)
+	}
+	if n := len(lookup.reads); n != 1 {
+		t.Errorf("%d replica reads, want 1 (one chunk): %v", n, lookup.reads)
+	}
+	lines := logs.FilterMessage("replayed rows already SENT were not published again").All()
+	if len(lines) != 1 || lines[0].ContextMap()["skipped"] != int64(6) || lines[0].ContextMap()["checked"] != int64(10) {
+		t.Fatalf("the skip is logged as %v, want once with skipped 6 of 10 checked", lines)
+	}
+}
+
+func TestReplayCheckEndsAtTheFirstRowNotSent(t *testing.T) {
+	// Rows 1-2 SENT, 3 not: everything after it is published, even row 5
+	// that shows SENT (the sweeper sent it): the check is over once the
+	// stream is past the run before's marks.
+	var txs []tx
+	for i := 1; i <= 5; i++ {
+		txs = append(txs, tx{uint32(100 * i), []int{i}})
+	}
+	lookup := &fakeSent{sent: map[string]string{"1": "m-1", "2": "m-2", "5": "m-5"}}
+	lane, _, _, _ := replayRun(t, lookup, "", nil, txs...)
+	got := lane.published()
+	if !slices.Contains(got, "m-3") || !slices.Contains(got, "m-4") || slices.Contains(got, "m-1") || slices.Contains(got, "m-2") {
+		t.Fatalf("published %v: want 3 and 4, not the SENT 1 and 2", got)
+	}
+}
+
+func TestReplayCheckSkipsOnlyTheSameMessage(t *testing.T) {
+	// Row 2's id is SENT under another message id (the row was replaced):
+	// the replayed row 2 is another message, and is published.
+	lookup := &fakeSent{sent: map[string]string{"1": "m-1", "2": "other", "3": "m-3"}}
+	lane, _, _, _ := replayRun(t, lookup, "", nil, tx{100, []int{1, 2, 3, 4}})
+	if got, want := lane.published(), []string{"m-2", "m-4"}; !slices.Equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+}
+
+func TestReplayCheckThatCannotReadPublishesAll(t *testing.T) {
+	lookup := &fakeSent{err: errors.New("replica down"), sent: sentUpTo(4)}
+	lane, _, _, logs := replayRun(t, lookup, "", nil, tx{100, []int{1, 2}}, tx{200, []int{3, 4}})
+	if got := lane.published(); len(got) != 4 {
+		t.Fatalf("published %v, want all 4 rows (duplicates, never a loss)", got)
+	}
+	if w := logs.FilterMessageSnippet("publishing them all again").All(); len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["error"]), "replica down") {
+		t.Fatalf("warnings %v, want one naming the error", w)
+	}
+}
+
+func TestPublishingIDsFollowBinlogOrderAcrossSkips(t *testing.T) {
+	// Resumed at a checkpoint whose rows took ids up to 40: rows 1-3 (SENT)
+	// take 41-43 unpublished, rows 4-5 are published with 44 and 45, and the
+	// last checkpoint saves 45 under the scope.
+	lookup := &fakeSent{sent: sentUpTo(3)}
+	lane, _, store, _ := replayRun(t, lookup, "scope-a", &checkpoint.Checkpoint{Seq: 40, SeqScope: "scope-a"},
+		tx{100, []int{1, 2}}, tx{200, []int{3, 4}}, tx{300, []int{5}})
+	var seqs []uint64
+	lane.mu.Lock()
+	for _, j := range lane.got {
+		if j.Msg != nil {
+			seqs = append(seqs, j.Seq)
+		}
+	}
+	lane.mu.Unlock()
+	if !slices.Equal(seqs, []uint64{44, 45}) {
+		t.Fatalf("publishing ids %v, want [44 45]", seqs)
+	}
+	if cp, _ := store.last(); cp.Seq != 45 || cp.SeqScope != "scope-a" {
+		t.Fatalf("last checkpoint saved seq %d scope %q, want 45 scope-a", cp.Seq, cp.SeqScope)
+	}
+}
+
+func TestPublishingIDsOfAnotherScopeStartAboveTheFloor(t *testing.T) {
+	// A checkpoint saved under another scope (tables or lanes changed) does
+	// not resume its ids: they start above the floor (the broker's last).
+	lane, _, _, _ := replayRun(t, nil, "scope-b", &checkpoint.Checkpoint{Seq: 40, SeqScope: "scope-a"}, tx{100, []int{1, 2}})
+	var seqs []uint64
+	lane.mu.Lock()
+	for _, j := range lane.got {
+		if j.Msg != nil {
+			seqs = append(seqs, j.Seq)
+		}
+	}
+	lane.mu.Unlock()
+	if !slices.Equal(seqs, []uint64{1, 2}) {
+		t.Fatalf("publishing ids %v, want [1 2] (floor 0)", seqs)
+	}
+}
+
+func TestCheckpointSavedWithEachMarkBatch(t *testing.T) {
+	// The timer is an hour: every save comes from a mark batch.
+	tb := markedTable(t)
+	rt, err := router.New([]*outbox.Table{tb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txs []tx
+	for i := 1; i <= 5; i++ {
+		txs = append(txs, tx{uint32(100 * i), []int{i}})
+	}
+	gate := make(chan struct{})
+	lane, j, store := &fakeLane{gate: gate}, &journal{}, &cpStore{}
+	r := mustNew(t, Config{FlushInterval: time.Millisecond, CheckpointInterval: time.Hour, BatchSize: 1, Buffer: 64},
+		&fakeReader{events: script(tb, func(int) string { return "k" }, txs...)}, rt, []Lane{lane}, &fakeMarker{j: j}, store, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, binlog.Position{Flavor: binlog.FlavorMariaDB, File: "bin.000001", Pos: 4}) }()
+	close(gate)
+	waitFor(t, 5*time.Second, func() bool { c, ok := store.last(); return ok && c.Pos == 500 }, "no checkpoint at the last commit within 5s, with the timer an hour away")
+	cancel()
+	<-done
+}
