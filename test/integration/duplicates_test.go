@@ -1,0 +1,207 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+)
+
+// pacedProducer inserts txs transactions of perTx rows at about rate rows
+// per second, in the background, recording the message ids in commit order.
+type pacedProducer struct {
+	producer
+	stop chan struct{}
+}
+
+func startPacedProducer(t *testing.T, db *testenv.DB, exchange, prefix string, txs, perTx, rate int) *pacedProducer {
+	p := &pacedProducer{producer: producer{producerState: producerState{done: make(chan struct{})}}, stop: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(p.done)
+		tick := time.NewTicker(time.Second * time.Duration(perTx) / time.Duration(rate))
+		defer tick.Stop()
+		for i := 0; i < txs; i++ {
+			select {
+			case <-tick.C: // the pace
+			case <-p.stop:
+				return
+			}
+			stmt, batch := orderInsert(exchange, prefix, i, perTx)
+			if _, err := db.Primary.Exec(stmt); err != nil {
+				p.fail(err)
+				return
+			}
+			p.mu.Lock()
+			p.ids = append(p.ids, batch...)
+			p.mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(p.stop) }); p.wg.Wait() })
+	return p
+}
+
+// waitQuiet waits until no delivery arrived for quiet (the broker has
+// handed on what it held), within a deadline.
+func waitQuiet(t *testing.T, got *testenv.Collector, quiet, within time.Duration) {
+	t.Helper()
+	n, since, end := got.Len(), time.Now(), time.Now().Add(within)
+	for time.Now().Before(end) {
+		if m := got.Len(); m != n {
+			n, since = m, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling the collector
+	}
+	t.Fatalf("deliveries still arriving after %s (%d so far)", within, got.Len())
+}
+
+// Issue 27: 100,000 rows at 5,000 rows/s with five SIGKILLs of the relay,
+// with the shipped checkpoint and flush intervals. After each kill the rows
+// in flight are the ones delivered but not marked SENT (published by the
+// killed run, confirmed or not, never marked): those are the only rows a
+// restart may deliver again. Each restart's duplicates are counted apart
+// and must not exceed them; nothing is lost; first deliveries are in
+// commit order.
+func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
+	testenv.Integration(t)
+	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
+	const rows, perTx, rate, kills = 100_000, 50, 5_000, 5
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	name := testenv.UniqueName("dupkill")
+	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: relaytest.SeedTable(db.Name),
+		// The shipped checkpoint and flush intervals, as in production.
+		Sections: map[string]string{"checkpoint": "", "relay": ""}}.YAML())
+	p := relaytest.StartedProcess(t, cfg)
+	prod := startPacedProducer(t, db, br.Exchange, "d", rows/perTx, perTx, rate)
+
+	type kill struct{ delivered, inflight, restartAt, dups int }
+	var ks []kill
+	for k := 1; k <= kills; k++ {
+		at := k * rows / (kills + 2)
+		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
+		signal(t, p, syscall.SIGKILL)
+		if _, err := p.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// What the killed run published reaches the queue, then nothing more.
+		waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
+		distinct, _ := got.Distinct()
+		// A row is SENT only after its confirm, so SENT rows are delivered
+		// ones: the rest of the delivered rows are the ones in flight.
+		inflight := distinct - statusCounts(t, db.Primary)["SENT"]
+		// The restart reads the replica: let it apply the last marks, as it
+		// would have in the seconds a real restart takes.
+		db.WaitReplicated(t, 30*time.Second)
+		ks = append(ks, kill{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
+		p = relaytest.StartedProcess(t, cfg)
+	}
+	want := prod.wait(t)
+	waitAllDistinct(t, got, want, 3*time.Minute)
+	testenv.Eventually(t, 30*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == len(want) },
+		"statuses: %v", statusCounts(t, db.Primary))
+	waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
+
+	all := got.All()
+	seen := map[string]bool{}
+	total := 0
+	for i, d := range all {
+		if !seen[d.MessageID] {
+			seen[d.MessageID] = true
+			continue
+		}
+		total++
+		k := len(ks) - 1
+		for k > 0 && i < ks[k].restartAt {
+			k--
+		}
+		if i < ks[0].restartAt {
+			t.Errorf("delivery %d (%s) is a duplicate before the first kill", i, d.MessageID)
+			continue
+		}
+		ks[k].dups++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d rows at %d rows/s, %d SIGKILLs: %d duplicates in all, 0 lost\n", len(want), rate, kills, total)
+	for i, k := range ks {
+		fmt.Fprintf(&b, "  kill %d after %6d deliveries: %5d rows in flight, %5d duplicates after the restart\n", i+1, k.delivered, k.inflight, k.dups)
+	}
+	t.Log(b.String())
+	for i, k := range ks {
+		if k.dups > k.inflight {
+			t.Errorf("kill %d: %d duplicates, more than the %d rows in flight", i+1, k.dups, k.inflight)
+		}
+	}
+	assertSameOrder(t, firstSeenOrder(all), want)
+}
+
+// Issue 27: a checkpoint that went back (a Redis failover that lost the
+// last saves, a restore): the rows between it and the stream's head were
+// published and marked SENT, and the replica shows it. The restart reads
+// them again but does not publish them: no duplicate, the skipped rows
+// counted in the log once; rows committed after the restart are published.
+func TestReplayedRowsAlreadySentAreNotPublishedAgain(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	name := testenv.UniqueName("skipsent")
+	key := "binlog-relay:" + name + ":checkpoint"
+	cfg := relaytest.WriteConfig(t, relaytest.RelayConfig(name, relaytest.SeedTable(db.Name), ""))
+	p := relaytest.StartedProcess(t, cfg)
+	first := insertOrders(t, db, br.Exchange, "s1", 1, 10)
+	waitDeliveredOnceInOrder(t, got, first, 30*time.Second)
+	testenv.Eventually(t, 20*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == len(first) },
+		"statuses: %v", statusCounts(t, db.Primary))
+	waitCheckpointCovers(t, key, primaryGTID(t, db))
+	old, err := loadCheckpoint(t, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3,000 rows published and marked after the old checkpoint.
+	second := insertOrders(t, db, br.Exchange, "s2", 30, 100)
+	waitDeliveredOnceInOrder(t, got, append(append([]string(nil), first...), second...), 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, func() bool { return statusCounts(t, db.Primary)["SENT"] == len(first)+len(second) },
+		"statuses: %v", statusCounts(t, db.Primary))
+	signal(t, p, syscall.SIGTERM)
+	if code, err := p.Wait(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("stop: exit %d, %v", code, err)
+	}
+	db.WaitReplicated(t, 30*time.Second)
+	// The checkpoint goes back to before the 3,000 rows.
+	b, err := old.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := testenv.NewRedis(t, "")
+	if err := rc.Set(context.Background(), key, b, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := got.Len()
+	p = relaytest.StartedProcess(t, cfg)
+	third := insertOrders(t, db, br.Exchange, "s3", 1, 10)
+	all := append(append(append([]string(nil), first...), second...), third...)
+	waitDeliveredOnceInOrder(t, got, all, 60*time.Second)
+	if n := got.Len() - before; n != len(third) {
+		t.Errorf("after the restart from the old checkpoint %d deliveries, want only the %d new rows", n, len(third))
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(p.LogText(), `"skipped":3000`)
+	}, "no log line with the 3,000 skipped rows; log:\n%s", p.LogText())
+	if n := strings.Count(p.LogText(), "replayed rows already SENT were not published again"); n != 1 {
+		t.Errorf("the skip is logged %d times, want once", n)
+	}
+	cp, err := loadCheckpoint(t, key)
+	if err != nil || cp.Position() == old.Position() {
+		t.Errorf("checkpoint did not move past the old one: %+v, %v", cp, err)
+	}
+}
