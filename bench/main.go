@@ -41,6 +41,9 @@ type options struct {
 	brokerMsgs    int
 	backlog       int
 	rate          int
+	killRate      int
+	kills         int
+	killDuration  time.Duration
 	duration      time.Duration
 	idle          time.Duration
 	scaleSizes    []int
@@ -61,7 +64,7 @@ type options struct {
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "kill"}
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
@@ -101,6 +104,9 @@ func (o *options) define(fs *flag.FlagSet) listFlags {
 	fs.IntVar(&o.brokerMsgs, "broker-msgs", 100000, "messages published for the broker limit")
 	fs.IntVar(&o.backlog, "backlog", 100000, "PENDING rows in the backlog drain")
 	fs.IntVar(&o.rate, "rate", 1000, "rows/s committed in the fixed-rate runs")
+	fs.IntVar(&o.killRate, "kill-rate", 5000, "rows/s committed while the sigkill step kills the relay")
+	fs.IntVar(&o.kills, "kills", 5, "SIGKILLs in the sigkill step")
+	fs.DurationVar(&o.killDuration, "kill-duration", 20*time.Second, "length of the sigkill step's producer run")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "length of the main fixed-rate runs")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle time after each main fixed-rate run, for statements per minute when idle")
 	lists.sizes = fs.String("scale", "10000,100000,1000000", "SENT rows already in the table, comma-separated; the first size is the table of the main runs")
@@ -171,8 +177,8 @@ func (o *options) validate() error {
 	case len(o.scaleSizes) == 0:
 		return fmt.Errorf("-scale: at least one size")
 	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.reconcileRows < 1 ||
-		o.lanesBacklog < 1 || o.lanesKeys < 1:
-		return fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -reconcile-rows, -lanes-backlog and -lanes-keys must be positive")
+		o.lanesBacklog < 1 || o.lanesKeys < 1 || o.killRate < 1 || o.kills < 1 || o.killDuration <= 0:
+		return fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -reconcile-rows, -lanes-backlog, -lanes-keys, -kill-rate, -kills and -kill-duration must be positive")
 	case o.payload < 16:
 		return fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -279,6 +285,11 @@ func run(ctx context.Context, o *options, rep *report) error {
 	if o.phases["replay"] {
 		if err := e.replayStep(ctx, rep); err != nil {
 			return fmt.Errorf("replay: %w", err)
+		}
+	}
+	if o.phases["kill"] {
+		if err := e.killStep(ctx, rep); err != nil {
+			return fmt.Errorf("sigkill: %w", err)
 		}
 	}
 	return nil
