@@ -1,0 +1,143 @@
+package streamlane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+)
+
+// Failure reasons. Each message's result error wraps one of these.
+var (
+	// ErrRefused: the message was refused before it was sent (a
+	// publishing id the broker would drop, a message over the frame size);
+	// it is not on the stream. The lane goes on.
+	ErrRefused = errors.New("refused before publishing")
+	// ErrUnconfirmed: the lane failed (see the error's text) with this
+	// message not confirmed. It may be on the stream or not: publishing it
+	// again with the same publishing id is safe either way.
+	ErrUnconfirmed = errors.New("not confirmed by the broker")
+	// ErrRunning: Run was called while another Run of the lane goes on.
+	ErrRunning = errors.New("the lane is already running")
+)
+
+// Lane publishes jobs tagged T (the caller's type, handed back in each
+// result) to one stream through one named producer. It runs one Run at a
+// time; Run may be called again after it returned.
+type Lane[T any] struct {
+	cfg     Config
+	log     *zap.Logger
+	secrets []string
+
+	running   atomic.Bool
+	connected atomic.Bool
+
+	// skipped holds the header names already warned about (left out of
+	// the application properties), so each is warned of once.
+	skippedMu sync.Mutex
+	skipped   map[string]bool
+}
+
+// New builds a lane, with cfg's zero fields defaulted; an invalid cfg is an
+// error naming the field. Run connects. The first lane built also sends
+// the stream client's log lines to log (see installClientLog).
+func New[T any](cfg Config, log *zap.Logger) (*Lane[T], error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.URIs = append([]string(nil), cfg.URIs...)
+	l := &Lane[T]{cfg: cfg, log: log.With(zap.String("stream", cfg.Stream)), secrets: passwords(cfg.URIs),
+		skipped: map[string]bool{}}
+	installClientLog(log, l.secrets)
+	return l, nil
+}
+
+// Connected reports whether the producer is up.
+func (l *Lane[T]) Connected() bool { return l.connected.Load() }
+
+// Holding reports no hold: a stream lane never holds the stream behind a
+// message; a failure fails the lane (see the package doc).
+func (l *Lane[T]) Holding() (publisher.Hold, bool) { return publisher.Hold{}, false }
+
+// Run connects, declares the stream (when missing) and the producer, then
+// publishes the jobs from in and sends their results to out in the order
+// the jobs came, until in is closed and everything is settled (it returns
+// nil), ctx ends (ctx.Err(); results already settled are handed over if out
+// has room, the rest never are: those rows are replayed and deduplicated),
+// or the lane fails (every job taken and not settled comes out failed, in
+// order, then Run returns the cause). It never reconnects: the caller runs
+// it again. Opening fails before any job is taken.
+func (l *Lane[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<- publisher.Result[T]) error {
+	if !l.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer l.running.Store(false)
+	s, err := open(ctx, &l.cfg, l.log, l.secrets)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	l.connected.Store(true)
+	l.log.Info("stream producer up", zap.String("producer", l.cfg.ProducerName), zap.String("broker", s.to))
+	snd := newSender(s.producer, l.cfg.Window, l.cfg.MaxFrameBytes)
+	err = newMachine(ctx, l, s, snd, in, out).run()
+	l.connected.Store(false)
+	snd.stop(l.cfg.ConnectTimeout)
+	s.close(ctx)
+	return err
+}
+
+// LastPublishingID asks the broker for the last publishing id stored for
+// the producer name on the stream: 0 when none is (a new name, or no
+// stream yet). The relay uses it when it starts from a position it has no
+// publishing id for: ids above it are stored, the others dropped.
+func (l *Lane[T]) LastPublishingID(ctx context.Context) (uint64, error) {
+	env, _, err := openEnv(ctx, &l.cfg, l.secrets)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		_, _ = within(context.WithoutCancel(ctx), l.cfg.ConnectTimeout, "closing the environment",
+			func() (struct{}, error) { return struct{}{}, env.Close() }, nil)
+	}()
+	id, err := within(ctx, l.cfg.ConnectTimeout, "querying the last publishing id", func() (int64, error) {
+		return env.QuerySequence(l.cfg.ProducerName, l.cfg.Stream)
+	}, nil)
+	switch {
+	case errors.Is(err, stream.StreamDoesNotExist):
+		return 0, nil
+	case err != nil:
+		return 0, scrub(fmt.Errorf("last publishing id of producer %s on stream %s: %w",
+			l.cfg.ProducerName, l.cfg.Stream, err), l.secrets)
+	case id < 0:
+		return 0, nil
+	}
+	return uint64(id), nil
+}
+
+// warnSkipped warns once per header name left out of a message.
+func (l *Lane[T]) warnSkipped(names []string, messageID string) {
+	l.skippedMu.Lock()
+	var fresh []string
+	for _, n := range names {
+		if !l.skipped[n] && len(l.skipped) < 1024 {
+			l.skipped[n] = true
+			fresh = append(fresh, n)
+		}
+	}
+	l.skippedMu.Unlock()
+	if len(fresh) > 0 {
+		l.log.Warn("headers left out of stream messages: an application property holds only simple values"+
+			" (string, number, bool, time, bytes); warned once per header",
+			zap.Strings("headers", fresh), zap.String("message_id", messageID))
+	}
+}
