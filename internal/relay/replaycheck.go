@@ -32,6 +32,11 @@ type replayCheck struct {
 	active bool
 	// skip holds the rows of the chunk being routed that are SENT.
 	skip map[*outbox.Row]bool
+	// txKeys are the rows (table and id) read in the transaction so far: a
+	// row that comes again in its transaction is the committed version of
+	// one the reader sent early (a transaction past its hold), and is never
+	// skipped, SENT or not: the early version's mark says nothing of it.
+	txKeys map[string]bool
 	// The Run's totals, logged once when the check ends.
 	checked, skipped, reads int
 	began                   time.Time
@@ -49,7 +54,8 @@ const (
 )
 
 func (r *Relay) newReplayCheck() *replayCheck {
-	return &replayCheck{r: r, lookup: r.cfg.Sent, active: r.cfg.Sent != nil, skip: map[*outbox.Row]bool{}, began: time.Now()}
+	return &replayCheck{r: r, lookup: r.cfg.Sent, active: r.cfg.Sent != nil, skip: map[*outbox.Row]bool{},
+		txKeys: map[string]bool{}, began: time.Now()}
 }
 
 // checkable: the row could have been published and marked by a run before.
@@ -89,21 +95,25 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	clear(c.skip)
 	byTable := map[*outbox.Table][]*outbox.Row{}
 	var order []*outbox.Table
+	var last *outbox.Row // the chunk's last row that was checked
 	for _, ev := range evs {
+		if ev.Kind == binlog.KindCommit {
+			clear(c.txKeys)
+		}
 		if ev.Kind != binlog.KindRow || !checkable(ev.Row) {
 			continue
 		}
 		t := ev.Row.Table
+		k := t.FullName() + "\x00" + status.Key(ev.Row.ID)
+		if c.txKeys[k] {
+			continue // again in its transaction: published
+		}
+		c.txKeys[k] = true
 		if byTable[t] == nil {
 			order = append(order, t)
 		}
 		byTable[t] = append(byTable[t], ev.Row)
-	}
-	var last *outbox.Row // the chunk's last row that could be checked
-	for i := len(evs) - 1; i >= 0 && last == nil; i-- {
-		if evs[i].Kind == binlog.KindRow && checkable(evs[i].Row) {
-			last = evs[i].Row
-		}
+		last = ev.Row
 	}
 	for _, t := range order {
 		rows := byTable[t]
@@ -164,7 +174,10 @@ func (c *replayCheck) end() {
 	if c.checked == 0 && c.skipped == 0 {
 		return
 	}
-	c.r.log.Info("replayed rows already SENT were not published again",
-		zap.Int("skipped", c.skipped), zap.Int("checked", c.checked), zap.Int("replica_reads", c.reads),
+	msg := "replayed rows already SENT were not published again"
+	if c.skipped == 0 {
+		msg = "replayed rows checked: none was SENT already"
+	}
+	c.r.log.Info(msg, zap.Int("skipped", c.skipped), zap.Int("checked", c.checked), zap.Int("replica_reads", c.reads),
 		zap.Duration("took", time.Since(c.began).Round(time.Millisecond)))
 }

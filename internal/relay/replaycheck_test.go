@@ -231,3 +231,14 @@ func TestCheckpointSavedWithEachMarkBatch(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestReplayCheckPublishesARowAgainInItsTransaction(t *testing.T) {
+	// Row 1 comes twice in its transaction (sent early, then its committed
+	// version): SENT on the replica by the early version's mark, the
+	// committed version is published all the same.
+	lookup := &fakeSent{sent: sentUpTo(2)}
+	lane, _, _, _ := replayRun(t, lookup, "", nil, tx{100, []int{1, 2, 1, 3}})
+	if got, want := lane.published(), []string{"m-1", "m-3"}; !slices.Equal(got, want) {
+		t.Fatalf("published %v, want %v (the committed version of row 1, and row 3)", got, want)
+	}
+}
