@@ -143,8 +143,15 @@ func TestChartPrometheusRuleIsTheAlertsFile(t *testing.T) {
 // relay would (with those files in a temporary directory), then lints it.
 func loadRenderedConfig(t *testing.T, r *rendered) *config.Config {
 	t.Helper()
-	_, c := r.deployment(t)
-	files, external := r.files(t)
+	d, _ := r.deployment(t)
+	return loadRenderedConfigOf(t, r, d)
+}
+
+// loadRenderedConfigOf is loadRenderedConfig for one of several Deployments (shards).
+func loadRenderedConfigOf(t *testing.T, r *rendered, d deployment) *config.Config {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	files, external := r.filesOf(t, d)
 	cfgPath := ""
 	for i, a := range c.Args {
 		if a == "--config" && i+1 < len(c.Args) {
@@ -168,7 +175,7 @@ func loadRenderedConfig(t *testing.T, r *rendered) *config.Config {
 		fileKeys++
 		content, ok := files[val.Value]
 		if !ok {
-			if len(external) > 0 && strings.HasPrefix(val.Value, secretMount(t, r)) {
+			if len(external) > 0 && strings.HasPrefix(val.Value, secretMount(t, d)) {
 				content = "from-the-existing-secret" // secret.create=false: the user's Secret
 			} else {
 				t.Errorf("%s: %s is not a mounted file (mounted: %v)", key, val.Value, keys(files))
@@ -229,8 +236,8 @@ func walkFileKeys(n *yaml.Node, path string, fn func(key string, val *yaml.Node)
 }
 
 // secretMount is where the Deployment mounts its Secret volume.
-func secretMount(t *testing.T, r *rendered) string {
-	d, c := r.deployment(t)
+func secretMount(t *testing.T, d deployment) string {
+	c := d.Spec.Template.Spec.Containers[0]
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		for _, m := range c.VolumeMounts {
 			if v.Secret != nil && m.Name == v.Name {

@@ -33,7 +33,17 @@ type rendered struct {
 // render runs helm template with ci/ha-values.yaml and the --set flags given.
 func render(t *testing.T, sets ...string) (*rendered, error) {
 	t.Helper()
+	return renderFiles(t, nil, sets...)
+}
+
+// renderFiles is render with values files (paths from the repository root) after
+// ci/ha-values.yaml, then the --set flags.
+func renderFiles(t *testing.T, valueFiles []string, sets ...string) (*rendered, error) {
+	t.Helper()
 	args := []string{"template", releaseNm, chartDir, "-f", ciValues}
+	for _, f := range valueFiles {
+		args = append(args, "-f", f)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -142,12 +152,39 @@ func (r *rendered) deployment(t *testing.T) (deployment, container) {
 	return d, d.Spec.Template.Spec.Containers[0]
 }
 
-// files lays the container's volume mounts out as the kubelet would: path -> content, for
-// the ConfigMaps and Secrets the chart rendered. A mount of a Secret the chart does not
-// create (secret.create=false) is listed under missing.
+// deploymentNamed returns the Deployment of that name and its one container.
+func (r *rendered) deploymentNamed(t *testing.T, name string) (deployment, container) {
+	t.Helper()
+	for _, d := range r.Deployments {
+		if d.Metadata.Name != name {
+			continue
+		}
+		if len(d.Spec.Template.Spec.Containers) != 1 {
+			t.Fatalf("Deployment %s: want one container, got %d", name, len(d.Spec.Template.Spec.Containers))
+		}
+		return d, d.Spec.Template.Spec.Containers[0]
+	}
+	var names []string
+	for _, d := range r.Deployments {
+		names = append(names, d.Metadata.Name)
+	}
+	t.Fatalf("no Deployment %s (rendered: %v)", name, names)
+	return deployment{}, container{}
+}
+
+// files lays the one Deployment's volume mounts out as the kubelet would (filesOf).
 func (r *rendered) files(t *testing.T) (files map[string]string, external []string) {
 	t.Helper()
-	d, c := r.deployment(t)
+	d, _ := r.deployment(t)
+	return r.filesOf(t, d)
+}
+
+// filesOf lays the container's volume mounts out as the kubelet would: path -> content, for
+// the ConfigMaps and Secrets the chart rendered. A mount of a Secret the chart does not
+// create (secret.create=false) is listed under external.
+func (r *rendered) filesOf(t *testing.T, d deployment) (files map[string]string, external []string) {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
 	volumes := map[string]volume{}
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		volumes[v.Name] = v

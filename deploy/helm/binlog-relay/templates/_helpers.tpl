@@ -16,9 +16,32 @@
 {{- end -}}
 {{- end -}}
 
+{{/*
+The name of one relay's objects (ConfigMap, Deployment, PodDisruptionBudget, Service): the
+fullname, and with shards the fullname-<shard name>. The release-wide objects (Secret,
+ServiceAccount, ServiceMonitor, PrometheusRule) keep the fullname.
+*/}}
+{{- define "binlog-relay.relayFullname" -}}
+{{- $shard := get . "shard" -}}
+{{- if $shard -}}
+{{- printf "%s-%s" (include "binlog-relay.fullname" .) $shard -}}
+{{- else -}}
+{{- include "binlog-relay.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+With shards, a shard's pods carry its name in binlog-relay/shard, which keeps the selectors of
+one shard's Deployment, PodDisruptionBudget, Service and anti-affinity off the others' pods.
+Without shards the selector is the one every existing install has (a Deployment's selector
+cannot change on upgrade).
+*/}}
 {{- define "binlog-relay.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "binlog-relay.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with get . "shard" }}
+binlog-relay/shard: {{ . }}
+{{- end }}
 {{- end -}}
 
 {{- define "binlog-relay.labels" -}}
@@ -44,7 +67,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* The config file, as the ConfigMap holds it and the checksum annotation hashes it. */}}
+{{/*
+The config file, as the ConfigMap holds it and the checksum annotation hashes it; of one relay
+(binlog-relay.relays).
+*/}}
 {{- define "binlog-relay.config" -}}
 {{- include "binlog-relay.validate" . -}}
 {{- toYaml .Values.config -}}
@@ -58,7 +84,7 @@ probes and Prometheus reach the pod from outside it.
 {{- $http := .Values.config.http | default dict -}}
 {{- $addr := toString ($http.addr | default "") -}}
 {{- if not (regexMatch "^(0\\.0\\.0\\.0|\\[::\\])?:[0-9]+$" $addr) -}}
-{{- fail (printf "config.http.addr: %q must listen on all interfaces (e.g. 0.0.0.0:9464): the probes and Prometheus reach the relay from outside the pod" $addr) -}}
+{{- fail (printf "%sconfig.http.addr: %q must listen on all interfaces (e.g. 0.0.0.0:9464): the probes and Prometheus reach the relay from outside the pod" .where $addr) -}}
 {{- end -}}
 {{- regexFind "[0-9]+$" $addr -}}
 {{- end -}}
@@ -86,7 +112,7 @@ unset) plus extraGracePeriodSeconds, so the kubelet never kills a relay that is 
 */}}
 {{- define "binlog-relay.gracePeriod" -}}
 {{- $relay := .Values.config.relay | default dict -}}
-{{- $drain := include "binlog-relay.durationSeconds" (dict "field" "config.relay.drain_timeout" "value" ($relay.drain_timeout | default "30s")) | int -}}
+{{- $drain := include "binlog-relay.durationSeconds" (dict "field" (printf "%sconfig.relay.drain_timeout" .where) "value" ($relay.drain_timeout | default "30s")) | int -}}
 {{- $extra := int .Values.extraGracePeriodSeconds -}}
 {{- if lt $extra 1 -}}
 {{- fail "extraGracePeriodSeconds: must be at least 1 (time to save the checkpoint after the drain)" -}}
@@ -96,7 +122,9 @@ unset) plus extraGracePeriodSeconds, so the kubelet never kills a relay that is 
 
 {{/*
 Refuses a config whose password_file names a key of the chart's Secret that is not set, and
-more than one relay without the HA lease.
+more than one relay without the HA lease. Called with one relay's context (binlog-relay.relays):
+with shards, that is the shard's merged config and replicaCount, and .where names the shard in
+the message.
 */}}
 {{- define "binlog-relay.validate" -}}
 {{- $prefix := printf "%s/" (trimSuffix "/" .Values.secret.mountPath) -}}
@@ -105,12 +133,12 @@ more than one relay without the HA lease.
 {{- if and $s.password_file $.Values.secret.create (hasPrefix $prefix $s.password_file) -}}
 {{- $key := trimPrefix $prefix $s.password_file -}}
 {{- if not (index ($.Values.secret.data | default dict) $key) -}}
-{{- fail (printf "secret.data.%s: config.%s.password_file reads it; set it (--set-file secret.data.%s=FILE) or use an existing Secret (secret.create=false, secret.name)" $key $section $key) -}}
+{{- fail (printf "%ssecret.data.%s: config.%s.password_file reads it; set it (--set-file secret.data.%s=FILE) or use an existing Secret (secret.create=false, secret.name)" $.where $key $section $key) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $ha := .Values.config.ha | default dict -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not $ha.enabled) -}}
-{{- fail "replicaCount: more than one relay needs config.ha.enabled: true (relays sharing a name refuse to run side by side without the leader lease)" -}}
+{{- fail (printf "%sreplicaCount: more than one relay needs config.ha.enabled: true (relays sharing a name refuse to run side by side without the leader lease)" .where) -}}
 {{- end -}}
 {{- end -}}
