@@ -38,7 +38,7 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, leader, laneInflight *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, leader, laneInflight, brokerNode *prometheus.Desc
 
 	mu      sync.Mutex
 	stream  Stream
@@ -48,6 +48,7 @@ type liveCollector struct {
 	heldF   func() time.Duration
 	repubF  func() uint64
 	lanesF  func() []int64
+	nodesF  func() []string
 	cp      *checkpoint.Checkpoint
 	now     func() time.Time
 }
@@ -79,6 +80,9 @@ func newLiveCollector() *liveCollector {
 			"without ha.enabled once its binlog path runs; 0 on a standby. The relays of one name sum to 1."),
 		laneInflight: d("lane_inflight_rows", "Rows handed to a lane (relay.lanes above 1) whose results are not yet back in commit order: "+
 			"published or waiting behind that lane's head. A crash replays at most these and the rows settled since the last checkpoint save.", "lane"),
+		brokerNode: d("broker_node_info", "1 for each broker node (its URL from broker.url or broker.urls, password hidden) a broker "+
+			"connection of the relay is open to; absent while none is. With broker.urls it names the node of the cluster in use: "+
+			"the publishers move to the next node when theirs fails.", "node"),
 		conns: map[string]Conn{},
 		now:   time.Now,
 	}
@@ -86,7 +90,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.leader, c.laneInflight} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.leader, c.laneInflight, c.brokerNode} {
 		ch <- d
 	}
 }
@@ -94,7 +98,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, leaderF, heldF, repubF, lanesF, cp := c.stream, c.readyF, c.leaderF, c.heldF, c.repubF, c.lanesF, c.cp
+	stream, readyF, leaderF, heldF, repubF, lanesF, nodesF, cp := c.stream, c.readyF, c.leaderF, c.heldF, c.repubF, c.lanesF, c.nodesF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -148,6 +152,15 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.laneInflight, float64(n), strconv.Itoa(i))
 		}
 	}
+	if nodesF != nil {
+		seen := map[string]bool{}
+		for _, n := range nodesF() {
+			if !seen[n] {
+				seen[n] = true
+				gauge(c.brokerNode, 1, n)
+			}
+		}
+	}
 }
 
 func boolFloat(b bool) float64 {
@@ -182,6 +195,7 @@ func (m *Metrics) ForgetStream() {
 	m.live.stream = nil
 	delete(m.live.conns, TargetSource)
 	delete(m.live.conns, TargetBroker)
+	m.live.nodesF = nil
 	m.live.cp = nil
 }
 
@@ -190,6 +204,12 @@ func (m *Metrics) WatchConn(target string, c Conn) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.conns[target] = c
+}
+
+// WatchBrokerNodes exports the broker nodes the relay's connections are
+// open to as binlog_relay_broker_node_info{node}; f returns redacted URLs.
+func (m *Metrics) WatchBrokerNodes(f func() []string) {
+	setWatched(&m.live.mu, &m.live.nodesF, f)
 }
 
 // WatchReady exports the readiness verdict as binlog_relay_ready.

@@ -49,8 +49,8 @@ type amqpChannel interface {
 	Close() error
 }
 
-// dialFunc opens one broker connection.
-type dialFunc func(ctx context.Context) (amqpConn, error)
+// dialFunc opens one broker connection to url (one of Config.Nodes).
+type dialFunc func(ctx context.Context, url string) (amqpConn, error)
 
 type realConn struct{ *amqp.Connection }
 
@@ -86,7 +86,7 @@ func defaultMaxMessageSize(version string) int {
 // dialAMQP is the production dialFunc: amqp091-go over a write-coalescing
 // TCP connection. amqp091-go's dial takes no context, so it runs aside and
 // a cancelled ctx returns at once (a connection that opens later is closed).
-func (p *Publisher) dialAMQP(ctx context.Context) (amqpConn, error) {
+func (p *Publisher) dialAMQP(ctx context.Context, url string) (amqpConn, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(p.cfg.ConnectionName)
 	type dialed struct {
@@ -95,7 +95,7 @@ func (p *Publisher) dialAMQP(ctx context.Context) (amqpConn, error) {
 	}
 	done := make(chan dialed, 1)
 	go func() {
-		conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
+		conn, err := amqp.DialConfig(url, amqp.Config{
 			Heartbeat:       10 * time.Second,
 			TLSClientConfig: p.cfg.TLS,
 			Properties:      props,
@@ -106,7 +106,7 @@ func (p *Publisher) dialAMQP(ctx context.Context) (amqpConn, error) {
 	select {
 	case d := <-done:
 		if d.err != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", Redact(p.cfg.URL), Scrub(d.err, p.cfg.URL))
+			return nil, fmt.Errorf("connecting to %s: %w", Redact(url), Scrub(d.err, url))
 		}
 		return realConn{d.conn}, nil
 	case <-ctx.Done():

@@ -43,7 +43,7 @@ func (m *machine[T]) channelEnded() error {
 		}
 	} else {
 		m.p.warn.warn("broker connection lost; unconfirmed messages will be republished",
-			zap.String("reason", closeReason(cerr)), zap.Int("unconfirmed", len(inflight)))
+			zap.String("broker", m.p.Node()), zap.String("reason", closeReason(cerr)), zap.Int("unconfirmed", len(inflight)))
 	}
 	m.dropConn()
 	m.scheduleRedial()
@@ -53,7 +53,7 @@ func (m *machine[T]) channelEnded() error {
 // connectionFailed ends the session over an error of the connection: the
 // close shuts the channel down, and channelEnded drains and classifies it.
 func (m *machine[T]) connectionFailed(err error) error {
-	m.p.warn.warn("broker connection failed", zap.Error(err))
+	m.p.warn.warn("broker connection failed", zap.String("broker", m.p.Node()), zap.Error(err))
 	m.dropConn()
 	if m.sess == nil {
 		m.scheduleRedial()

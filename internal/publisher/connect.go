@@ -14,12 +14,13 @@ func (m *machine[T]) connect() {
 	dialled := false
 	if m.conn == nil || m.conn.IsClosed() {
 		m.streak++
-		conn, err := m.p.dial(m.ctx)
+		url := m.pickNode() // nodes.go
+		conn, err := m.p.dial(m.ctx, url)
 		if err != nil {
 			if m.ctx.Err() != nil {
 				return
 			}
-			m.p.warn.warn("broker connect failed, retrying", zap.String("broker", Redact(m.cfg.URL)),
+			m.p.warn.warn("broker connect failed, retrying", zap.String("broker", Redact(url)),
 				zap.Error(err), zap.Duration("backoff", m.redialDelay()))
 			m.scheduleRedial()
 			return
@@ -29,7 +30,7 @@ func (m *machine[T]) connect() {
 	}
 	s, err := openChannel[T](m.conn, m.cfg.Window)
 	if err != nil {
-		m.p.warn.warn("opening the publishing channel failed, reconnecting", zap.Error(err))
+		m.p.warn.warn("opening the publishing channel failed, reconnecting", zap.String("broker", m.p.Node()), zap.Error(err))
 		m.dropConn()
 		m.scheduleRedial()
 		return
@@ -42,21 +43,34 @@ func (m *machine[T]) connect() {
 		msg = "broker connected" // operators and tests look for this line
 	}
 	again, queued := m.backlog()
-	m.log.Info(msg, zap.String("broker", Redact(m.cfg.URL)),
-		zap.Int("republishing", again), zap.Int("queued", queued), zap.Int("suspects", m.suspects))
+	fields := []zap.Field{zap.String("broker", m.p.Node()),
+		zap.Int("republishing", again), zap.Int("queued", queued), zap.Int("suspects", m.suspects)}
+	if n := len(m.cfg.Nodes()); n > 1 {
+		fields = append(fields, zap.Int("node", m.node+1), zap.Int("nodes", n))
+	}
+	m.log.Info(msg, fields...)
 }
 
 // redialDelay: the first connection after a healthy one is immediate, the
 // next few back off from ReconnectMin, and from the fourth on at least a
 // second apart, so no failure can make the publisher open more than one
-// connection a second for long.
+// connection a second for long. With several nodes the backoff is per
+// round: each node not yet tried since the last failure of the previous
+// round is dialled at once (a node stopped for maintenance costs no wait
+// when the next one is up), and the wait comes between rounds, so at most
+// one connection per node a second.
 func (m *machine[T]) redialDelay() time.Duration {
-	if m.streak == 0 {
+	n := max(len(m.cfg.Nodes()), 1)
+	if m.streak%n != 0 {
+		return 0 // the rest of this round
+	}
+	rounds := m.streak / n
+	if rounds == 0 {
 		return 0
 	}
 	b := backoff.Backoff{Initial: m.cfg.ReconnectMin, Max: m.cfg.ReconnectMax}
-	d := b.Delay(m.streak - 1)
-	if m.streak >= 3 && d < time.Second {
+	d := b.Delay(rounds - 1)
+	if rounds >= 3 && d < time.Second {
 		d = time.Second
 	}
 	return d

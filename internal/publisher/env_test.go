@@ -14,6 +14,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
@@ -25,7 +26,7 @@ import (
 // produce ask for fake() and are skipped, with the reason, on the real one.
 type env interface {
 	// dial is a dialFunc that counts the connections it opens.
-	dial(ctx context.Context) (amqpConn, error)
+	dial(ctx context.Context, url string) (amqpConn, error)
 	dials() int
 	// bound declares an exchange with a queue bound to it ("#").
 	bound(t *testing.T) string
@@ -64,9 +65,9 @@ func uniqueName(prefix string) string {
 
 type fakeEnv struct{ b *fakeBroker }
 
-func (f fakeEnv) dial(ctx context.Context) (amqpConn, error) { return f.b.dial(ctx) }
-func (f fakeEnv) dials() int                                 { return f.b.dialCount() }
-func (f fakeEnv) fake() *fakeBroker                          { return f.b }
+func (f fakeEnv) dial(ctx context.Context, url string) (amqpConn, error) { return f.b.dial(ctx, url) }
+func (f fakeEnv) dials() int                                             { return f.b.dialCount() }
+func (f fakeEnv) fake() *fakeBroker                                      { return f.b }
 func (f fakeEnv) bound(*testing.T) string {
 	n := uniqueName("ex")
 	f.b.addExchange(n, true)
@@ -174,9 +175,11 @@ func manage(t *testing.T, method, path, body string) {
 	}
 }
 
-func (r *realEnv) dial(ctx context.Context) (amqpConn, error) {
+// dial ignores the URL: the publisher under test may log in as another
+// user (denied), with the URL r.p was made with.
+func (r *realEnv) dial(ctx context.Context, _ string) (amqpConn, error) {
 	r.n.Add(1)
-	return r.p.dialAMQP(ctx)
+	return r.p.dialAMQP(ctx, r.p.cfg.URL)
 }
 func (r *realEnv) dials() int        { return int(r.n.Load()) }
 func (r *realEnv) fake() *fakeBroker { return nil }
@@ -254,11 +257,20 @@ type harness struct {
 
 func start(t *testing.T, e env, cfg Config) *harness {
 	t.Helper()
-	cfg.URL = amqpURL
+	return startLogged(t, e, cfg, zaptest.NewLogger(t))
+}
+
+// startLogged is start with the publisher logging to log. cfg.URL is the
+// stack's broker unless cfg.URLs names nodes (the fake's).
+func startLogged(t *testing.T, e env, cfg Config, log *zap.Logger) *harness {
+	t.Helper()
+	if len(cfg.URLs) == 0 {
+		cfg.URL = amqpURL
+	}
 	if cfg.ReconnectMin == 0 {
 		cfg.ReconnectMin = 10 * time.Millisecond
 	}
-	p, err := New(cfg, zaptest.NewLogger(t))
+	p, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

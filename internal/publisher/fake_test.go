@@ -18,7 +18,9 @@ type fakeBroker struct {
 	mu        sync.Mutex
 	dials     int
 	dialTimes []time.Time
-	failDials int // the next this many dials fail
+	failDials int             // the next this many dials fail
+	dialURLs  []string        // the URL of each dial, in order
+	down      map[string]bool // nodes whose dials are refused
 	frameMax  int
 	exchanges map[string]bool // existing exchanges; "unroutable" ones have no binding
 	unbound   map[string]bool
@@ -67,13 +69,14 @@ func newFakeBroker() *fakeBroker {
 	return &fakeBroker{frameMax: 131072, exchanges: map[string]bool{"amq.rabbitmq.trace": true}, unbound: map[string]bool{}}
 }
 
-func (b *fakeBroker) dial(ctx context.Context) (amqpConn, error) {
+func (b *fakeBroker) dial(ctx context.Context, url string) (amqpConn, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.dials++
 	b.dialTimes = append(b.dialTimes, time.Now())
-	if b.failDials > 0 {
-		b.failDials--
+	b.dialURLs = append(b.dialURLs, url)
+	if b.failDials > 0 || b.down[url] {
+		b.failDials = max(b.failDials-1, 0)
 		return nil, errors.New("dial tcp 127.0.0.1:5672: connect: connection refused")
 	}
 	return &fakeConn{b: b, n: b.dials}, nil

@@ -92,7 +92,12 @@ type machine[T any] struct {
 	check amqpChannel
 	// streak counts connections opened since the last confirmation: it
 	// drives the reconnect backoff.
-	streak  int
+	streak int
+	// node indexes Config.Nodes: the node of the current connection, or
+	// the one dialled last; dialled says whether this Run dialled yet
+	// (nodes.go).
+	node    int
+	dialled bool
 	redial  *time.Timer
 	redialC <-chan time.Time
 	holdT   *time.Timer
@@ -107,6 +112,7 @@ type machine[T any] struct {
 func newMachine[T any](ctx context.Context, p *Publisher, in <-chan Job[T], out chan<- Result[T]) *machine[T] {
 	m := &machine[T]{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
 		holdBackoff: backoff.Backoff{Initial: p.cfg.StrictRetryMin, Max: p.cfg.StrictRetryMax}}
+	m.node = int(p.nodeAt.Load()) % max(len(p.cfg.Nodes()), 1)
 	if p.cfg.Strict && p.cfg.PerKey {
 		m.keys = map[uint64]int{}
 	}

@@ -40,7 +40,11 @@ import (
 // Config is the broker connection and the confirm window.
 type Config struct {
 	URL string
-	TLS *tls.Config
+	// URLs are the nodes of one RabbitMQ cluster, instead of URL: the
+	// publisher connects to one at a time and, when it fails, to the next
+	// (nodes.go).
+	URLs []string
+	TLS  *tls.Config
 	// Window bounds messages published but not yet confirmed.
 	Window int
 	// MaxMessageSize refuses bodies the broker would refuse (RabbitMQ closes
@@ -92,10 +96,19 @@ func (c *Config) Defaults() {
 // zero ones. Errors never carry the URL's password.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("broker.url: required"))
-	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+	switch {
+	case c.URL != "" && len(c.URLs) > 0:
+		errs = append(errs, errors.New("broker.urls: set broker.url or broker.urls, not both"))
+	case c.URL == "" && len(c.URLs) == 0:
+		errs = append(errs, errors.New("broker.url: required (or broker.urls)"))
+	}
+	if c.URL != "" && !isAMQPURL(c.URL) {
 		errs = append(errs, fmt.Errorf("broker.url: %s is not an amqp:// or amqps:// URL", Redact(c.URL)))
+	}
+	for i, raw := range c.URLs {
+		if !isAMQPURL(raw) {
+			errs = append(errs, fmt.Errorf("broker.urls[%d]: %s is not an amqp:// or amqps:// URL", i, Redact(raw)))
+		}
 	}
 	if c.Window < 1 {
 		errs = append(errs, errors.New("broker.window: must be at least 1"))
@@ -108,6 +121,11 @@ func (c *Config) Validate() error {
 			c.StrictRetryMin, c.StrictRetryMax))
 	}
 	return errors.Join(errs...)
+}
+
+func isAMQPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "amqp" || u.Scheme == "amqps")
 }
 
 // Redact hides the password of a URL, for logs and errors.
@@ -197,6 +215,10 @@ type Publisher struct {
 	connected atomic.Bool
 	hold      atomic.Pointer[Hold]
 	dial      dialFunc
+	// node is the redacted URL of the node in use, nodeAt its index in
+	// Config.Nodes (nodes.go).
+	node      atomic.Pointer[string]
+	nodeAt    atomic.Int32
 	exchanges *exchangeCache
 	warn      *warnLimiter
 	// republished counts messages published again after their fate on a

@@ -1,0 +1,51 @@
+package publisher
+
+// Several nodes of one RabbitMQ cluster (Config.URLs). The publisher keeps
+// one connection at a time and moves on only when it fails: every redial
+// follows a lost connection or a failed dial, and goes to the node after
+// the one that failed, so a node stopped for maintenance is left at once
+// and the others are tried in turn, wrapping around. Nothing else changes:
+// the unconfirmed messages are republished in order on the new connection,
+// as after a reconnect to the same node. A queue's messages live on its
+// members, not on the node a client is connected to (quorum queues
+// replicate them; https://www.rabbitmq.com/docs/quorum-queues), so any node
+// of the cluster takes the publishes.
+
+// Nodes are the broker URLs the publisher dials in turn: URLs, or URL
+// alone.
+func (c *Config) Nodes() []string {
+	if len(c.URLs) > 0 {
+		return c.URLs
+	}
+	if c.URL == "" {
+		return nil
+	}
+	return []string{c.URL}
+}
+
+// Node is the broker node (its URL, password redacted) the publisher is
+// connected to, or when it is not, the one it is dialling or last dialled.
+// Before the first dial it is the first node.
+func (p *Publisher) Node() string {
+	if n := p.node.Load(); n != nil {
+		return *n
+	}
+	if nodes := p.cfg.Nodes(); len(nodes) > 0 {
+		return Redact(nodes[0])
+	}
+	return ""
+}
+
+// pickNode returns the URL to dial: the node the last Run ended on for a
+// machine's first dial, else the one after the node that failed.
+func (m *machine[T]) pickNode() string {
+	nodes := m.cfg.Nodes()
+	if m.dialled {
+		m.node = (m.node + 1) % len(nodes)
+	}
+	m.dialled = true
+	m.p.nodeAt.Store(int32(m.node))
+	red := Redact(nodes[m.node])
+	m.p.node.Store(&red)
+	return nodes[m.node]
+}
