@@ -2,6 +2,7 @@ package binlog_test
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -92,4 +93,19 @@ func ExampleNormalizeGTIDSet() {
 	// Output:
 	// 0-2-90873,1-1-5
 	// 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9
+}
+
+// A PasswordFunc signs in with a credential that expires, such as an RDS
+// IAM token: the reader asks for one before each connection, for the
+// server it dials, and never logs it. RDS takes IAM tokens only over TLS.
+func ExamplePasswordFunc() {
+	var tokenFor binlog.PasswordFunc = func(ctx context.Context, addr string) (string, error) {
+		// e.g. auth.BuildAuthToken(ctx, addr, "eu-west-1", "relay", awsCfg.Credentials)
+		return "token-for-" + addr, nil
+	}
+	r, err := binlog.New(binlog.Config{Host: "db-1.abc.eu-west-1.rds.amazonaws.com", Port: 3306, User: "relay",
+		PasswordFunc: tokenFor, TLS: &tls.Config{ServerName: "db-1.abc.eu-west-1.rds.amazonaws.com"},
+		Flavor: binlog.FlavorMySQL}, nil)
+	fmt.Println(r != nil, err)
+	// Output: true <nil>
 }

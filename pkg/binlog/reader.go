@@ -30,7 +30,13 @@ type Config struct {
 	Port     uint16
 	User     string
 	Password string
-	TLS      *tls.Config
+	// PasswordFunc, when set, is asked for the password before each
+	// connection instead of using Password, for credentials that expire,
+	// such as RDS IAM tokens (15 minutes). addr is the server dialled,
+	// host:port. An error fails that connection, which is retried like any
+	// other; the password is never logged.
+	PasswordFunc PasswordFunc
+	TLS          *tls.Config
 	// ServerID identifies the relay to the source as a replica; it must be
 	// unique among the source's replicas. Zero picks a random one.
 	ServerID uint32
@@ -90,6 +96,9 @@ func (c *Config) Validate() error {
 	if c.User == "" {
 		errs = append(errs, errors.New("binlog: Config.User: required"))
 	}
+	if c.Password != "" && c.PasswordFunc != nil {
+		errs = append(errs, errors.New("binlog: Config.PasswordFunc: set Password or PasswordFunc, not both"))
+	}
 	if c.Flavor != FlavorMySQL && c.Flavor != FlavorMariaDB {
 		errs = append(errs, fmt.Errorf("binlog: Config.Flavor: %q is neither %q nor %q", c.Flavor, FlavorMySQL, FlavorMariaDB))
 	}
@@ -107,6 +116,10 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// PasswordFunc returns the password for a new connection to addr
+// (host:port); see Config.PasswordFunc.
+type PasswordFunc func(ctx context.Context, addr string) (string, error)
 
 // FailoverFunc picks the server to stream from: before the first
 // connection (failed is "") and after Config.FailoverAfter connections in a
@@ -415,7 +428,19 @@ const (
 	phaseStopped
 )
 
-func (s *stream) newSyncer() *replication.BinlogSyncer {
+// password is the password for the next connection (Config.PasswordFunc).
+func (r *Reader) password(ctx context.Context) (string, error) {
+	if r.cfg.PasswordFunc == nil {
+		return r.cfg.Password, nil
+	}
+	pw, err := r.cfg.PasswordFunc(ctx, r.addr())
+	if err != nil {
+		return "", fmt.Errorf("getting the password for %s: %w", r.addr(), err)
+	}
+	return pw, nil
+}
+
+func (s *stream) newSyncer(password string) *replication.BinlogSyncer {
 	r := s.r
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:  r.cfg.ServerID,
@@ -423,7 +448,7 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 		Host:      r.cfg.Host,
 		Port:      r.cfg.Port,
 		User:      r.cfg.User,
-		Password:  r.cfg.Password,
+		Password:  password,
 		TLSConfig: r.cfg.TLS,
 		// The reader reconnects itself, from the last whole transaction.
 		DisableRetrySync: true,
@@ -450,7 +475,11 @@ func (s *stream) newSyncer() *replication.BinlogSyncer {
 }
 
 func (s *stream) run(ctx context.Context) (progressed bool, err error) {
-	syncer := s.newSyncer()
+	password, err := s.r.password(ctx)
+	if err != nil {
+		return false, err // retried like a connection that failed
+	}
+	syncer := s.newSyncer(password)
 	defer syncer.Close()
 	pos := s.tracker.Position()
 	s.resume()
