@@ -12,6 +12,12 @@
 // every checkpoint write (checkpoint.WithFence with Lease.Term): a deposed leader that
 // did not notice cannot move the checkpoint.
 //
+// With WaitReplicas, a term counts only once that many replicas acknowledged
+// taking the lease, and a renewal only once they acknowledged it: Redis
+// replicates asynchronously, and a failover to a replica that missed the
+// write would otherwise hand the lease to a second relay while the first
+// still counts it as its own (docs/ha.md, "Redis failover").
+//
 // See "Distributed locks with Redis" (redis.io/docs/latest/develop/use/patterns/distributed-locks/)
 // and Kleppmann's "How to do distributed locking" for why the token is needed
 // on top of the TTL.
@@ -33,6 +39,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/rediskey"
+	"github.com/binlog-relay/binlog-relay/internal/rediswait"
 )
 
 // ErrLost means this process no longer holds the lease: it expired by its
@@ -41,9 +49,12 @@ var ErrLost = errors.New("leader lease lost")
 
 // Config names the lease and sets its timing.
 type Config struct {
-	// Name is the relay name: the keys are binlog-relay:<name>:leader and
-	// binlog-relay:<name>:token.
+	// Name is the relay name.
 	Name string
+	// Keys names the leader key and the token counter; default
+	// rediskey.For(Name, false): binlog-relay:<name>:leader and :token (in
+	// Cluster mode the caller passes the hash-tagged space).
+	Keys rediskey.Space
 	// Holder identifies this process in the leader key; default
 	// hostname-pid-random. It must be unique among the relays.
 	Holder string
@@ -55,6 +66,14 @@ type Config struct {
 	// PollEvery is how often a standby tries to take the lease; default
 	// TTL/10, at least 100ms.
 	PollEvery time.Duration
+	// WaitReplicas, above 0, is how many replicas must acknowledge taking
+	// or renewing the lease, within WaitTimeout, for it to count
+	// (redis.wait_replicas). A lease taken without them is released at
+	// once and taken again later; a renewal without them is retried like a
+	// failed one.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; default 1s. Under RenewEvery.
+	WaitTimeout time.Duration
 }
 
 // Defaults fills unset fields.
@@ -67,6 +86,12 @@ func (c *Config) Defaults() {
 	}
 	if c.PollEvery == 0 {
 		c.PollEvery = max(c.TTL/10, 100*time.Millisecond)
+	}
+	if c.Keys.IsZero() {
+		c.Keys = rediskey.For(c.Name, false)
+	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = time.Second
 	}
 	if c.Holder == "" {
 		host, _ := os.Hostname()
@@ -85,15 +110,23 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ha.lease_ttl: %s is under 1s", c.TTL)
 	case c.RenewEvery <= 0 || c.RenewEvery >= c.TTL*9/10:
 		return fmt.Errorf("ha: renewal period %s must be positive and well under the lease TTL %s", c.RenewEvery, c.TTL)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("redis.wait_replicas: %d must be positive", c.WaitReplicas)
+	case c.WaitReplicas > 0 && (c.WaitTimeout <= 0 || c.WaitTimeout >= c.RenewEvery):
+		// A renewal waits this long at worst, and must be done before the
+		// next one is due.
+		return fmt.Errorf("redis.wait_timeout: %s must be positive and under the lease renewal period %s (ha.lease_ttl / 3)", c.WaitTimeout, c.RenewEvery)
 	}
 	return nil
 }
 
-// LeaderKey is the Redis key holding the current leader's "token:holder".
-func LeaderKey(name string) string { return "binlog-relay:" + name + ":leader" }
+// LeaderKey is the Redis key holding the current leader's "token:holder"
+// outside Redis Cluster (rediskey.Space.Leader in general).
+func LeaderKey(name string) string { return rediskey.For(name, false).Leader() }
 
-// TokenKey is the Redis counter the tokens are drawn from.
-func TokenKey(name string) string { return "binlog-relay:" + name + ":token" }
+// TokenKey is the Redis counter the tokens are drawn from outside Redis
+// Cluster (rediskey.Space.Token in general).
+func TokenKey(name string) string { return rediskey.For(name, false).Token() }
 
 // validFraction: a leader counts its lease as held for this share of the TTL
 // after the renewal it sent, so it steps down before Redis lets a standby in
@@ -131,7 +164,7 @@ return 0`)
 // called from one goroutine in turn; Held, Lost, Token and Value from any.
 type Lease struct {
 	cfg Config
-	rc  redis.Scripter
+	rc  redis.UniversalClient
 	log *zap.Logger
 
 	base     time.Time    // monotonic origin for deadline
@@ -144,10 +177,12 @@ type Lease struct {
 	value    string
 	lost     chan struct{}
 	lostOnce *sync.Once
+
+	shortWarned time.Time // when a lease short of replicas was last logged
 }
 
 // New builds a lease; nothing is sent to Redis until Acquire.
-func New(cfg Config, rc redis.Scripter, log *zap.Logger) (*Lease, error) {
+func New(cfg Config, rc redis.UniversalClient, log *zap.Logger) (*Lease, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -161,7 +196,7 @@ func New(cfg Config, rc redis.Scripter, log *zap.Logger) (*Lease, error) {
 func (l *Lease) Holder() string { return l.cfg.Holder }
 
 // LeaderKey is the key this lease lives in.
-func (l *Lease) LeaderKey() string { return LeaderKey(l.cfg.Name) }
+func (l *Lease) LeaderKey() string { return l.cfg.Keys.Leader() }
 
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.cfg.TTL }
@@ -196,7 +231,7 @@ func (t Term) FenceToken() string { return t.value }
 func (l *Lease) Term() Term { return Term{key: l.LeaderKey(), value: l.Value()} }
 
 // TermOf is the fence of a term known by its value (a deposed leader's, in a
-// test or a tool), for the leader key of name.
+// test or a tool), for the leader key of name outside Redis Cluster.
 func TermOf(name, value string) Term { return Term{key: LeaderKey(name), value: value} }
 
 // Lost is closed when the current term ends (expired by this process's own
@@ -241,15 +276,23 @@ func (l *Lease) remaining() time.Duration {
 // Acquire blocks until this process holds the lease (or ctx ends) and
 // returns the term's token. Redis being unreachable is waited out.
 func (l *Lease) Acquire(ctx context.Context) (int64, error) {
-	keys := []string{LeaderKey(l.cfg.Name), TokenKey(l.cfg.Name)}
+	keys := []string{l.cfg.Keys.Leader(), l.cfg.Keys.Token()}
 	ttl := l.cfg.TTL.Milliseconds()
 	var lastHolder string
 	var redisDown bool
 	for {
 		sent := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, l.cfg.TTL/2)
-		res, err := acquireScript.Run(callCtx, l.rc, keys, l.cfg.Holder, ttl).Slice()
+		cmd, short := l.eval(callCtx, acquireScript, keys, l.cfg.Holder, ttl)
+		res, err := cmd.Slice()
 		cancel()
+		taken := err == nil && len(res) == 2 && toInt(res[0]) > 0
+		if taken && short != nil {
+			// Taken on the master only: a failover now could promote a
+			// replica without it and let another relay take it too. Not
+			// this term: give it back and try again.
+			l.releaseValue(ctx, fmt.Sprintf("%d:%s", toInt(res[0]), l.cfg.Holder))
+		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
@@ -259,7 +302,10 @@ func (l *Lease) Acquire(ctx context.Context) (int64, error) {
 				l.log.Warn("cannot reach redis to take the leader lease; retrying", zap.Error(err))
 				redisDown = true
 			}
-		case len(res) == 2 && toInt(res[0]) > 0:
+		case taken && short != nil:
+			redisDown = false
+			l.warnShort("leader lease taken but not acknowledged by enough replicas: released, not leading this term; retrying", short)
+		case taken:
 			token := toInt(res[0])
 			l.validFrom(sent)
 			l.mu.Lock()
@@ -301,7 +347,7 @@ func toInt(v any) int64 {
 // process's clock.
 func (l *Lease) Run(ctx context.Context) error {
 	value := l.Value()
-	keys := []string{LeaderKey(l.cfg.Name)}
+	keys := []string{l.cfg.Keys.Leader()}
 	ttl := l.cfg.TTL.Milliseconds()
 	retryEvery := min(l.cfg.RenewEvery, 250*time.Millisecond)
 	next := time.NewTimer(l.cfg.RenewEvery)
@@ -323,7 +369,8 @@ func (l *Lease) Run(ctx context.Context) error {
 		}
 		sent := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, min(l.remaining(), l.cfg.RenewEvery))
-		n, err := renewScript.Run(callCtx, l.rc, keys, value, ttl).Int64()
+		cmd, short := l.eval(callCtx, renewScript, keys, value, ttl)
+		n, err := cmd.Int64()
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -335,6 +382,12 @@ func (l *Lease) Run(ctx context.Context) error {
 			next.Reset(retryEvery)
 		case n == 0:
 			return l.lose("redis no longer holds this relay's lease (expired, or another relay took it)")
+		case short != nil:
+			// Renewed on the master only: counting it would outlive the
+			// lease a promoted replica holds. Retried like a failure.
+			l.warnShort("leader lease renewed but not acknowledged by enough replicas; retrying", short,
+				zap.Duration("valid_for", l.remaining().Round(time.Millisecond)))
+			next.Reset(retryEvery)
 		default:
 			l.validFrom(sent)
 			expire.Reset(max(l.remaining(), 0))
@@ -370,13 +423,55 @@ func (l *Lease) Release(ctx context.Context) {
 	if value == "" {
 		return
 	}
+	if l.releaseValue(ctx, value) {
+		l.log.Info("leader lease released", zap.String("holder", l.cfg.Holder))
+	}
+}
+
+// releaseValue deletes the leader key if it still holds value, and reports
+// whether it did. No WAIT: a release lost in a failover only makes a
+// standby wait for the TTL.
+func (l *Lease) releaseValue(ctx context.Context, value string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	n, err := releaseScript.Run(ctx, l.rc, []string{LeaderKey(l.cfg.Name)}, value).Int64()
-	switch {
-	case err != nil:
+	n, err := releaseScript.Run(ctx, l.rc, []string{l.cfg.Keys.Leader()}, value).Int64()
+	if err != nil {
 		l.log.Warn("releasing the leader lease failed; a standby takes over when it expires", zap.Error(err))
-	case n == 1:
-		l.log.Info("leader lease released", zap.String("holder", l.cfg.Holder))
+	}
+	return n == 1
+}
+
+// eval runs a lease script. With WaitReplicas it WAITs on the same
+// connection and short says, when fewer replicas acknowledged, how many
+// did.
+func (l *Lease) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (res *redis.Cmd, short error) {
+	if l.cfg.WaitReplicas == 0 {
+		return s.Run(ctx, l.rc, keys, args...), nil
+	}
+	res, acked, err := rediswait.Eval(ctx, l.rc, s, keys, args, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
+	if res.Err() != nil || (err == nil && acked >= int64(l.cfg.WaitReplicas)) {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("WAIT failed: %w", err)
+	}
+	return res, fmt.Errorf("%d of %d replicas acknowledged within %s (redis.wait_replicas, redis.wait_timeout)",
+		acked, l.cfg.WaitReplicas, l.cfg.WaitTimeout)
+}
+
+// shortWarnEvery spaces the warnings about a lease short of replicas: a
+// standby tries every PollEvery.
+const shortWarnEvery = time.Minute
+
+// warnShort logs msg at most once a minute.
+func (l *Lease) warnShort(msg string, short error, fields ...zap.Field) {
+	l.mu.Lock()
+	due := time.Since(l.shortWarned) >= shortWarnEvery
+	if due {
+		l.shortWarned = time.Now()
+	}
+	l.mu.Unlock()
+	if due {
+		l.log.Warn(msg, append(fields, zap.Error(short), zap.String("holder", l.cfg.Holder))...)
 	}
 }

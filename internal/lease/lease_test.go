@@ -12,6 +12,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/internal/rediskey"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
@@ -199,5 +200,69 @@ func TestNewRefusesAShortTTL(t *testing.T) {
 	_, err := lease.New(lease.Config{Name: "x", TTL: 500 * time.Millisecond}, nil, zaptest.NewLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "ha.lease_ttl: 500ms is under 1s") {
 		t.Fatalf("error %v, want one naming ha.lease_ttl", err)
+	}
+}
+
+// In Cluster mode the caller passes the hash-tagged key space; the lease
+// lives under it and nowhere else.
+func TestLeaseUnderTaggedKeys(t *testing.T) {
+	name := leaseName(t)
+	rc := client(t, testenv.RedisAddr)
+	keys := rediskey.For(name, true)
+	t.Cleanup(func() { rc.Del(context.Background(), keys.Leader(), keys.Token()) })
+	l, err := lease.New(lease.Config{Name: name, Holder: "a", TTL: 2 * time.Second, Keys: keys}, rc, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquireWithin(t, l, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	ctx := context.Background()
+	if got, _ := rc.Get(ctx, "binlog-relay:{"+name+"}:leader").Result(); got != l.Value() || l.LeaderKey() != keys.Leader() {
+		t.Fatalf("tagged leader key holds %q (key %s), want %q", got, l.LeaderKey(), l.Value())
+	}
+	if n, _ := rc.Exists(ctx, lease.LeaderKey(name)).Result(); n != 0 {
+		t.Fatalf("the untagged leader key exists too")
+	}
+	if l.Term().FenceKey() != keys.Leader() {
+		t.Fatalf("fence key %s, want %s", l.Term().FenceKey(), keys.Leader())
+	}
+}
+
+// With redis.wait_replicas the lease counts only once that many replicas
+// have it: the stack's Redis has none, so every take is given back at once
+// and the key is free afterwards, for another relay to try.
+func TestLeaseWithoutEnoughReplicasIsNotTaken(t *testing.T) {
+	name := leaseName(t)
+	rc := client(t, testenv.RedisAddr)
+	l, err := lease.New(lease.Config{Name: name, Holder: "a", TTL: 2 * time.Second, WaitReplicas: 1,
+		WaitTimeout: 100 * time.Millisecond}, rc, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := acquireWithin(t, l, 1500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquired (token %d, %v) with no replica to acknowledge it", tok, err)
+	}
+	if l.Held() == nil {
+		t.Fatal("Held after a lease no replica acknowledged")
+	}
+	ctx := context.Background()
+	if v, err := rc.Get(ctx, lease.LeaderKey(name)).Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("leader key left holding %q (%v)", v, err)
+	}
+	if n, _ := rc.Get(ctx, lease.TokenKey(name)).Int(); n < 2 {
+		t.Fatalf("token counter %d: the lease was not tried again", n)
+	}
+}
+
+// wait_timeout must leave a renewal time to finish before the next is due.
+func TestNewRefusesAWaitOverTheRenewal(t *testing.T) {
+	_, err := lease.New(lease.Config{Name: "x", TTL: 3 * time.Second, WaitReplicas: 1, WaitTimeout: time.Second}, nil, zaptest.NewLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "redis.wait_timeout: 1s must be positive and under the lease renewal period 1s") {
+		t.Fatalf("error %v, want one naming redis.wait_timeout", err)
+	}
+	if _, err := lease.New(lease.Config{Name: "x", TTL: 3 * time.Second, WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond}, nil, zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-relay/binlog-relay/internal/rediswait"
 )
 
 // ErrFenced means a fenced save was refused because the writer no longer
@@ -32,6 +35,10 @@ type Redis struct {
 	client redis.UniversalClient
 	key    string
 	fence  Fence
+
+	waitReplicas int
+	waitTimeout  time.Duration
+	onShort      func(error)
 }
 
 // A RedisOption configures a Redis store.
@@ -42,6 +49,16 @@ type RedisOption func(*Redis)
 // the checkpoint key and f.FenceKey() must hash to one slot: give both the
 // same hash tag ("binlog-relay:{orders}:checkpoint").
 func WithFence(f Fence) RedisOption { return func(r *Redis) { r.fence = f } }
+
+// WithWait makes every Save WAIT, on the connection it wrote on, until
+// replicas replicas acknowledged the write or timeout passed. Redis
+// replicates asynchronously: without it a failover can promote a replica
+// that never got the last save, and the checkpoint goes back (a replay:
+// duplicates, never a loss). Fewer acknowledgements do not fail the save,
+// which the master holds: onShort (may be nil) is told how many there were.
+func WithWait(replicas int, timeout time.Duration, onShort func(error)) RedisOption {
+	return func(r *Redis) { r.waitReplicas, r.waitTimeout, r.onShort = replicas, timeout, onShort }
+}
 
 // NewRedis returns a store keeping the checkpoint under key. client may be
 // a *redis.Client, a failover (Sentinel) client or a cluster client.
@@ -68,6 +85,12 @@ func (r *Redis) Load(ctx context.Context) (Checkpoint, error) {
 	return Decode(b)
 }
 
+// KEYS[1] checkpoint; ARGV[1] checkpoint. A SET that can share a pipeline
+// with WAIT on one cluster node (rediswait).
+var plainSave = redis.NewScript(`
+redis.call('SET', KEYS[1], ARGV[1])
+return 1`)
+
 // KEYS[1] fence, KEYS[2] checkpoint; ARGV[1] token, ARGV[2] checkpoint.
 var fencedSave = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -81,8 +104,15 @@ func (r *Redis) Save(ctx context.Context, c Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if r.fence == nil {
+	if r.fence == nil && r.waitReplicas == 0 {
 		if err := r.client.Set(ctx, r.key, b, 0).Err(); err != nil {
+			return fmt.Errorf("saving checkpoint %q to redis: %w", r.key, err)
+		}
+		return nil
+	}
+	if r.fence == nil {
+		_, err := r.eval(ctx, plainSave, []string{r.key}, b).Result()
+		if err != nil {
 			return fmt.Errorf("saving checkpoint %q to redis: %w", r.key, err)
 		}
 		return nil
@@ -91,7 +121,7 @@ func (r *Redis) Save(ctx context.Context, c Checkpoint) error {
 	if token == "" {
 		return ErrFenced
 	}
-	n, err := fencedSave.Run(ctx, r.client, []string{r.fence.FenceKey(), r.key}, token, b).Int64()
+	n, err := r.eval(ctx, fencedSave, []string{r.fence.FenceKey(), r.key}, token, b).Int64()
 	if err != nil {
 		return fmt.Errorf("saving checkpoint %q to redis: %w", r.key, err)
 	}
@@ -99,4 +129,22 @@ func (r *Redis) Save(ctx context.Context, c Checkpoint) error {
 		return fmt.Errorf("%w (token %s, key %s)", ErrFenced, token, r.fence.FenceKey())
 	}
 	return nil
+}
+
+// eval runs a save script, then WAIT when the store was built WithWait.
+func (r *Redis) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if r.waitReplicas == 0 {
+		return s.Run(ctx, r.client, keys, args...)
+	}
+	res, acked, err := rediswait.Eval(ctx, r.client, s, keys, args, r.waitReplicas, r.waitTimeout)
+	written := res.Err() == nil && !(s == fencedSave && res.Val() != int64(1))
+	if written && r.onShort != nil {
+		switch {
+		case err != nil:
+			r.onShort(fmt.Errorf("checkpoint %q saved; WAIT for %d replicas failed: %w", r.key, r.waitReplicas, err))
+		case acked < int64(r.waitReplicas):
+			r.onShort(fmt.Errorf("checkpoint %q saved; %d of %d replicas acknowledged within %s", r.key, acked, r.waitReplicas, r.waitTimeout))
+		}
+	}
+	return res
 }
