@@ -2,12 +2,15 @@
 # Local test stack for binlog-relay, shared by `make test|demo|bench` and CI (.ci/run).
 #
 #   scripts/stack.sh up [FLAVOR...]      install what is missing, start everything (idempotent)
-#   scripts/stack.sh down [--wipe]       stop our database servers and RabbitMQ 4 and unmount the chroots'
+#   scripts/stack.sh down [--wipe]       stop our database servers, Redis topologies and RabbitMQ 4 and unmount the chroots'
 #                                        /proc, /dev and /run (--wipe: delete STACK_DIR too)
 #   scripts/stack.sh status              one line per component with its version; exit 0 only if all healthy
 #   scripts/stack.sh env [FLAVOR]        export lines for the tests (eval "$(scripts/stack.sh env mysql-9.7)")
 #   scripts/stack.sh start|stop|restart NAME   one server of $RELAY_TEST_FLAVOR (NAME or FLAVOR/NAME)
 #   scripts/stack.sh rabbitmqctl ARGS... rabbitmqctl of the broker $RELAY_TEST_FLAVOR uses
+#   scripts/stack.sh redis-topologies    start what is down of the Redis Sentinel group and Cluster (idempotent)
+#   scripts/stack.sh rabbit-cluster      start what is down of a three-node RabbitMQ 4.3 cluster (idempotent; on request only)
+#   scripts/stack.sh rabbit-cluster-ctl NODE ARGS...  rabbitmqctl of that cluster's node rclu1, rclu2 or rclu3
 #
 # Three flavours, each a set of seven private servers (primary replica replica2 misconf switch1
 # switch2 switch3) under STACK_DIR (outside the repo, so several clones share one stack):
@@ -108,7 +111,7 @@ ensure_packages() {
   for pair in mariadbd:mariadb-server mariadb-install-db:mariadb-server mariadb:mariadb-client \
       mariadb-admin:mariadb-client redis-server:redis-server redis-cli:redis-tools \
       rabbitmq-server:rabbitmq-server rabbitmqctl:rabbitmq-server openssl:openssl \
-      promtool:prometheus debootstrap:debootstrap mountpoint:util-linux; do
+      promtool:prometheus debootstrap:debootstrap mountpoint:util-linux redis-sentinel:redis-sentinel; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
   # pika, the Python AMQP client: test/integration/presets_consumer_test.go consumes with it (a
@@ -475,6 +478,156 @@ ensure_redis() {
   wait_for 30 redis_up || { tail -n 20 "$d/redis.log" >&2; die "redis did not answer PONG"; }
 }
 
+# ---------------------------------------------------------------- Redis Sentinel and Cluster
+# Two Redis topologies of the stack's own, for test/integration/redis_topology_test.go, which kills
+# their nodes (the machine's Redis on 6379 is never touched): a Sentinel group, master name
+# relay-sentinel, data nodes 6390-6392 (6390 the master when the group starts from nothing) and
+# Sentinels 26390-26392 with a quorum of 2; and a Redis Cluster of three masters with one replica
+# each on 7000-7005. No persistence (--save "" --appendonly no), data in STACK_DIR/redis-topology.
+# Who is master survives a node's restart: the Sentinels rewrite their own files, and a Cluster
+# node keeps nodes-PORT.conf; so a node started again rejoins as a replica of whoever leads now.
+RTOPO_MASTER=relay-sentinel
+RTOPO_DATA=(6390 6391 6392)
+RTOPO_SENTINELS=(26390 26391 26392)
+RTOPO_CLUSTER=(7000 7001 7002 7003 7004 7005)
+rtopo_dir() { echo "$STACK_DIR/redis-topology"; }
+rping() { [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]; }
+rcli() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null | tr -d '\r'; }
+# rtopo_daemon PORT ARGS...: redis-server ARGS daemonized on 127.0.0.1:PORT, logging beside its data.
+# Each data node has its own dump file: a replica's full sync goes through one, even with no saves.
+rtopo_daemon() {
+  local port=$1 d; shift; d=$(rtopo_dir)
+  ( close_fds; exec redis-server "$@" --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$d" \
+      --logfile "$d/$port.log" --pidfile "$d/$port.pid" </dev/null >/dev/null 2>&1 )
+}
+all_ping() { local p; for p in "$@"; do rping "$p" || return 1; done; }
+# none_running PORT...: no server of these ports runs (answering or not: one shutting down still
+# holds its port); their pid files tell, which Redis deletes on its way out.
+none_running() {
+  local p pid
+  for p in "$@"; do
+    pid=$(cat "$(rtopo_dir)/$p.pid" 2>/dev/null) || continue
+    kill -0 "$pid" 2>/dev/null && return 1
+  done
+  return 0
+}
+
+# rtopo_master: the port the Sentinels name as master, 6390 when none answers.
+rtopo_master() {
+  local p m
+  for p in "${RTOPO_SENTINELS[@]}"; do
+    m=$(rcli "$p" sentinel get-master-addr-by-name "$RTOPO_MASTER" | sed -n 2p)
+    [[ -n $m ]] && { echo "$m"; return; }
+  done
+  echo "${RTOPO_DATA[0]}"
+}
+# sentinel_healthy: the master has both replicas linked and every Sentinel names it, with the
+# quorum reachable.
+sentinel_healthy() {
+  local m p; m=$(rtopo_master)
+  [[ $(rcli "$m" role | head -n1) == master ]] || return 1
+  [[ $(rcli "$m" info replication | grep -c '^slave[0-9]*:.*state=online') == 2 ]] || return 1
+  for p in "${RTOPO_SENTINELS[@]}"; do
+    [[ $(rcli "$p" sentinel get-master-addr-by-name "$RTOPO_MASTER" | sed -n 2p) == "$m" ]] || return 1
+    [[ $(rcli "$p" sentinel ckquorum "$RTOPO_MASTER") == OK* ]] || return 1
+    [[ $(rcli "$p" sentinel master "$RTOPO_MASTER" | sed -n '/^num-slaves$/{n;p}') == 2 ]] || return 1
+  done
+}
+ensure_redis_sentinel() {
+  local d p m; d=$(rtopo_dir); mkdir -p "$d"
+  if all_ping "${RTOPO_DATA[@]}" "${RTOPO_SENTINELS[@]}" && sentinel_healthy; then
+    log "redis sentinel: already up (master 127.0.0.1:$(rtopo_master))"; return 0
+  fi
+  # The Sentinels first: their files say who leads, so a data node started afterwards follows it.
+  for p in "${RTOPO_SENTINELS[@]}"; do
+    rping "$p" && continue
+    [[ -s $d/sentinel-$p.conf ]] || cat >"$d/sentinel-$p.conf" <<CONF
+# Generated by scripts/stack.sh; Sentinel rewrites it (known replicas, Sentinels, the current master).
+sentinel resolve-hostnames no
+sentinel monitor $RTOPO_MASTER 127.0.0.1 ${RTOPO_DATA[0]} 2
+sentinel down-after-milliseconds $RTOPO_MASTER 1000
+sentinel failover-timeout $RTOPO_MASTER 5000
+sentinel parallel-syncs $RTOPO_MASTER 2
+CONF
+    log "redis sentinel: starting a Sentinel on 127.0.0.1:$p"
+    rtopo_daemon "$p" "$d/sentinel-$p.conf" --sentinel
+  done
+  wait_for 15 all_ping "${RTOPO_SENTINELS[@]}" || { tail -n 20 "$d/${RTOPO_SENTINELS[0]}.log" >&2; die "redis sentinel: the Sentinels did not answer"; }
+  m=$(rtopo_master)
+  for p in "${RTOPO_DATA[@]}"; do
+    rping "$p" && continue
+    if [[ $p == "$m" ]]; then
+      log "redis sentinel: starting the master on 127.0.0.1:$p"
+      rtopo_daemon "$p" --save "" --appendonly no --dbfilename "dump-$p.rdb"
+    else
+      log "redis sentinel: starting a replica of 127.0.0.1:$m on 127.0.0.1:$p"
+      rtopo_daemon "$p" --save "" --appendonly no --dbfilename "dump-$p.rdb" --replicaof 127.0.0.1 "$m"
+    fi
+  done
+  wait_for 30 sentinel_healthy || die "redis sentinel: not healthy after 30 s (master $(rtopo_master); logs in $d)"
+  log "redis sentinel: master 127.0.0.1:$(rtopo_master), two replicas, three Sentinels"
+}
+
+# cluster_healthy: every node sees six nodes, three masters and three replicas, none failing,
+# and the slots all served.
+cluster_healthy() {
+  local p n
+  for p in "${RTOPO_CLUSTER[@]}"; do
+    [[ $(rcli "$p" cluster info | sed -n 's/^cluster_state://p') == ok ]] || return 1
+    n=$(rcli "$p" cluster nodes)
+    [[ $(grep -c . <<<"$n") == 6 && $(grep -c ' master ' <<<"${n//,/ }") == 3 ]] || return 1
+    grep -q fail <<<"$n" && return 1
+  done
+  return 0
+}
+ensure_redis_cluster() {
+  local d p addrs=(); d=$(rtopo_dir); mkdir -p "$d"
+  if all_ping "${RTOPO_CLUSTER[@]}" && cluster_healthy; then log "redis cluster: already up (7000-7005)"; return 0; fi
+  for p in "${RTOPO_CLUSTER[@]}"; do
+    addrs+=("127.0.0.1:$p")
+    rping "$p" && continue
+    log "redis cluster: starting the node on 127.0.0.1:$p"
+    rtopo_daemon "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 1000 \
+      --save "" --appendonly no --dbfilename "dump-$p.rdb"
+  done
+  wait_for 15 all_ping "${RTOPO_CLUSTER[@]}" || die "redis cluster: the nodes did not answer (logs in $d)"
+  if [[ $(rcli "${RTOPO_CLUSTER[0]}" cluster info | sed -n 's/^cluster_known_nodes://p') == 1 ]]; then
+    log "redis cluster: creating it (three masters, one replica each)"
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$d/create.log" 2>&1 \
+      || { tail -n 20 "$d/create.log" >&2; die "redis cluster: create failed"; }
+  fi
+  wait_for 30 cluster_healthy || die "redis cluster: not healthy after 30 s ($0 down --wipe starts it afresh; logs in $d)"
+  log "redis cluster: three masters with a replica each on 7000-7005"
+}
+ensure_redis_topologies() { ensure_redis_sentinel; ensure_redis_cluster; }
+
+stop_redis_topologies() {
+  local p
+  for p in "${RTOPO_SENTINELS[@]}" "${RTOPO_DATA[@]}" "${RTOPO_CLUSTER[@]}"; do
+    rping "$p" || continue
+    redis-cli -h 127.0.0.1 -p "$p" shutdown nosave >/dev/null 2>&1 || true   # a Sentinel takes no NOSAVE
+    redis-cli -h 127.0.0.1 -p "$p" shutdown >/dev/null 2>&1 || true
+  done
+  wait_for 15 none_running "${RTOPO_SENTINELS[@]}" "${RTOPO_DATA[@]}" "${RTOPO_CLUSTER[@]}" \
+    || log "redis sentinel and cluster: some nodes still answer after 15 s"
+  log "redis sentinel and cluster: stopped"
+}
+
+status_redis_topologies() {
+  local m ok=0 n
+  if all_ping "${RTOPO_DATA[@]}" "${RTOPO_SENTINELS[@]}" && sentinel_healthy; then
+    m=$(rtopo_master)
+    echo "redis-sentinel up    127.0.0.1:26390-26392  master $RTOPO_MASTER at 127.0.0.1:$m, 2 replicas online, quorum ok"
+  else
+    echo "redis-sentinel down  127.0.0.1:26390-26392  (or not healthy; data nodes 6390-6392)"; ok=1
+  fi
+  if all_ping "${RTOPO_CLUSTER[@]}" && cluster_healthy; then
+    n=$(rcli "${RTOPO_CLUSTER[0]}" cluster nodes | awk '$3 ~ /master/ {sub(/@.*/, "", $2); sub(/.*:/, "", $2); printf "%s ", $2}')
+    echo "redis-cluster  up    127.0.0.1:7000-7005  state ok, masters ${n% }"
+  else echo "redis-cluster  down  127.0.0.1:7000-7005"; ok=1; fi
+  return $ok
+}
+
 port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 # amqp_up [PORT]: send the AMQP 0-9-1 protocol header; a broker answers with a method frame (type 1).
 amqp_up() {
@@ -601,6 +754,130 @@ rabbit_version() {
   if [[ $1 == 5672 ]]; then rabbitmqctl -q version 2>/dev/null; else rabbit4ctl -q version 2>/dev/null; fi
 }
 
+# ---------------------------------------------------------------- RabbitMQ cluster (on request)
+# Three RabbitMQ 4.3 nodes of one cluster, for test/chaos's TestRabbitClusterNodeStopped (make
+# chaos): rclu1@localhost, rclu2@localhost and rclu3@localhost from the mysql chroot, on AMQP
+# 5681-5683, management 15681-15683 and distribution ports 25681-25683, data in
+# STACK_DIR/rabbit-cluster/NODE, cluster name relay-test-cluster. rclu2 and rclu3 join rclu1. The
+# three share one Erlang cookie: the package's wrappers run the servers and the CLI as the chroot's
+# rabbitmq user, whose HOME (/var/lib/rabbitmq in the chroot) holds it, whatever HOME the caller
+# sets. Booting three nodes costs CI time, so only `rabbit-cluster` starts them; `down` stops them.
+RCLU_NODES=(rclu1 rclu2 rclu3)
+declare -A RCLU_AMQP=([rclu1]=5681 [rclu2]=5682 [rclu3]=5683)
+rclu_dir() { echo "$STACK_DIR/rabbit-cluster/$1"; }
+rclu_env() {
+  local n=$1 d p=${RCLU_AMQP[$1]}; d=$(rclu_dir "$1")
+  echo env RABBITMQ_NODENAME="$n@localhost" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$p" \
+    RABBITMQ_DIST_PORT=$((p + 20000)) RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" \
+    RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" \
+    RABBITMQ_PID_FILE="$d/rabbit.pid" RABBITMQ_ADVANCED_CONFIG_FILE="$d/advanced.config"
+}
+# rclu_ctl NODE ARGS...: rabbitmqctl of that node.
+rclu_ctl() { local n=$1; shift; chroot "$CHROOT_BASE/mysql" $(rclu_env "$n") rabbitmqctl -q -n "$n@localhost" "$@"; }
+# rclu_vm NODE: the node's Erlang VM runs (after stop_app it does, with AMQP closed).
+rclu_vm() { local p; p=$(cat "$(rclu_dir "$1")/rabbit.pid" 2>/dev/null) && [[ -n $p ]] && alive "$p"; }
+# rclu_running: rclu1 sees all three nodes running in its cluster.
+rclu_running() { [[ $(rclu_nodes running_nodes) == "rclu1@localhost rclu2@localhost rclu3@localhost" ]]; }
+# rclu_member NODE: rclu1's cluster counts NODE as a member (running or not).
+rclu_member() { [[ " $(rclu_nodes disk_nodes) " == *" $1@localhost "* ]]; }
+# rclu_nodes KEY: the nodes rclu1's cluster_status lists under KEY (running_nodes, disk_nodes), sorted.
+rclu_nodes() {
+  rclu_ctl rclu1 cluster_status --formatter json 2>/dev/null \
+    | /usr/bin/python3 -c 'import json, sys; print(" ".join(sorted(json.load(sys.stdin).get(sys.argv[1]) or [])))' "$1" 2>/dev/null
+}
+write_rclu_conf() {
+  local n=$1 d p=${RCLU_AMQP[$1]}; d=$(rclu_dir "$1")
+  cat >"$d/rabbitmq.conf" <<CONF
+# Generated by scripts/stack.sh: node $n of the test stack's three-node RabbitMQ cluster.
+listeners.tcp.default = 127.0.0.1:$p
+management.tcp.port = $((p + 10000))
+management.tcp.ip = 127.0.0.1
+loopback_users = none
+default_user = guest
+default_pass = guest
+cluster_name = relay-test-cluster
+CONF
+  echo '[rabbitmq_management].' >"$d/enabled_plugins"
+  # Distribution on loopback only (by default it listens on every interface).
+  echo '[{kernel, [{inet_dist_use_interface, {127,0,0,1}}]}].' >"$d/advanced.config"
+}
+# start_rclu_node NODE: boot its VM in the background, or start the app of a VM left stopped.
+start_rclu_node() {
+  local n=$1 d; d=$(rclu_dir "$1")
+  amqp_up "${RCLU_AMQP[$n]}" && return 0
+  if rclu_vm "$n"; then
+    log "rabbit-cluster: $n@localhost runs with its app stopped; start_app"
+    rclu_ctl "$n" start_app >/dev/null 2>&1 || log "rabbit-cluster: note: start_app on $n@localhost failed (waiting for AMQP anyway)"
+    return 0
+  fi
+  mkdir -p "$d/log" "$d/mnesia"
+  write_rclu_conf "$n"
+  chroot "$CHROOT_BASE/mysql" chown -R rabbitmq:rabbitmq "$d"
+  log "rabbit-cluster: starting node $n@localhost on 127.0.0.1:${RCLU_AMQP[$n]}"
+  daemon "$d/log/stdout.log" chroot "$CHROOT_BASE/mysql" $(rclu_env "$n") rabbitmq-server
+}
+# join_rclu NODE: NODE joins rclu1's cluster unless it is a member already.
+join_rclu() {
+  local n=$1
+  rclu_member "$n" && return 0
+  log "rabbit-cluster: $n@localhost joins rclu1@localhost"
+  rclu_ctl "$n" stop_app >/dev/null || die "rabbit-cluster: stop_app on $n@localhost failed"
+  # A node that was in another cluster (rclu1's data wiped) must forget it first.
+  if ! rclu_ctl "$n" join_cluster rclu1@localhost >/dev/null 2>&1; then
+    log "rabbit-cluster: $n@localhost could not join as it is; resetting it"
+    rclu_ctl "$n" reset >/dev/null && rclu_ctl "$n" join_cluster rclu1@localhost >/dev/null \
+      || die "rabbit-cluster: $n@localhost cannot join rclu1@localhost"
+  fi
+  rclu_ctl "$n" start_app >/dev/null || die "rabbit-cluster: start_app on $n@localhost failed"
+}
+ensure_rabbit_cluster() {
+  local began=$SECONDS n
+  ensure_chroot mysql
+  mkdir -p "$STACK_DIR/rabbit-cluster"
+  if all_amqp_rclu && rclu_running; then log "rabbit-cluster: already up (rclu1-3@localhost on 5681-5683)"; return 0; fi
+  for n in "${RCLU_NODES[@]}"; do start_rclu_node "$n"; done
+  for n in "${RCLU_NODES[@]}"; do
+    wait_for 180 amqp_up "${RCLU_AMQP[$n]}" \
+      || { tail -n 30 "$(rclu_dir "$n")/log/stdout.log" >&2; die "rabbit-cluster: no AMQP on 127.0.0.1:${RCLU_AMQP[$n]} ($n@localhost) after 180 s"; }
+  done
+  for n in "${RCLU_NODES[@]:1}"; do join_rclu "$n"; done
+  wait_for 120 rclu_running || die "rabbit-cluster: rclu1@localhost does not see three running nodes after 120 s ($(rclu_ctl rclu1 cluster_status 2>&1 | tr '\n' ' '))"
+  wait_for 60 all_amqp_rclu || die "rabbit-cluster: a node's AMQP port is closed after joining"
+  log "rabbit-cluster: three nodes running (rclu1-3@localhost, AMQP 5681-5683, management 15681-15683) in $((SECONDS - began)) s"
+}
+all_amqp_rclu() { local n; for n in "${RCLU_NODES[@]}"; do amqp_up "${RCLU_AMQP[$n]}" || return 1; done; }
+stop_rabbit_cluster() {
+  local n any=0
+  [[ -d $CHROOT_BASE/mysql/usr ]] || return 0
+  for n in "${RCLU_NODES[@]}"; do
+    rclu_vm "$n" || continue
+    any=1; log "rabbit-cluster: stopping $n@localhost"
+    rclu_ctl "$n" stop >/dev/null 2>&1 || true
+  done
+  (( any )) || return 0
+  for n in "${RCLU_NODES[@]}"; do
+    wait_for 60 bash -c "! kill -0 \$(cat '$(rclu_dir "$n")/rabbit.pid' 2>/dev/null) 2>/dev/null" || log "rabbit-cluster: $n@localhost still running after 60 s"
+  done
+}
+# rabbit-cluster-ctl NODE ARGS: rabbitmqctl of one node (rclu1, rclu2, rclu3, or NODE@localhost).
+cmd_rabbit_cluster_ctl() {
+  local n=${1:-}; n=${n%@localhost}
+  [[ -n $n && -v RCLU_AMQP[$n] ]] || die "usage: $0 rabbit-cluster-ctl rclu1|rclu2|rclu3 ARGS..."
+  shift; mount_chroot "$CHROOT_BASE/mysql"; rclu_ctl "$n" "$@"
+}
+status_rabbit_cluster() {
+  local n up=() v
+  [[ -d $CHROOT_BASE/mysql/usr ]] || { echo "rabbit-cluster not built (needs the mysql chroot: $0 up mysql-9.7)"; return 0; }
+  for n in "${RCLU_NODES[@]}"; do amqp_up "${RCLU_AMQP[$n]}" && up+=("$n"); done
+  if (( ${#up[@]} == 0 )); then echo "rabbit-cluster not started (on request: $0 rabbit-cluster)"; return 0; fi
+  v=$(rclu_ctl "${up[0]}" version 2>/dev/null)
+  if (( ${#up[@]} == 3 )) && rclu_running; then
+    echo "rabbit-cluster up    127.0.0.1:5681-5683  $v  nodes rclu1 rclu2 rclu3 running, management 15681-15683"
+  else
+    echo "rabbit-cluster part  127.0.0.1:5681-5683  $v  AMQP answering on: ${up[*]} (of rclu1 rclu2 rclu3)"
+  fi
+}
+
 # ---------------------------------------------------------------- commands
 # Serialise mutating commands across clones/CI jobs sharing STACK_DIR. The lock file sits next
 # to STACK_DIR, not inside it, so `down --wipe` cannot delete it under a waiting process.
@@ -639,7 +916,7 @@ cmd_up() {
     (( ${avail:-0} >= SHM_MIN_FREE_GIB * 1024 * 1024 )) || log "WARNING: /dev/shm has $(( ${avail:-0} / 1024 )) MiB free," \
       "under ${SHM_MIN_FREE_GIB} GiB; the running stack stays there. Purge binary logs or: $0 down --wipe && $0 up"
   fi
-  ensure_redis; ensure_rabbit
+  ensure_redis; ensure_redis_topologies; ensure_rabbit
   (( rabbit4 )) && ensure_rabbit4
   log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR; flavours: ${want[*]})"
 }
@@ -658,6 +935,8 @@ cmd_down() {
     for n in "${NAMES[@]}"; do stop_instance "$n"; done
   done
   [[ -d $CHROOT_BASE/mysql/usr ]] && stop_rabbit4
+  stop_rabbit_cluster
+  stop_redis_topologies
   # Nothing runs in the chroots now: unmount their proc, dev (the host's /dev,
   # bound recursively), run and STACK_DIR, so that deleting the chroot cache
   # afterwards cannot reach the host's /dev or the stack's data. up mounts
@@ -722,10 +1001,12 @@ cmd_status() {
   space_total
   if redis_up; then echo "redis          up    127.0.0.1:6379  $(redis-cli -h 127.0.0.1 -p 6379 info server 2>/dev/null | sed -n 's/^redis_version:\([^\r]*\).*/\1/p')  PONG"
   else echo "redis          down  127.0.0.1:6379"; ok=1; fi
+  status_redis_topologies || ok=1
   if amqp_up 5672; then echo "rabbitmq-3     up    127.0.0.1:5672  $(rabbit_version 5672)  AMQP"; else echo "rabbitmq-3     down  127.0.0.1:5672"; ok=1; fi
   if [[ ! -d $CHROOT_BASE/mysql/usr ]]; then echo "rabbitmq-4     not built"; ok=1
   elif amqp_up 5673; then echo "rabbitmq-4     up    127.0.0.1:5673  $(rabbit_version 5673)  AMQP  node $RABBIT4_NODE"
   else echo "rabbitmq-4     down  127.0.0.1:5673"; ok=1; fi
+  status_rabbit_cluster
   return $ok
 }
 
@@ -738,6 +1019,8 @@ cmd_env() {
   done
   echo "export RELAY_TEST_AMQP_URL='amqp://guest:guest@127.0.0.1:${AMQP_PORT_OF[$FLAVOR]}/'"
   echo "export RELAY_TEST_REDIS_ADDR='127.0.0.1:6379'"
+  echo "export RELAY_TEST_REDIS_SENTINEL_ADDRS='127.0.0.1:26390,127.0.0.1:26391,127.0.0.1:26392'"
+  echo "export RELAY_TEST_REDIS_CLUSTER_ADDRS='$(printf '127.0.0.1:%s,' "${RTOPO_CLUSTER[@]}" | sed 's/,$//')'"
   printf 'export RELAY_STACK_DIR=%q\n' "$STACK_DIR"
 }
 
@@ -768,5 +1051,8 @@ case ${1:-} in
   env) shift; cmd_env "$@" ;;
   start|stop|restart) cmd_one "$@" ;;
   rabbitmqctl) shift; cmd_rabbitmqctl "$@" ;;
-  *) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 2 ;;
+  redis-topologies) lock; ensure_redis_topologies ;;
+  rabbit-cluster) ensure_packages; lock; ensure_rabbit_cluster ;;
+  rabbit-cluster-ctl) shift; cmd_rabbit_cluster_ctl "$@" ;;
+  *) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 2 ;;
 esac

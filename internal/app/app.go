@@ -38,7 +38,7 @@ type App struct {
 	Log     *zap.Logger
 	Source  *sql.DB
 	Primary *sql.DB
-	Redis   *redis.Client
+	Redis   redis.UniversalClient // one Redis, a Sentinel group's master or a Cluster (connections.go)
 	Store   checkpoint.Store
 
 	flavor   string // connections.go
@@ -59,6 +59,8 @@ type App struct {
 
 	src   *sources                    // source.hosts, nil with one source (source.go)
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
+
+	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
 
 	replica replicaWatch // source replica health and delay (replica.go)
 	gap     gapState     // purged positions and instances (gap.go, instance.go)
@@ -90,9 +92,13 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
+	password, tokens, err := binlogPassword(ctx, cfg.Source) // mysqlauth.go
+	if err != nil {
+		return nil, err
+	}
 	reader, err := binlog.New(binlog.Config{
 		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
-		Password: cfg.Source.Password, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
+		Password: password, PasswordFunc: tokens, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
 		Heartbeat:    cfg.Relay.Heartbeat,
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source}),
@@ -117,7 +123,15 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	rc := relayConfig(cfg) // stages.go; validated by Open
 	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
 	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
-	return relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
+	rc.SeqScope = a.seqScope()                // streams.go
+	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
+	if err != nil {
+		return nil, err
+	}
+	if err := a.raiseSeqFloor(ctx, r, lanes); err != nil { // streams.go
+		return nil, err
+	}
+	return r, nil
 }
 
 // newLanes builds the relay's publishers, one per lane (relay.lanes). With
@@ -125,6 +139,9 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 // strict ordering holds per key (publisher.Config.PerKey).
 func (a *App) newLanes() (publishers, error) {
 	cfg := a.Cfg
+	if cfg.Broker.Stream.Enabled() {
+		return a.newStreamLanes() // streams.go
+	}
 	n := max(cfg.Relay.Lanes, 1)
 	strict := cfg.Relay.Ordering == "strict"
 	out := make(publishers, n)
@@ -143,8 +160,16 @@ func (a *App) newLanes() (publishers, error) {
 }
 
 // publishers are the relay's lanes, seen as one broker client by the
-// health and metrics endpoints.
-type publishers []*publisher.Publisher
+// health and metrics endpoints: AMQP publishers, or stream lanes.
+type publishers []brokerLane
+
+// brokerLane is one lane's broker client.
+type brokerLane interface {
+	Connected() bool
+	// Republished counts the messages published again after a lost
+	// connection (possible duplicates).
+	Republished() uint64
+}
 
 // Connected reports whether every lane is connected.
 func (ps publishers) Connected() bool {
@@ -168,7 +193,12 @@ func (ps publishers) Republished() uint64 {
 func (ps publishers) relayLanes() []relay.Lane {
 	out := make([]relay.Lane, len(ps))
 	for i, p := range ps {
-		out[i] = publisher.Stream[relay.Ticket]{Publisher: p}
+		switch p := p.(type) {
+		case *publisher.Publisher:
+			out[i] = publisher.Stream[relay.Ticket]{Publisher: p}
+		case streamLane:
+			out[i] = p
+		}
 	}
 	return out
 }

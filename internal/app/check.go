@@ -69,6 +69,9 @@ func (a *App) Check(ctx context.Context) []Problem {
 	sourceUp := c.checkSource(ctx)
 	if sourceUp {
 		c.checkReplica(ctx) // replica.go
+		if flavor, err := a.Flavor(ctx); err == nil {
+			c.checkRetention(ctx, flavor) // check_retention.go
+		}
 		c.checkStream(ctx)
 		c.checkDuplicates(ctx) // instance.go
 	}
@@ -76,9 +79,9 @@ func (a *App) Check(ctx context.Context) []Problem {
 	if sourceUp {
 		c.checkTimeZones(ctx) // check_timezone.go
 	}
-	c.checkBroker()
+	c.checkBroker(ctx)
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		c.add(Error, "redis", "cannot reach %s: %v", a.Cfg.Redis.Addr, err)
+		c.add(Error, "redis", "cannot reach %s: %v", a.Cfg.Redis.Endpoint(), err)
 	}
 	c.checkReconcile(ctx) // reconcile.go
 	return c.problems

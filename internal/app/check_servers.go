@@ -14,11 +14,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
-	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -231,10 +229,18 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "%v", err)
 		return
 	}
+	password, tokens, err := binlogPassword(ctx, src) // mysqlauth.go
+	if err == nil && tokens != nil {
+		password, err = tokens(ctx, src.Addr())
+	}
+	if err != nil {
+		c.add(Error, where, "%v", err)
+		return
+	}
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: 100000 + uint32(time.Now().UnixNano()%1000000), Flavor: start.Flavor,
 		Host: src.Host, Port: uint16(src.Port), User: src.User,
-		Password: src.Password, TLSConfig: stls, DisableRetrySync: true,
+		Password: password, TLSConfig: stls, DisableRetrySync: true,
 		Logger: discardLogger(),
 	})
 	defer syncer.Close()
@@ -299,21 +305,6 @@ func (c *checker) checkPrimary(ctx context.Context) {
 	c.checkTables(ctx, where, a.Primary, written, "UPDATE", func(t *outbox.Table) string {
 		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", outboxsql.QuotedName(t), ident.Quote(t.Columns.Status))
 	})
-}
-
-func (c *checker) checkBroker() {
-	a := c.a
-	btls, err := a.Cfg.Broker.TLSConfig()
-	if err != nil {
-		c.add(Error, "broker", "%v", err)
-		return
-	}
-	conn, err := amqp.DialConfig(a.Cfg.Broker.URL, amqp.Config{TLSClientConfig: btls, Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		c.add(Error, "broker "+publisher.Redact(a.Cfg.Broker.URL), "cannot connect: %v", publisher.Scrub(err, a.Cfg.Broker.URL))
-		return
-	}
-	_ = conn.Close()
 }
 
 // parseStartSet reads a start position's GTID set for go-mysql's syncer, in

@@ -1,7 +1,8 @@
 package app
 
-// Connections: the source and primary pools, the Redis client and the
-// checkpoint store (opening dials nothing; the first use does), and what
+// Connections: the source and primary pools, the Redis client (one Redis,
+// a Sentinel group or a Cluster) and the checkpoint store (opening dials
+// nothing; the first use does), and what
 // the relay reads off the servers before streaming: the source's flavor and
 // identity, its binlog position, where to start, the primary's GTID
 // position.
@@ -9,13 +10,12 @@ package app
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -31,12 +31,9 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	}
 	a := &App{Cfg: cfg, Log: log}
 	routeRedisLogs(log)
-	dsn, err := cfg.Source.DSN("source")
-	if err != nil {
+	var err error
+	if a.Source, err = openMySQL(cfg.Source, "source"); err != nil { // mysqlauth.go
 		return nil, err
-	}
-	if a.Source, err = sql.Open("mysql", dsn); err != nil {
-		return nil, fmt.Errorf("source: %w", err)
 	}
 	if len(cfg.Source.Hosts) > 1 { // a.Source dials whichever is read now (source.go)
 		if a.src, err = newSources(cfg.Source, log.Named("source")); err != nil {
@@ -46,24 +43,91 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 		a.Source = sql.OpenDB(a.src)
 	}
 	a.Source.SetMaxOpenConns(4)
-	if dsn, err = cfg.Primary.DSN("primary"); err != nil {
+	if a.Primary, err = openMySQL(cfg.Primary, "primary"); err != nil {
 		return nil, err
-	}
-	if a.Primary, err = sql.Open("mysql", dsn); err != nil {
-		return nil, fmt.Errorf("primary: %w", err)
 	}
 	a.Primary.SetMaxOpenConns(8)
 	a.Primary.SetConnMaxIdleTime(5 * time.Minute)
-	rtls, err := cfg.Redis.TLS.TLSConfig("redis")
+	if a.Redis, err = newRedis(cfg.Redis); err != nil {
+		return nil, err
+	}
+	a.waitLog = &shortSaves{log: log}
+	a.Store = a.checkpointStore()
+	return a, nil
+}
+
+// newRedis builds the client for redis:. Sentinel: the Sentinels name the
+// master, and the client asks them again when it fails (and on their
+// +switch-master), so it follows a failover. Cluster: the client maps slots
+// to nodes and follows MOVED redirects.
+func newRedis(c config.Redis) (redis.UniversalClient, error) {
+	tc, err := c.TLS.TLSConfig("redis")
 	if err != nil {
 		return nil, err
 	}
-	a.Redis = redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Username: cfg.Redis.Username,
-		Password: cfg.Redis.Password, DB: cfg.Redis.DB, TLSConfig: rtls,
-		DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
-		MaxRetries: 1})
-	a.Store = checkpoint.NewRedis(a.Redis, cfg.Checkpoint.Key)
-	return a, nil
+	const dial, write = 3 * time.Second, 3 * time.Second
+	// One dial per attempt: the relay retries on its own schedule (the
+	// lease every 250ms, the checkpoint every interval), and go-redis's
+	// default of five dials 100ms apart to a master that died only delays
+	// reaching the one a failover promoted.
+	const dialRetries = 1
+	read := 3 * time.Second
+	if c.WaitReplicas > 0 {
+		// WAIT shares a pipeline with its write, and a pipeline is read
+		// with the client's timeout, not the command's own.
+		read += c.WaitTimeout
+	}
+	switch {
+	case c.Cluster:
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Servers(), Username: c.Username,
+			Password: c.Password, TLSConfig: tc, DialTimeout: dial, ReadTimeout: read, WriteTimeout: write,
+			MaxRetries: 1, DialerRetries: dialRetries}), nil
+	case c.Sentinel.Enabled():
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.Sentinel.MasterName,
+			SentinelAddrs: c.Servers(), SentinelUsername: c.Sentinel.Username, SentinelPassword: c.Sentinel.Password,
+			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
+			DialTimeout: dial, ReadTimeout: read, WriteTimeout: write, MaxRetries: 1, DialerRetries: dialRetries}), nil
+	}
+	return redis.NewClient(&redis.Options{Addr: c.Addr, Username: c.Username, Password: c.Password, DB: c.DB,
+		TLSConfig: tc, DialTimeout: dial, ReadTimeout: read, WriteTimeout: write, MaxRetries: 1,
+		DialerRetries: dialRetries}), nil
+}
+
+// checkpointStore is the checkpoint in Redis under checkpoint.key, with
+// redis.wait_replicas applied to every save.
+func (a *App) checkpointStore(opts ...checkpoint.RedisOption) *checkpoint.Redis {
+	if r := a.Cfg.Redis; r.WaitReplicas > 0 {
+		opts = append(opts, checkpoint.WithWait(r.WaitReplicas, r.WaitTimeout, a.waitLog.report))
+	}
+	return checkpoint.NewRedis(a.Redis, a.Cfg.Checkpoint.Key, opts...)
+}
+
+// shortSaves logs the checkpoint saves that fewer replicas than
+// redis.wait_replicas acknowledged: at most one line a minute, with how
+// many there were. Such a save still counts: the master has it, and losing
+// it in a failover only replays from the one before.
+type shortSaves struct {
+	log    *zap.Logger
+	mu     sync.Mutex
+	last   time.Time
+	missed int
+}
+
+// shortSavesEvery spaces the lines: a save is due every checkpoint.interval.
+const shortSavesEvery = time.Minute
+
+func (s *shortSaves) report(err error) {
+	s.mu.Lock()
+	s.missed++
+	if time.Since(s.last) < shortSavesEvery {
+		s.mu.Unlock()
+		return
+	}
+	n := s.missed
+	s.last, s.missed = time.Now(), 0
+	s.mu.Unlock()
+	s.log.Warn("checkpoint saved but not acknowledged by enough redis replicas: a failover now could lose it (the relay would replay from an earlier one: duplicates, no loss)",
+		zap.Error(err), zap.Int("short_saves", n))
 }
 
 // Close releases the connections.
@@ -71,19 +135,6 @@ func (a *App) Close() {
 	_ = a.Source.Close()
 	_ = a.Primary.Close()
 	_ = a.Redis.Close()
-}
-
-// connector dials one MySQL server; field names it in errors.
-func connector(dsn, field string) (driver.Connector, error) {
-	mc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	c, err := mysql.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	return c, nil
 }
 
 // Flavor detects (once) whether the source is MySQL or MariaDB.

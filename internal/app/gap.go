@@ -64,7 +64,7 @@ func (a *App) gapReasons() []string {
 func (a *App) markerKey() string { return a.Cfg.Checkpoint.Key + ":first-saved" }
 
 // instanceKey holds the heartbeat of the relay running under this name.
-func (a *App) instanceKey() string { return "binlog-relay:" + a.Cfg.Name + ":instance" }
+func (a *App) instanceKey() string { return a.Cfg.RedisKeys().Instance() }
 
 // statuslessTables are the tables whose rows in a gap would be lost.
 func (a *App) statuslessTables() []string {

@@ -79,6 +79,24 @@ func (a *App) lead(ctx context.Context, l *lease.Lease) error {
 	}
 }
 
+// behind reports whether checkpoint cp is known to be short of saved:
+// saved's GTID set holds a transaction cp's does not, or, without GTIDs, an
+// earlier file or position on the same server. Checkpoints that cannot be
+// compared are not behind.
+func behind(cp, saved checkpoint.Checkpoint) bool {
+	if cp.Flavor != saved.Flavor {
+		return false
+	}
+	if cp.GTIDSet != "" && saved.GTIDSet != "" {
+		ok, err := binlog.ContainsGTID(cp.Flavor, cp.GTIDSet, saved.GTIDSet)
+		return err == nil && !ok
+	}
+	if cp.GTIDSet == "" && saved.GTIDSet == "" && cp.Server == saved.Server && cp.Server != "" {
+		return cp.File < saved.File || cp.File == saved.File && cp.Pos < saved.Pos
+	}
+	return false
+}
+
 func lostLease(err error) bool {
 	return errors.Is(err, lease.ErrLost) || errors.Is(err, checkpoint.ErrFenced)
 }
@@ -89,7 +107,7 @@ func lostLease(err error) bool {
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
 	a.leader.set(true) // leader.go
 	defer a.endTerm(ctx)
-	store := checkpoint.NewRedis(a.Redis, a.Cfg.Checkpoint.Key, checkpoint.WithFence(l.Term()))
+	store := a.checkpointStore(checkpoint.WithFence(l.Term()))
 	r, err := a.build(ctx, store, l.Held)
 	if err != nil {
 		l.Release(ctx)
@@ -137,6 +155,14 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 		cp, err := store.Load(ctx)
 		switch {
 		case err == nil:
+			if last != nil && behind(cp, *last) {
+				// Redis replicates asynchronously: a failover (or a restore)
+				// can bring back an older checkpoint. Resuming from it is
+				// safe, it only publishes again what came after it.
+				a.Log.Warn("the checkpoint in redis is behind the one this relay saved last (writes lost in a redis failover?); resuming from redis's: the rows in between are published again",
+					zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos),
+					zap.String("saved_gtid", last.GTIDSet), zap.String("saved_binlog_file", last.File), zap.Uint32("saved_binlog_pos", last.Pos))
+			}
 			r.ResumeFrom(cp) // the publishing ids it saved (relay/seq.go)
 			return cp.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound) && last != nil:

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -269,7 +268,7 @@ func (a *App) sameServerID(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if len(out) > 0 && a.Cfg.HA.Enabled {
-		if v, _ := a.Redis.Get(ctx, lease.LeaderKey(a.Cfg.Name)).Result(); v != "" {
+		if v, _ := a.Redis.Get(ctx, a.Cfg.RedisKeys().Leader()).Result(); v != "" {
 			return nil, nil
 		}
 	}

@@ -70,6 +70,7 @@ func (a *App) watch(r *binlog.Reader, p publishers) {
 	m := a.Metrics()
 	m.WatchStream(r)
 	m.WatchConn(metrics.TargetBroker, p)
+	m.WatchBrokerNodes(p.connectedNodes) // brokernodes.go
 }
 
 // pollers are the loops behind the metrics that need a query. The outbox
@@ -96,7 +97,7 @@ func (a *App) backlogPollers(m *metrics.Metrics) []func(context.Context) {
 		}
 	}}
 	if len(cfg.HTTP.Queues) > 0 {
-		mgmt, err := cfg.HTTP.Management(cfg.Broker.URL)
+		mgmt, err := cfg.HTTP.Management(cfg.Broker.FirstURL())
 		if err != nil {
 			a.Log.Warn("queue depth metrics are off", zap.Error(err))
 			return out
@@ -132,9 +133,9 @@ func (a *App) pingRedis(ctx context.Context) {
 		up := err == nil
 		if was := a.ops.redisUp.Swap(up); was != up || first {
 			if up {
-				a.Log.Info("redis connected", zap.String("addr", a.Cfg.Redis.Addr))
+				a.Log.Info("redis connected", zap.String("addr", a.Cfg.Redis.Endpoint()))
 			} else {
-				a.Log.Warn("redis does not answer", zap.String("addr", a.Cfg.Redis.Addr), zap.Error(err))
+				a.Log.Warn("redis does not answer", zap.String("addr", a.Cfg.Redis.Endpoint()), zap.Error(err))
 			}
 		}
 		first = false

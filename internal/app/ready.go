@@ -31,10 +31,10 @@ func (a *App) Ready() (bool, []string) {
 		why = append(why, "binlog stream from source "+a.sourceAddr()+" is not connected")
 	}
 	if !p.Connected() {
-		why = append(why, "broker "+publisher.Redact(a.Cfg.Broker.URL)+" is not connected")
+		why = append(why, a.brokerDownReason(p)) // brokernodes.go
 	}
 	if !a.ops.redisUp.Load() {
-		why = append(why, "redis "+a.Cfg.Redis.Addr+" does not answer")
+		why = append(why, "redis "+a.Cfg.Redis.Endpoint()+" does not answer")
 	}
 	why = append(why, a.replicaReasons(a.Cfg.HTTP.ReadyMaxLag)...) // replica.go
 	why = append(why, a.gapReasons()...)                           // gap.go
@@ -71,7 +71,7 @@ func (a *App) heldFor() time.Duration {
 // it is ready as long as it can reach Redis, where the lease is taken over.
 func (a *App) standbyReady() (bool, []string) {
 	if !a.ops.redisUp.Load() {
-		return false, []string{"standby: redis " + a.Cfg.Redis.Addr + " does not answer, so this relay cannot take the leader lease over"}
+		return false, []string{"standby: redis " + a.Cfg.Redis.Endpoint() + " does not answer, so this relay cannot take the leader lease over"}
 	}
 	return true, nil
 }

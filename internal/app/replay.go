@@ -165,7 +165,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions, w, progress io.Writer
 // relay's other keys (binlog-relay:NAME:checkpoint, :instance): one replay
 // per table and source at a time.
 func (a *App) replayKey(t *outbox.Table, archive bool) string {
-	k := "binlog-relay:" + a.Cfg.Name + ":replay:" + t.FullName()
+	k := a.Cfg.RedisKeys().Replay(t.FullName())
 	if archive {
 		k += ":archive"
 	}

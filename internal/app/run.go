@@ -117,6 +117,17 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			start = now
 		case errors.Is(err, binlog.ErrXABufferFull):
 			return xaBoundHint(err)
+		case errors.As(err, new(*streamFailure)): // streams.go
+			if time.Since(began) > time.Minute {
+				wait.Reset()
+			}
+			pause := wait.Next()
+			a.Log.Warn("the stream lane failed: the binlog path starts again from its last checkpoint, and the broker drops the rows it stored already",
+				zap.String("stream", a.Cfg.Broker.Stream.Name), zap.Duration("backoff", pause), zap.String("gtid", resume.GTIDSet), zap.Error(err))
+			if backoff.Sleep(ctx, pause) != nil {
+				return nil
+			}
+			start = resume
 		default:
 			return err
 		}

@@ -41,12 +41,7 @@ func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
 		m := cfg
 		m.Hosts = nil
 		m.Host, m.Port = config.SplitHost(h, cfg.Port)
-		field := fmt.Sprintf("source.hosts[%d]", i)
-		dsn, err := m.DSN(field)
-		if err != nil {
-			return nil, err
-		}
-		c, err := connector(dsn, field)
+		c, err := mysqlConnector(m, fmt.Sprintf("source.hosts[%d]", i)) // mysqlauth.go
 		if err != nil {
 			return nil, err
 		}

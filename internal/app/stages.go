@@ -23,7 +23,10 @@ func sweeperConfig(s config.Sweeper) sweeper.Config {
 }
 
 func leaseConfig(cfg *config.Config) lease.Config {
-	c := lease.Config{Name: cfg.Name, TTL: cfg.HA.LeaseTTL}
+	c := lease.Config{Name: cfg.Name, TTL: cfg.HA.LeaseTTL, Keys: cfg.RedisKeys()}
+	if cfg.HA.Enabled { // checked only where there is a lease to wait for
+		c.WaitReplicas, c.WaitTimeout = cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout
+	}
 	c.Defaults()
 	return c
 }
@@ -64,7 +67,7 @@ func holdBackoff(cfg *config.Config) (base, max time.Duration) {
 // (its TLS config, connection name and ordering).
 func publisherConfig(cfg *config.Config) publisher.Config {
 	holdMin, holdMax := holdBackoff(cfg)
-	return publisher.Config{URL: cfg.Broker.URL, Window: cfg.Broker.Window,
+	return publisher.Config{URL: cfg.Broker.URL, URLs: cfg.Broker.URLs, Window: cfg.Broker.Window,
 		StrictRetryMin: holdMin, StrictRetryMax: holdMax,
 		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}
 }

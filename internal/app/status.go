@@ -16,11 +16,13 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
-// Status prints the checkpoint, how far the source is ahead of it, and the
-// outbox counts by status (read from the source, not the primary). It
-// prints all it can read and then returns an error naming each server it
-// needs that did not answer (Redis, the source replica, the primary), so
-// `status` fails when it could not say what it was asked.
+// Status prints the checkpoint, how far the source is ahead of it, the
+// broker's nodes and the one the relay's connections are on
+// (brokernodes.go), and the outbox counts by status (read from the source,
+// not the primary). It prints all it can read and then returns an error
+// naming each server it needs that did not answer (Redis, the source
+// replica, the primary), so `status` fails when it could not say what it
+// was asked; the broker is not one of them.
 func (a *App) Status(ctx context.Context, w io.Writer) error {
 	var down []error
 	failed := func(what, addr string, err error) { down = append(down, serverError(what, addr, err)) }
@@ -36,7 +38,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 			err = cmp.Or(a.Redis.Ping(ctx).Err(), err)
 		}
 		redisUp = !isNetError(err)
-		failed("redis", a.Cfg.Redis.Addr, err)
+		failed("redis", a.Cfg.Redis.Endpoint(), err)
 	default:
 		fmt.Fprintf(w, "checkpoint   %s (saved %s ago, source %s)\n", cp.Position(), time.Since(cp.SavedAt).Round(time.Second), cp.Server)
 	}
@@ -61,6 +63,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		failed("primary", a.Cfg.Primary.Addr(), err)
 	}
+	a.brokerStatus(ctx, w) // brokernodes.go
 	for _, t := range a.Cfg.Tables {
 		if t.Columns.Status == "" {
 			continue

@@ -114,20 +114,13 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 // follows the replica's state.
 func (a *App) precheckDB() (*sql.DB, error) {
 	c := &precheckConnector{a: a, source: a.src}
+	var err error
 	if a.src == nil {
-		dsn, err := a.Cfg.Source.DSN("source")
-		if err != nil {
-			return nil, err
-		}
-		if c.source, err = connector(dsn, "source"); err != nil {
+		if c.source, err = mysqlConnector(a.Cfg.Source, "source"); err != nil { // mysqlauth.go
 			return nil, err
 		}
 	}
-	dsn, err := a.Cfg.Primary.DSN("primary")
-	if err != nil {
-		return nil, err
-	}
-	if c.primary, err = connector(dsn, "primary"); err != nil {
+	if c.primary, err = mysqlConnector(a.Cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(c)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"strconv"
@@ -74,6 +75,14 @@ type MySQL struct {
 	XABufferRows  int   `yaml:"xa_buffer_rows"`
 	XABufferBytes int64 `yaml:"xa_buffer_bytes"`
 	TLS           TLS   `yaml:"tls"`
+	// AWSIAM (source and primary) signs in with an RDS IAM token made
+	// afresh for each connection, instead of a password; it needs TLS
+	// (managed.go).
+	AWSIAM *AWSIAM `yaml:"aws_iam"`
+	// MinBinlogRetention (source only) is the binlog retention below which
+	// `check` warns; unset means 24h, 0 turns the check off
+	// (BinlogRetentionFloor).
+	MinBinlogRetention *time.Duration `yaml:"min_binlog_retention"`
 }
 
 // TLS options for any connection.
@@ -89,10 +98,13 @@ type TLS struct {
 
 // Broker is RabbitMQ.
 type Broker struct {
-	URL          string `yaml:"url"`
-	PasswordFile string `yaml:"password_file"`
-	Window       int    `yaml:"window"`
-	TLS          TLS    `yaml:"tls"`
+	// URL is one node; URLs the nodes of one cluster, dialled in turn
+	// (brokernodes.go). One of them; password_file applies to each.
+	URL          string   `yaml:"url"`
+	URLs         []string `yaml:"urls"`
+	PasswordFile string   `yaml:"password_file"`
+	Window       int      `yaml:"window"`
+	TLS          TLS      `yaml:"tls"`
 	// DeadLetterExchange receives the messages of tables without a status
 	// column that the broker refused, with the reason in headers. Empty:
 	// such a message holds the stream until the broker takes it.
@@ -102,16 +114,56 @@ type Broker struct {
 	// 0 means the broker's default max_message_size by the version it
 	// announces: 16 MiB on RabbitMQ 4, 128 MiB on 3.x.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// Stream, when it has a name, has the binlog path publish every row
+	// into that RabbitMQ stream over the stream protocol instead of the
+	// tables' exchanges, deduplicated by the broker (docs/lifecycle.md).
+	Stream Stream `yaml:"stream"`
 }
 
-// Redis holds the checkpoint.
-type Redis struct {
-	Addr         string `yaml:"addr"`
-	Username     string `yaml:"username"`
-	Password     string `yaml:"password"`
+// Stream is `broker.stream:`.
+type Stream struct {
+	// Name is the stream, declared when missing.
+	Name string `yaml:"name"`
+	// URI is the broker's stream port,
+	// rabbitmq-stream://user:password@host:5552/vhost; empty: broker.url's
+	// host, credentials and vhost on port 5552.
+	URI          string `yaml:"uri"`
 	PasswordFile string `yaml:"password_file"`
-	DB           int    `yaml:"db"`
-	TLS          TLS    `yaml:"tls"`
+	// MaxLengthBytes and MaxAge are the retention a stream declared by the
+	// relay gets (0: the broker's defaults); a stream already there keeps
+	// its own.
+	MaxLengthBytes int64         `yaml:"max_length_bytes"`
+	MaxAge         time.Duration `yaml:"max_age"`
+}
+
+// Enabled reports whether the binlog path publishes into a stream.
+func (s Stream) Enabled() bool { return s.Name != "" }
+
+// Redis holds the checkpoint, the leader lease, the instance heartbeat and
+// the first-saved marker: one Redis, a Sentinel group or a Cluster
+// (redis.go, docs/ha.md).
+type Redis struct {
+	// Addr is one Redis, host:port; exclusive with Addrs.
+	Addr string `yaml:"addr"`
+	// Addrs are several host:port: the Sentinels with Sentinel, seed nodes
+	// with Cluster.
+	Addrs        []string `yaml:"addrs"`
+	Username     string   `yaml:"username"`
+	Password     string   `yaml:"password"`
+	PasswordFile string   `yaml:"password_file"`
+	DB           int      `yaml:"db"`
+	TLS          TLS      `yaml:"tls"`
+	// Sentinel, with a master name, makes the addresses Sentinels that
+	// name the master the relay writes to; it follows a failover.
+	Sentinel Sentinel `yaml:"sentinel"`
+	// Cluster makes the addresses nodes of a Redis Cluster; the relay's
+	// keys then carry its name as a hash tag (rediskey).
+	Cluster bool `yaml:"cluster"`
+	// WaitReplicas, above 0, makes the relay WAIT for that many replicas
+	// to acknowledge the leader lease (taken or renewed) and each
+	// checkpoint save, for WaitTimeout (default 1s).
+	WaitReplicas int           `yaml:"wait_replicas"`
+	WaitTimeout  time.Duration `yaml:"wait_timeout"`
 }
 
 // Checkpoint says where and how often the position is saved.
@@ -220,7 +272,8 @@ func parseConfig(raw []byte, lookup func(string) (string, bool), r *redactions) 
 	if err := c.resolveSecrets(); err != nil {
 		return nil, err
 	}
-	r.secrets = append(r.secrets, c.Source.Password, c.Primary.Password, c.Redis.Password, urlPassword(c.Broker.URL))
+	r.secrets = append(r.secrets, c.Source.Password, c.Primary.Password, c.Redis.Password, c.Redis.Sentinel.Password, urlPassword(c.Broker.Stream.URI))
+	r.secrets = append(r.secrets, c.Broker.urlPasswords()...)
 	for _, rc := range c.Reconcile.Consumers {
 		r.secrets = append(r.secrets, rc.MySQL.Password)
 	}
@@ -334,8 +387,8 @@ func (c *Config) applyDefaults() {
 	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
 		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
 	}
-	c.Redis.Addr = cmp.Or(c.Redis.Addr, "127.0.0.1:6379")
-	c.Checkpoint.Key = cmp.Or(c.Checkpoint.Key, "binlog-relay:"+c.Name+":checkpoint")
+	c.Redis.defaults() // redis.go
+	c.Checkpoint.Key = cmp.Or(c.Checkpoint.Key, c.RedisKeys().Checkpoint())
 	// Not the relay's default: its zero means "hold at once".
 	c.Checkpoint.OutageWindow = cmp.Or(c.Checkpoint.OutageWindow, 30*time.Second)
 	c.Relay.Ordering = cmp.Or(c.Relay.Ordering, "relaxed")
@@ -343,7 +396,7 @@ func (c *Config) applyDefaults() {
 	c.Log.Level = cmp.Or(c.Log.Level, "info")
 	c.Log.Format = cmp.Or(c.Log.Format, "json")
 	c.HTTP.defaults()
-	c.Reconcile.defaults(c.Name)
+	c.Reconcile.defaults(c.RedisKeys().Reconcile())
 	for _, t := range c.Tables {
 		t.MaxRetries = cmp.Or(t.MaxRetries, 5)
 	}
@@ -371,6 +424,9 @@ func (c *Config) resolveSecrets() error {
 	if err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
 		return err
 	}
+	if err := read("redis.sentinel.password_file", c.Redis.Sentinel.PasswordFile, &c.Redis.Sentinel.Password); err != nil {
+		return err
+	}
 	for i := range c.Reconcile.Consumers {
 		m := &c.Reconcile.Consumers[i].MySQL
 		if err := read(fmt.Sprintf("reconcile.consumers[%d].mysql.password_file", i), m.PasswordFile, &m.Password); err != nil {
@@ -382,11 +438,20 @@ func (c *Config) resolveSecrets() error {
 		if err := read("broker.password_file", c.Broker.PasswordFile, &pw); err != nil {
 			return err
 		}
-		u, err := withPassword(c.Broker.URL, pw)
-		if err != nil {
-			return fmt.Errorf("broker.url: %w", err)
+		if err := c.Broker.setPassword(pw); err != nil { // brokernodes.go
+			return err
 		}
-		c.Broker.URL = u
+	}
+	if c.Broker.Stream.PasswordFile != "" {
+		var pw string
+		if err := read("broker.stream.password_file", c.Broker.Stream.PasswordFile, &pw); err != nil {
+			return err
+		}
+		u, err := withPassword(c.Broker.Stream.URI, pw)
+		if err != nil {
+			return fmt.Errorf("broker.stream.uri: %w", err)
+		}
+		c.Broker.Stream.URI = u
 	}
 	return nil
 }
@@ -402,6 +467,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateServers()...)
 	errs = append(errs, c.Broker.validate()...)
 	errs = append(errs, c.Checkpoint.validate()...)
+	errs = append(errs, c.validateRedis()...) // redis.go
 	errs = append(errs, c.validateRelay()...)
 	if c.Log.Format != "json" && c.Log.Format != "console" {
 		errs = append(errs, errors.New("log.format: not json or console"))
@@ -439,6 +505,7 @@ func (c *Config) validateServers() []error {
 		if s.m.Flavor != "auto" && s.m.Flavor != "mysql" && s.m.Flavor != "mariadb" {
 			errs = append(errs, fmt.Errorf("%s.flavor: not auto, mysql or mariadb", s.field))
 		}
+		errs = append(errs, validateManaged(s.field, s.m, s.field == "source")...) // managed.go
 	}
 	for i, h := range c.Source.Hosts {
 		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
@@ -462,12 +529,7 @@ func (c *Config) validateServers() []error {
 
 // validate checks `broker:`.
 func (b Broker) validate() []error {
-	var errs []error
-	if b.URL == "" {
-		errs = append(errs, errors.New("broker.url: required"))
-	} else if err := checkAMQPURL(b.URL); err != nil {
-		errs = append(errs, fmt.Errorf("broker.url: %w", err))
-	}
+	errs := b.validateURLs() // brokernodes.go
 	if b.MaxMessageBytes < 0 {
 		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", b.MaxMessageBytes))
 	} else if b.MaxMessageBytes > 512<<20 {
@@ -477,7 +539,57 @@ func (b Broker) validate() []error {
 	if err := checkExchangeName(b.DeadLetterExchange); err != nil {
 		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
 	}
+	return append(errs, b.Stream.validate()...)
+}
+
+// validate checks `broker.stream:`.
+func (s Stream) validate() []error {
+	var errs []error
+	if !s.Enabled() {
+		if s.URI != "" || s.PasswordFile != "" || s.MaxLengthBytes != 0 || s.MaxAge != 0 {
+			errs = append(errs, errors.New("broker.stream.name: required with the other broker.stream keys"))
+		}
+		return errs
+	}
+	if err := checkExchangeName(s.Name); err != nil { // the same rules: a queue name
+		errs = append(errs, fmt.Errorf("broker.stream.name: %w", err))
+	}
+	if s.URI != "" {
+		if u, err := url.Parse(s.URI); err != nil || (u.Scheme != "rabbitmq-stream" && u.Scheme != "rabbitmq-stream+tls") || u.Host == "" {
+			errs = append(errs, errors.New("broker.stream.uri: want rabbitmq-stream://user:password@host:5552/vhost (or rabbitmq-stream+tls://)"))
+		}
+	}
+	if s.PasswordFile != "" && s.URI == "" {
+		errs = append(errs, errors.New("broker.stream.password_file: needs broker.stream.uri (without it the stream uses broker.url's credentials)"))
+	}
+	if s.MaxLengthBytes < 0 {
+		errs = append(errs, fmt.Errorf("broker.stream.max_length_bytes: %d must be positive", s.MaxLengthBytes))
+	}
+	if s.MaxAge < 0 || (s.MaxAge > 0 && s.MaxAge < time.Second) {
+		errs = append(errs, fmt.Errorf("broker.stream.max_age: %s must be at least 1s", s.MaxAge))
+	}
 	return errs
+}
+
+// StreamURI is broker.stream.uri, or broker.url's host, credentials and
+// vhost on the stream port (5552).
+func (b Broker) StreamURI() (string, error) {
+	if b.Stream.URI != "" {
+		return b.Stream.URI, nil
+	}
+	u, err := url.Parse(b.FirstURL()) // the first node of broker.urls
+	if err != nil {
+		return "", errors.New("broker.url: not a URL")
+	}
+	scheme := "rabbitmq-stream"
+	if u.Scheme == "amqps" {
+		scheme = "rabbitmq-stream+tls"
+	}
+	out := url.URL{Scheme: scheme, User: u.User, Host: net.JoinHostPort(u.Hostname(), "5552"), Path: u.Path}
+	if out.Path == "" {
+		out.Path = "/"
+	}
+	return out.String(), nil
 }
 
 // validate checks `checkpoint:`.

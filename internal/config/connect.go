@@ -70,8 +70,10 @@ func (b Broker) TLSConfig() (*tls.Config, error) {
 	if err != nil || c == nil {
 		return c, err
 	}
-	if u, perr := url.Parse(b.URL); perr == nil && u.Scheme != "amqps" {
-		return nil, errors.New("broker.tls: TLS is enabled but broker.url is not amqps://: use amqps://host:5671/")
+	for _, raw := range b.Nodes() {
+		if u, perr := url.Parse(raw); perr == nil && u.Scheme != "amqps" {
+			return nil, errors.New("broker.tls: TLS is enabled but broker.url is not amqps://: use amqps://host:5671/")
+		}
 	}
 	return c, nil
 }

@@ -85,13 +85,14 @@ type ReconcileConsumer struct {
 // one-line reports.
 var consumerNameRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-func (r *Reconcile) defaults(name string) {
+// defaults fills unset fields; key is the default reconcile.key.
+func (r *Reconcile) defaults(key string) {
 	r.Window = cmp.Or(r.Window, 24*time.Hour)
 	r.GracePeriod = cmp.Or(r.GracePeriod, 5*time.Minute)
 	r.PendingAfter = cmp.Or(r.PendingAfter, 15*time.Minute)
 	r.ChunkSize = cmp.Or(r.ChunkSize, 5000)
 	r.MaxIDs = cmp.Or(r.MaxIDs, 100)
-	r.Key = cmp.Or(r.Key, "binlog-relay:"+name+":reconcile")
+	r.Key = cmp.Or(r.Key, key)
 	for i := range r.Consumers {
 		c := &r.Consumers[i]
 		if c.MySQL.Host != "" {
@@ -205,6 +206,12 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 	}
 	if len(c.MySQL.Hosts) > 0 {
 		bad("mysql.hosts", "only the source takes a list of servers")
+	}
+	if c.MySQL.AWSIAM != nil {
+		errs = append(errs, fmt.Errorf("%s.mysql.%w", field, errIAMElsewhere)) // managed.go
+	}
+	if c.MySQL.MinBinlogRetention != nil {
+		bad("mysql.min_binlog_retention", "only the source's binlog is read; set source.min_binlog_retention")
 	}
 	if c.Schema == "" {
 		bad("schema", "required: the database holding the inbox table")

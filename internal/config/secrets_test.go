@@ -136,6 +136,9 @@ func secretCases() []secretCase {
 		{"broker: a URL with a bad window", "broker", "broker: {url: \"amqp://relay:SECRET@mq:5672/\", window: SECRET}\n", "broker.window", 1},
 		{"broker: a reserved dead-letter exchange", "broker", "broker: {url: \"amqp://relay:SECRET@mq:5672/\", dead_letter_exchange: amq.SECRET}\n", "broker.dead_letter_exchange", 0},
 		{"broker: the password in password_file", "broker", "broker: {url: \"amqp://relay@mq:5672/\", password_file: SECRET}\n", "broker.password_file", 0},
+		{"broker: a bad scheme in urls", "broker", "broker: {urls: [\"amqp://relay:SECRET@mq-1:5672/\", \"amqpx://relay:SECRET@mq-2:5672/\"]}\n", "broker.urls[1]", 0},
+		{"broker: url and urls", "broker", "broker: {url: \"amqp://relay:SECRET@mq-1:5672/\", urls: [\"amqp://relay:SECRET@mq-2:5672/\"]}\n", "broker.urls", 0},
+		{"broker: a repeated URL in urls", "broker", "broker: {urls: [\"amqp://relay:SECRET@mq-1:5672/\", \"amqp://relay:SECRET@mq-1:5672/\"]}\n", "broker.urls[1]", 0},
 		// Enums, durations, numbers.
 		{"log: a bad level", "log", "log: {level: SECRET}\n", "log.level", 0},
 		{"log: a bad format", "log", "log: {format: SECRET}\n", "log.format", 0},

@@ -53,12 +53,13 @@ var ErrNoProgress = errors.New("no saved replay")
 
 // RedisStore keeps the progress as JSON under one key.
 type RedisStore struct {
-	rdb *redis.Client
+	rdb redis.Cmdable
 	key string
 }
 
-// NewRedisStore stores progress under key.
-func NewRedisStore(rdb *redis.Client, key string) *RedisStore { return &RedisStore{rdb: rdb, key: key} }
+// NewRedisStore stores progress under key; rdb is any client (one Redis,
+// Sentinel, Cluster: the progress is one key).
+func NewRedisStore(rdb redis.Cmdable, key string) *RedisStore { return &RedisStore{rdb: rdb, key: key} }
 
 // Key is where the progress is kept.
 func (r *RedisStore) Key() string { return r.key }

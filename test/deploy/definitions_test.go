@@ -61,6 +61,14 @@ type definitions struct {
 		RoutingKey      string         `json:"routing_key"`
 		Arguments       map[string]any `json:"arguments"`
 	} `json:"bindings"`
+	Policies []struct {
+		Name       string         `json:"name"`
+		Vhost      string         `json:"vhost"`
+		Pattern    string         `json:"pattern"`
+		ApplyTo    string         `json:"apply-to"`
+		Priority   int            `json:"priority"`
+		Definition map[string]any `json:"definition"`
+	} `json:"policies"`
 }
 
 func loadDefinitions(t *testing.T) definitions {
@@ -168,9 +176,61 @@ func TestComposeSampleExchangesDeclared(t *testing.T) {
 		}
 	}
 	for _, q := range d.Queues {
-		if q.Name == inventory.Queue && (!q.Durable || q.AutoDelete || len(q.Arguments) != 0) {
-			t.Errorf("queue %s: %+v, want what inventory.DeclareTopology declares (durable, no arguments)", q.Name, q)
+		if q.Name == inventory.Queue && (!q.Durable || q.AutoDelete || !sameArgs(q.Arguments, inventory.QueueArgs)) {
+			t.Errorf("queue %s: %+v, want what inventory.DeclareTopology declares (durable, arguments %v)", q.Name, q, inventory.QueueArgs)
 		}
+	}
+}
+
+func sameArgs(got map[string]any, want map[string]any) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The demo's queues are quorum queues, and a policy bounds the inventory queue's
+// redeliveries and dead-letters what passes the bound into a queue of its own
+// (docs/operating.md, "RabbitMQ cluster and quorum queues").
+func TestComposeQuorumQueues(t *testing.T) {
+	d := loadDefinitions(t)
+	for _, q := range d.Queues {
+		if q.Arguments["x-queue-type"] != "quorum" {
+			t.Errorf("queue %s: arguments %v, want x-queue-type quorum", q.Name, q.Arguments)
+		}
+	}
+	var dlx string
+	for _, p := range d.Policies {
+		// "queues", not "quorum_queues": RabbitMQ before 3.12 (the stack's 3.10) knows no
+		// other; a classic queue ignores delivery-limit.
+		if p.ApplyTo != "queues" || !regexp.MustCompile(p.Pattern).MatchString(inventory.Queue) {
+			continue
+		}
+		if limit, ok := p.Definition["delivery-limit"].(float64); !ok || limit < 1 {
+			t.Errorf("policy %s: delivery-limit %v, want a positive bound", p.Name, p.Definition["delivery-limit"])
+		}
+		dlx, _ = p.Definition["dead-letter-exchange"].(string)
+	}
+	if dlx == "" {
+		t.Fatalf("no policy with a dead-letter-exchange applies to %s", inventory.Queue)
+	}
+	bound := false
+	for _, b := range d.Bindings {
+		for _, q := range d.Queues {
+			bound = bound || (b.Source == dlx && b.Destination == q.Name && b.DestinationType == "queue")
+		}
+	}
+	declared := false
+	for _, e := range d.Exchanges {
+		declared = declared || e.Name == dlx
+	}
+	if !declared || !bound {
+		t.Errorf("the dead-letter exchange %s is not declared with a queue bound to it", dlx)
 	}
 }
 

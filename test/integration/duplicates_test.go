@@ -205,3 +205,63 @@ func TestReplayedRowsAlreadySentAreNotPublishedAgain(t *testing.T) {
 		t.Errorf("checkpoint did not move past the old one: %+v, %v", cp, err)
 	}
 }
+
+// Issue 27: the same run as TestFiveSIGKILLsDuplicateOnlyRowsInFlight into
+// a RabbitMQ stream (broker.stream): each row takes a publishing id in
+// binlog order, saved with the checkpoint, and a restart replays the same
+// ids, which the broker drops. A stream consumer reads every row once, in
+// commit order: 0 duplicates, 0 lost.
+func TestFiveSIGKILLsIntoAStreamDeliverEachRowOnce(t *testing.T) {
+	testenv.Integration(t)
+	testenv.PurgeBinlogs(t)
+	const rows, perTx, rate, kills = 100_000, 50, 5_000, 5
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	streamName := testenv.UniqueName("relay_stream")
+	t.Cleanup(func() { testenv.DeleteStream(t, streamName) })
+	name := testenv.UniqueName("streamkill")
+	key := "binlog-relay:" + name + ":checkpoint"
+	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: name, Tables: relaytest.SeedTable(db.Name), Sections: map[string]string{
+		"checkpoint": "", "relay": "",
+		"broker": fmt.Sprintf("{url: %q, stream: {name: %s, uri: %q}}", testenv.AMQPURL, streamName, testenv.StreamURI(testenv.StreamAddr())),
+	}}.YAML())
+	p := relaytest.StartedProcess(t, cfg)
+	start := time.Now()
+	prod := startPacedProducer(t, db, "unused", "q", rows/perTx, perTx, rate)
+	sent := func() int { return statusCounts(t, db.Primary)["SENT"] }
+	for k := 1; k <= kills; k++ {
+		at := k * rows / (kills + 2)
+		testenv.Eventually(t, 90*time.Second, func() bool { return sent() >= at }, "only %d rows SENT before kill %d", sent(), k)
+		signal(t, p, syscall.SIGKILL)
+		if _, err := p.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		p = relaytest.StartedProcess(t, cfg)
+	}
+	want := prod.wait(t)
+	t.Logf("produced in %s", time.Since(start).Round(time.Millisecond))
+	testenv.Eventually(t, 3*time.Minute, func() bool { return sent() == len(want) }, "statuses: %v", statusCounts(t, db.Primary))
+	t.Logf("all SENT after %s", time.Since(start).Round(time.Millisecond))
+	waitCheckpointCovers(t, key, primaryGTID(t, db))
+	began := time.Now()
+	got := testenv.ReadStreamIDs(t, streamName, time.Minute)
+	t.Logf("read the stream in %s", time.Since(began).Round(time.Millisecond))
+	seen, dups := map[string]bool{}, 0
+	var order []string
+	for _, id := range got {
+		if seen[id] {
+			dups++
+			continue
+		}
+		seen[id] = true
+		order = append(order, id)
+	}
+	t.Logf("%d rows at %d rows/s into stream %s, %d SIGKILLs: the stream holds %d messages, %d distinct, %d duplicates",
+		len(want), rate, streamName, kills, len(got), len(seen), dups)
+	if dups != 0 || len(seen) != len(want) {
+		t.Fatalf("the stream holds %d distinct rows of %d with %d duplicates; want each once", len(seen), len(want), dups)
+	}
+	assertSameOrder(t, order, want)
+	if cp, err := loadCheckpoint(t, key); err != nil || cp.Seq != uint64(len(want)) || cp.SeqScope == "" {
+		t.Errorf("checkpoint publishing id %d (scope %q), want %d: %v", cp.Seq, cp.SeqScope, len(want), err)
+	}
+}

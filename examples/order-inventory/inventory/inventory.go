@@ -19,6 +19,12 @@ import (
 // with order.RoutingKey.
 const Queue = "inventory.order-created"
 
+// QueueArgs declare Queue a quorum queue: replicated on a RabbitMQ cluster, and the queue
+// type RabbitMQ recommends for data that must not be lost. Redelivery limits and
+// dead-lettering come from a policy (deploy/docker/rabbitmq/definitions.json), which needs
+// no matching declaration here.
+var QueueArgs = amqp.Table{"x-queue-type": "quorum"}
+
 // ErrInsufficientStock is returned (and retried with backoff) when a SKU runs short;
 // a restock before the retries run out lets the order through.
 var ErrInsufficientStock = errors.New("insufficient stock")
@@ -50,14 +56,17 @@ func Deduct(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 	return nil
 }
 
-// DeclareTopology declares the orders exchange (topic) and the inventory queue, both
-// durable, and binds them on order.RoutingKey. It is idempotent.
+// DeclareTopology declares the orders exchange (topic) and the inventory queue (a
+// durable quorum queue, QueueArgs), and binds them on order.RoutingKey. It is idempotent.
+// A classic queue of that name left by an older version of the demo makes the broker
+// refuse the declaration (406 PRECONDITION_FAILED, inequivalent arg 'x-queue-type'): the
+// error says so.
 func DeclareTopology(ch *amqp.Channel, exchange, queue string) error {
 	if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
 		return fmt.Errorf("declaring exchange %s: %w", exchange, err)
 	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring queue %s: %w", queue, err)
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, QueueArgs); err != nil {
+		return fmt.Errorf("declaring queue %s as a quorum queue (a classic queue of that name from an older demo: delete it): %w", queue, err)
 	}
 	if err := ch.QueueBind(queue, order.RoutingKey, exchange, false, nil); err != nil {
 		return fmt.Errorf("binding queue %s: %w", queue, err)

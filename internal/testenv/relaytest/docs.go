@@ -135,9 +135,19 @@ func yamlKeys(v any) []string {
 	return append(keys, "tables")
 }
 
+// replacedBy are keys of docBase a snippet's key stands in for: the two
+// are exclusive (source.hosts or source.host, broker.urls or broker.url).
+var replacedBy = map[string]string{"hosts": "host", "urls": "url"}
+
 // mergeMapping lays src over dst: mappings merge key by key (a snippet's
-// source: {tls: ...} keeps the base's host), anything else replaces.
+// source: {tls: ...} keeps the base's host), anything else replaces, and a
+// key of src drops the base's key it is exclusive with (replacedBy).
 func mergeMapping(dst, src *yaml.Node) {
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		if old, ok := replacedBy[src.Content[i].Value]; ok && !hasKey(src, old) {
+			deleteKey(dst, old)
+		}
+	}
 	for i := 0; i+1 < len(src.Content); i += 2 {
 		k, v := src.Content[i], src.Content[i+1]
 		found := false
@@ -154,6 +164,24 @@ func mergeMapping(dst, src *yaml.Node) {
 		}
 		if !found {
 			dst.Content = append(dst.Content, k, v)
+		}
+	}
+}
+
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func deleteKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
 		}
 	}
 }

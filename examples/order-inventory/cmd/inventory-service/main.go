@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ func run(ctx context.Context, log *zap.Logger, dsn, url, redisAddr string, worke
 			return err
 		}
 	}
-	if err := declare(url); err != nil {
+	if err := declare(url, log); err != nil {
 		return err
 	}
 	var opts []inbox.Option
@@ -75,7 +76,7 @@ func run(ctx context.Context, log *zap.Logger, dsn, url, redisAddr string, worke
 	return c.Run(ctx)
 }
 
-func declare(url string) error {
+func declare(url string, log *zap.Logger) error {
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		return fmt.Errorf("connecting to broker to declare topology: %w", err)
@@ -85,7 +86,22 @@ func declare(url string) error {
 	if err != nil {
 		return fmt.Errorf("opening channel: %w", err)
 	}
-	return inventory.DeclareTopology(ch, order.Exchange, inventory.Queue)
+	err = inventory.DeclareTopology(ch, order.Exchange, inventory.Queue)
+	var aerr *amqp.Error
+	if !errors.As(err, &aerr) || aerr.Code != amqp.PreconditionFailed {
+		return err
+	}
+	// The queue exists with other arguments: a classic queue from an older version of
+	// the demo. It is consumed as it is (the refusal closed the channel: bind on another).
+	log.Warn("the inventory queue exists as another queue type; using it as it is (delete it to have a quorum queue)",
+		zap.String("queue", inventory.Queue), zap.Error(err))
+	if ch, err = conn.Channel(); err != nil {
+		return fmt.Errorf("opening channel: %w", err)
+	}
+	if err := ch.QueueBind(inventory.Queue, order.RoutingKey, order.Exchange, false, nil); err != nil {
+		return fmt.Errorf("binding queue %s: %w", inventory.Queue, err)
+	}
+	return nil
 }
 
 func report(ctx context.Context, log *zap.Logger, c *inbox.Counters) {
