@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -104,7 +104,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			continue
 		}
 		t := ev.Row.Table
-		k := t.FullName() + "\x00" + status.Key(ev.Row.ID)
+		k := t.FullName() + "\x00" + colval.ValueString(ev.Row.ID)
 		if c.txKeys[k] {
 			continue // again in its transaction: published
 		}
@@ -138,11 +138,11 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 		guard := t.Columns.MessageID != "" && len(sent) > 0
 		n := 0
 		for _, row := range rows {
-			msg, ok := sent[status.Key(row.ID)]
+			msg, ok := sent[colval.ValueString(row.ID)]
 			if !ok {
 				continue
 			}
-			if guard && msg != "" && msg != status.Key(row.Values[t.Columns.MessageID]) {
+			if guard && msg != "" && msg != colval.ValueString(row.Values[t.Columns.MessageID]) {
 				continue // another message under this id now (a REPLACE, a table made again)
 			}
 			c.skip[row] = true

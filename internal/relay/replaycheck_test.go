@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -38,8 +38,8 @@ func (f *fakeSent) Sent(_ context.Context, _ *outbox.Table, ids []any) (map[stri
 	}
 	out := map[string]string{}
 	for _, id := range ids {
-		if m, ok := f.sent[status.Key(id)]; ok {
-			out[status.Key(id)] = m
+		if m, ok := f.sent[colval.ValueString(id)]; ok {
+			out[colval.ValueString(id)] = m
 		}
 	}
 	return out, nil
@@ -174,14 +174,7 @@ func TestPublishingIDsFollowBinlogOrderAcrossSkips(t *testing.T) {
 	lookup := &fakeSent{sent: sentUpTo(3)}
 	lane, _, store, _ := replayRun(t, lookup, "scope-a", &checkpoint.Checkpoint{Seq: 40, SeqScope: "scope-a"},
 		tx{100, []int{1, 2}}, tx{200, []int{3, 4}}, tx{300, []int{5}})
-	var seqs []uint64
-	lane.mu.Lock()
-	for _, j := range lane.got {
-		if j.Msg != nil {
-			seqs = append(seqs, j.Seq)
-		}
-	}
-	lane.mu.Unlock()
+	seqs := publishedSeqs(lane)
 	if !slices.Equal(seqs, []uint64{44, 45}) {
 		t.Fatalf("publishing ids %v, want [44 45]", seqs)
 	}
@@ -194,14 +187,7 @@ func TestPublishingIDsOfAnotherScopeStartAboveTheFloor(t *testing.T) {
 	// A checkpoint saved under another scope (tables or lanes changed) does
 	// not resume its ids: they start above the floor (the broker's last).
 	lane, _, _, _ := replayRun(t, nil, "scope-b", &checkpoint.Checkpoint{Seq: 40, SeqScope: "scope-a"}, tx{100, []int{1, 2}})
-	var seqs []uint64
-	lane.mu.Lock()
-	for _, j := range lane.got {
-		if j.Msg != nil {
-			seqs = append(seqs, j.Seq)
-		}
-	}
-	lane.mu.Unlock()
+	seqs := publishedSeqs(lane)
 	if !slices.Equal(seqs, []uint64{1, 2}) {
 		t.Fatalf("publishing ids %v, want [1 2] (floor 0)", seqs)
 	}
@@ -241,4 +227,17 @@ func TestReplayCheckPublishesARowAgainInItsTransaction(t *testing.T) {
 	if got, want := lane.published(), []string{"m-1", "m-3"}; !slices.Equal(got, want) {
 		t.Fatalf("published %v, want %v (the committed version of row 1, and row 3)", got, want)
 	}
+}
+
+// publishedSeqs are the publishing ids of the messages a lane was given.
+func publishedSeqs(lane *fakeLane) []uint64 {
+	lane.mu.Lock()
+	defer lane.mu.Unlock()
+	var seqs []uint64
+	for _, j := range lane.got {
+		if j.Msg != nil {
+			seqs = append(seqs, j.Seq)
+		}
+	}
+	return seqs
 }

@@ -35,7 +35,7 @@ type CheckpointStore interface {
 }
 
 // SentLookup tells, of some rows of a table, which are SENT now, reading the
-// source replica (status.SentReader): keyed by status.Key of the id, with the
+// source replica (status.SentReader): keyed by colval.ValueString of the id, with the
 // message id's, "" when the table has no message-id column of its own.
 type SentLookup interface {
 	Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error)

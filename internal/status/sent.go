@@ -17,8 +17,9 @@ type SentReader struct {
 }
 
 // Sent returns, of ids (rows of t), the ones whose status is SENT now, keyed
-// by Key of the id, each with Key of its message id ("" when the table has no
-// message-id column of its own). A table without a status column has none.
+// by the id's text, each with its message id's ("" when the table has no
+// message-id column of its own): the text colval.ValueString gives a value
+// the binlog decoded. A table without a status column has none.
 func (s SentReader) Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error) {
 	out := map[string]string{}
 	if t.Columns.Status == "" || len(ids) == 0 {
@@ -48,20 +49,4 @@ func (s SentReader) Sent(ctx context.Context, t *outbox.Table, ids []any) (map[s
 		return nil, fmt.Errorf("reading which replayed rows of %s are sent: %w", t.FullName(), err)
 	}
 	return out, nil
-}
-
-// Key is a binlog value as the text a SQL read gives for it, so that the
-// values the binlog decodes (integers, strings, bytes) and the ones a query
-// returns compare.
-func Key(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	default:
-		return fmt.Sprint(x)
-	}
 }
