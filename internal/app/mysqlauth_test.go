@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -203,7 +202,7 @@ func TestIAMTokenPerBinlogConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuf
+	var logs testenv.SyncBuffer
 	r, err := binlog.New(binlog.Config{Host: m.Host, Port: uint16(m.Port), User: m.User, PasswordFunc: tokens, TLS: stls,
 		Flavor: binlog.FlavorMySQL, ReconnectMin: time.Millisecond, ReconnectMax: 5 * time.Millisecond}, nil,
 		binlog.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -237,21 +236,4 @@ func TestPasswordWithoutIAM(t *testing.T) {
 	if err != nil || tokens != nil || pw != "pw" {
 		t.Fatalf("%q %v %v", pw, tokens != nil, err)
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package binlog_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -27,28 +27,10 @@ func closedAddr(t *testing.T) (string, uint16) {
 	return "127.0.0.1", uint16(addr.Port)
 }
 
-// syncBuffer is a log sink the reader's goroutine and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runUntil runs a reader until want PasswordFunc calls were made.
 func runUntil(t *testing.T, cfg binlog.Config, calls func() int, want int) string {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	r, err := binlog.New(cfg, nil, binlog.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
