@@ -86,7 +86,7 @@ func streamProducer(name string, i, n int) string {
 
 func (a *App) newStreamLanes() (publishers, error) {
 	cfg := a.Cfg
-	uri, err := cfg.Broker.StreamURI()
+	uris, err := cfg.Broker.StreamURIs()
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (a *App) newStreamLanes() (publishers, error) {
 		if n > 1 {
 			log = log.With(zap.Int("lane", i))
 		}
-		sc := streamlane.Config{URIs: []string{uri}, TLS: btls, Stream: cfg.Broker.Stream.Name,
+		sc := streamlane.Config{URIs: uris, TLS: btls, Stream: cfg.Broker.Stream.Name,
 			MaxLengthBytes: cfg.Broker.Stream.MaxLengthBytes, MaxAge: cfg.Broker.Stream.MaxAge,
 			ProducerName: streamProducer(cfg.Name, i, n), Window: cfg.Broker.Window, ConnectionName: streamProducer(cfg.Name, i, n)}
 		l, err := streamlane.New[relay.Ticket](sc, log)

@@ -25,8 +25,9 @@ func TestBrokerURLs(t *testing.T) {
 	if !slices.Equal(c.Broker.Nodes(), want) || c.Broker.FirstURL() != want[0] || c.Broker.URL != "" {
 		t.Errorf("nodes %v (first %q, url %q), want %v", c.Broker.Nodes(), c.Broker.FirstURL(), c.Broker.URL, want)
 	}
-	if uri, err := c.Broker.StreamURI(); err != nil || uri != "rabbitmq-stream://relay:s3cret@mq-1:5552/" {
-		t.Errorf("stream URI %q, %v: want the first node's host on 5552", uri, err)
+	wantStream := []string{"rabbitmq-stream://relay:s3cret@mq-1:5552/", "rabbitmq-stream://relay:s3cret@mq-2:5552/", "rabbitmq-stream://guest:s3cret@mq-3:5552/"}
+	if uris, err := c.Broker.StreamURIs(); err != nil || !slices.Equal(uris, wantStream) {
+		t.Errorf("stream URIs %q, %v: want each node's host on 5552, %q", uris, err, wantStream)
 	}
 	one := mustParse(t, base+oneTable)
 	if !slices.Equal(one.Broker.Nodes(), []string{"amqp://guest:guest@127.0.0.1:5672/"}) {

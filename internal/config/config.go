@@ -125,8 +125,8 @@ type Stream struct {
 	// Name is the stream, declared when missing.
 	Name string `yaml:"name"`
 	// URI is the broker's stream port,
-	// rabbitmq-stream://user:password@host:5552/vhost; empty: broker.url's
-	// host, credentials and vhost on port 5552.
+	// rabbitmq-stream://user:password@host:5552/vhost; empty: each node of
+	// broker.url / broker.urls on port 5552 (StreamURIs).
 	URI          string `yaml:"uri"`
 	PasswordFile string `yaml:"password_file"`
 	// MaxLengthBytes and MaxAge are the retention a stream declared by the
@@ -571,25 +571,30 @@ func (s Stream) validate() []error {
 	return errs
 }
 
-// StreamURI is broker.stream.uri, or broker.url's host, credentials and
-// vhost on the stream port (5552).
-func (b Broker) StreamURI() (string, error) {
+// StreamURIs are the stream ports the stream lanes dial, in order:
+// broker.stream.uri, or each node of broker.url / broker.urls with its host,
+// credentials and vhost on the stream port (5552).
+func (b Broker) StreamURIs() ([]string, error) {
 	if b.Stream.URI != "" {
-		return b.Stream.URI, nil
+		return []string{b.Stream.URI}, nil
 	}
-	u, err := url.Parse(b.FirstURL()) // the first node of broker.urls
-	if err != nil {
-		return "", errors.New("broker.url: not a URL")
+	var out []string
+	for _, node := range b.Nodes() {
+		u, err := url.Parse(node)
+		if err != nil {
+			return nil, errors.New("broker.url: not a URL")
+		}
+		scheme := "rabbitmq-stream"
+		if u.Scheme == "amqps" {
+			scheme = "rabbitmq-stream+tls"
+		}
+		s := url.URL{Scheme: scheme, User: u.User, Host: net.JoinHostPort(u.Hostname(), "5552"), Path: u.Path}
+		if s.Path == "" {
+			s.Path = "/"
+		}
+		out = append(out, s.String())
 	}
-	scheme := "rabbitmq-stream"
-	if u.Scheme == "amqps" {
-		scheme = "rabbitmq-stream+tls"
-	}
-	out := url.URL{Scheme: scheme, User: u.User, Host: net.JoinHostPort(u.Hostname(), "5552"), Path: u.Path}
-	if out.Path == "" {
-		out.Path = "/"
-	}
-	return out.String(), nil
+	return out, nil
 }
 
 // validate checks `checkpoint:`.
