@@ -11,6 +11,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -34,11 +35,11 @@ func (r *Reconciler) orphans(ctx context.Context, c *consumer, o Options, cr *Co
 		cr.Skipped = why
 		return err
 	}
-	clk, err := readClock(ctx, c.db)
+	clk, err := serverclock.Read(ctx, c.db)
 	if err != nil {
 		return fmt.Errorf("reading the clock of consumer %s's server: %w", c.name, err)
 	}
-	sc := newInboxScan(c, r.cfg.ChunkSize, clk.datetime(o.Since), clk.datetime(o.Until))
+	sc := newInboxScan(c, r.cfg.ChunkSize, clk.DateTime(o.Since), clk.DateTime(o.Until))
 	for {
 		ids, ok, err := sc.next(ctx)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -57,7 +58,7 @@ type scan struct {
 // repairNote goes into a reset row's error column.
 const repairNote = "reset to pending by reconcile: sent, but no consumer recorded it"
 
-func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, o Options, tr *TableReport) error {
+func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk serverclock.Clock, o Options, tr *TableReport) error {
 	if t.Columns.CreatedAt == "" {
 		tr.Skipped = "no columns.created_at, which the window and the grace period are measured on (map it to the row's insert time)"
 		return nil
@@ -88,7 +89,7 @@ func (r *Reconciler) scanTable(ctx context.Context, t *outbox.Table, clk clock, 
 // newScan prepares the reading of t: the columns the router needs (the
 // route's only when a consumer filters by it), the repair's fate, and the
 // time bounds in the server's clock.
-func (r *Reconciler) newScan(t *outbox.Table, clk clock, o Options, tr *TableReport) *scan {
+func (r *Reconciler) newScan(t *outbox.Table, clk serverclock.Clock, o Options, tr *TableReport) *scan {
 	s := &scan{r: r, t: t, tr: tr, cons: r.consumersOf(t), repair: o.Repair}
 	s.rowCols = []string{t.Columns.ID}
 	if m := t.Columns.MessageID; m != "" && m != t.Columns.ID {
@@ -112,13 +113,13 @@ func (r *Reconciler) newScan(t *outbox.Table, clk clock, o Options, tr *TableRep
 			s.repair = false
 		}
 	}
-	recent := clk.at.Add(-r.cfg.GracePeriod)
-	s.bounds = []any{clk.value(recent, t.CreatedAtEpoch)}
+	recent := clk.At.Add(-r.cfg.GracePeriod)
+	s.bounds = []any{clk.Value(recent, t.CreatedAtEpoch)}
 	if t.Columns.UpdatedAt != "" {
-		s.bounds = []any{clk.value(recent, ""), clk.value(recent, t.CreatedAtEpoch)}
+		s.bounds = []any{clk.Value(recent, ""), clk.Value(recent, t.CreatedAtEpoch)}
 	}
-	s.bounds = append(s.bounds, clk.value(clk.at.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
-		clk.value(o.Since, t.CreatedAtEpoch), clk.value(o.Until, t.CreatedAtEpoch))
+	s.bounds = append(s.bounds, clk.Value(clk.At.Add(-r.cfg.PendingAfter), t.CreatedAtEpoch),
+		clk.Value(o.Since, t.CreatedAtEpoch), clk.Value(o.Until, t.CreatedAtEpoch))
 	return s
 }
 

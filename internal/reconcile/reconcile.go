@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -115,7 +116,7 @@ func (r *Reconciler) run(ctx context.Context, o Options, rep *Report) error {
 	if !o.Until.After(o.Since) {
 		return fmt.Errorf("reconcile: the window %s .. %s is empty", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
 	}
-	clk, err := readClock(ctx, r.replica)
+	clk, err := serverclock.Read(ctx, r.replica)
 	if err != nil {
 		return fmt.Errorf("reading the outbox replica's clock: %w", err)
 	}
@@ -145,37 +146,6 @@ func (r *Reconciler) consumersOf(t *outbox.Table) []*consumer {
 		}
 	}
 	return out
-}
-
-// clock is a server's clock at the start of a run.
-type clock struct {
-	wall time.Time // NOW(6): the server's wall clock, which the driver labels UTC
-	unix float64   // UNIX_TIMESTAMP(NOW(6))
-	at   time.Time // the local time it was read
-}
-
-func readClock(ctx context.Context, db *sql.DB) (clock, error) {
-	c := clock{at: time.Now()}
-	err := db.QueryRowContext(ctx, "SELECT NOW(6), UNIX_TIMESTAMP(NOW(6))").Scan(&c.wall, &c.unix)
-	return c, err
-}
-
-// datetime is local time t as a DATETIME literal of the server's clock.
-func (c clock) datetime(t time.Time) string {
-	return c.wall.Add(t.Sub(c.at)).Format("2006-01-02 15:04:05.999999")
-}
-
-// value is local time t in a column of the given storage: "" for DATETIME
-// and TIMESTAMP, "s" or "ms" for an integer count since the epoch.
-func (c clock) value(t time.Time, epoch string) any {
-	unix := c.unix + t.Sub(c.at).Seconds()
-	switch epoch {
-	case "s":
-		return int64(unix)
-	case "ms":
-		return int64(unix * 1000)
-	}
-	return c.datetime(t)
 }
 
 // placeholders is "?, ?, ..." for n arguments.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -154,7 +155,7 @@ type filter struct {
 // buildFilter turns r into a condition on t, created_at bounds converted
 // with clk (the server's clock). Identifiers come from the config (checked
 // by outbox.Table.Validate) and are quoted; every value is an argument.
-func buildFilter(t *outbox.Table, r Range, clk clock) (filter, error) {
+func buildFilter(t *outbox.Table, r Range, clk serverclock.Clock) (filter, error) {
 	c := t.Columns
 	var f filter
 	add := func(cond string, args ...any) {
@@ -185,10 +186,10 @@ func buildFilter(t *outbox.Table, r Range, clk clock) (filter, error) {
 			return f, fmt.Errorf("%s has no columns.created_at, which --since and --until are measured on; use --ids", t.FullName())
 		}
 		if !r.Since.IsZero() {
-			add(ident.Quote(c.CreatedAt)+" >= ?", clk.value(r.Since, t.CreatedAtEpoch))
+			add(ident.Quote(c.CreatedAt)+" >= ?", clk.Value(r.Since, t.CreatedAtEpoch))
 		}
 		if !r.Until.IsZero() {
-			add(ident.Quote(c.CreatedAt)+" < ?", clk.value(r.Until, t.CreatedAtEpoch))
+			add(ident.Quote(c.CreatedAt)+" < ?", clk.Value(r.Until, t.CreatedAtEpoch))
 		}
 	}
 	if r.IDs != nil {

@@ -39,6 +39,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -218,7 +219,7 @@ func (r *Replayer) Run(ctx context.Context) (*Summary, error) {
 	if err := r.checkSource(ctx); err != nil {
 		return nil, err
 	}
-	clk, err := readClock(ctx, r.replica)
+	clk, err := serverclock.Read(ctx, r.replica)
 	if err != nil {
 		return nil, fmt.Errorf("reading the replica's clock: %w", err)
 	}

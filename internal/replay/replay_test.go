@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/serverclock"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -42,7 +43,7 @@ func TestParseWhere(t *testing.T) {
 
 func seed(t *testing.T) *outbox.Table { return outboxtest.Preset(t, "producer-message", "shop", nil) }
 
-var testClock = clock{wall: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), unix: 1777636800, at: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+var testClock = serverclock.Clock{Wall: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Unix: 1777636800, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 
 // The filter is SQL built from the config's identifiers, quoted, and
 // placeholders: the user's values are arguments only.
@@ -50,8 +51,8 @@ func TestBuildFilter(t *testing.T) {
 	tb := seed(t)
 	w1, _ := ParseWhere("routing_key=x' OR '1'='1")
 	w2, _ := ParseWhere("exchange!=audit")
-	since := testClock.at.Add(-2 * time.Hour)
-	f, err := buildFilter(tb, Range{Since: since, Until: testClock.at, IDs: &IDRange{10, 20}, Where: []Cond{w1, w2}}, testClock)
+	since := testClock.At.Add(-2 * time.Hour)
+	f, err := buildFilter(tb, Range{Since: since, Until: testClock.At, IDs: &IDRange{10, 20}, Where: []Cond{w1, w2}}, testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
