@@ -40,7 +40,7 @@ func (e *env) reconcileStep(ctx context.Context, rep *report) error {
 		return err
 	}
 	defer e.dropReconcileDB(db)
-	if err := e.loadReconcileRows(ctx, db, n); err != nil {
+	if err := e.loadReplicaRows(ctx, db, n, "rc-", "bench.ex", true); err != nil {
 		return err
 	}
 	if err := waitMachineIdle(ctx, 30*time.Second); err != nil {
@@ -90,10 +90,11 @@ func (e *env) createReconcileDB(ctx context.Context, db string) error {
 	return nil
 }
 
-// loadReconcileRows writes n outbox rows (SENT an hour ago) and n inbox rows
-// (SUCCESS) on the replica, in INSERT ... SELECT statements over a derived
-// table of numbers, outside the binary log.
-func (e *env) loadReconcileRows(ctx context.Context, db string, n int) error {
+// loadReplicaRows writes n outbox rows (SENT an hour ago, message ids
+// prefix+N, to exchange) and, with inbox, n inbox rows (SUCCESS) on the
+// replica, in INSERT ... SELECT statements over a derived table of numbers,
+// outside the binary log. The reconcile and replay steps read them there.
+func (e *env) loadReplicaRows(ctx context.Context, db string, n int, prefix, exchange string, inbox bool) error {
 	conn, err := openDB(e.o.replicaDSN, db, map[string]string{"sql_log_bin": "0"})
 	if err != nil {
 		return err
@@ -105,24 +106,27 @@ func (e *env) loadReconcileRows(ctx context.Context, db string, n int) error {
 	began := time.Now()
 	for base := 0; base < n; base += reconcileBatch {
 		left := min(reconcileBatch, n-base)
-		for _, q := range []string{
-			`INSERT INTO producer_message (id, message_id, exchange, routing_key, content, status, create_time, update_time, version)
-			SELECT ? + n + 1, CONCAT('rc-', ? + n), 'bench.ex', 'order.created', REPEAT('x', ?), 'SENT',
-				NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR, 1 FROM ` + numbers + ` WHERE n < ?`,
-			`INSERT INTO consumer_message (consumer, message_id, status, content, exchange, routing_key, first_consume_time, last_consume_time, success_time)
-			SELECT 'bench', CONCAT('rc-', ? + n), 'SUCCESS', REPEAT('x', ?), 'bench.ex', 'order.created',
-				NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR FROM ` + numbers + ` WHERE n < ?`,
-		} {
-			args := []any{base, base, e.o.payload, left}
-			if strings.Contains(q, "consumer_message") {
-				args = args[1:]
-			}
-			if _, err := conn.ExecContext(ctx, q, args...); err != nil {
-				return fmt.Errorf("loading rows on the replica: %w", err)
-			}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO producer_message (id, message_id, exchange, routing_key, content, status, create_time, update_time, version)
+			SELECT ? + n + 1, CONCAT(?, ? + n), ?, 'order.created', REPEAT('x', ?), 'SENT',
+				NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR, 1 FROM `+numbers+` WHERE n < ?`,
+			base, prefix, base, exchange, e.o.payload, left); err != nil {
+			return fmt.Errorf("loading rows on the replica: %w", err)
+		}
+		if !inbox {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO consumer_message (consumer, message_id, status, content, exchange, routing_key, first_consume_time, last_consume_time, success_time)
+			SELECT 'bench', CONCAT(?, ? + n), 'SUCCESS', REPEAT('x', ?), ?, 'order.created',
+				NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR FROM `+numbers+` WHERE n < ?`,
+			prefix, base, e.o.payload, exchange, left); err != nil {
+			return fmt.Errorf("loading rows on the replica: %w", err)
 		}
 	}
-	progress("  loaded %d + %d rows in %s", n, n, time.Since(began).Round(100*time.Millisecond))
+	what := fmt.Sprint(n)
+	if inbox {
+		what = fmt.Sprintf("%d + %d", n, n)
+	}
+	progress("  loaded %s rows in %s", what, time.Since(began).Round(100*time.Millisecond))
 	return nil
 }
 

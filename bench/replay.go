@@ -28,7 +28,7 @@ func (e *env) replayStep(ctx context.Context, rep *report) error {
 		return err
 	}
 	defer e.dropReconcileDB(db)
-	if err := e.loadReplayRows(ctx, db, n); err != nil {
+	if err := e.loadReplicaRows(ctx, db, n, "rp-", "bench.original", false); err != nil { // reconcile.go
 		return err
 	}
 	if err := waitMachineIdle(ctx, 30*time.Second); err != nil {
@@ -69,30 +69,6 @@ func (e *env) replayStep(ctx context.Context, rep *report) error {
 	rep.add("replay_process_cpu_ms_per_1000_rows", per1k(own), "ms")
 	rep.add("replay_broker_cpu_ms_per_1000_rows", per1k(use.by["broker"]), "ms")
 	rep.add("replay_primary_statements", float64(wire.questions), "statements")
-	return nil
-}
-
-// loadReplayRows writes n SENT outbox rows on the replica, outside the
-// binary log, as loadReconcileRows does.
-func (e *env) loadReplayRows(ctx context.Context, db string, n int) error {
-	conn, err := openDB(e.o.replicaDSN, db, map[string]string{"sql_log_bin": "0"})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetMaxOpenConns(1)
-	digit := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
-	numbers := fmt.Sprintf("(SELECT a.d + 10*b.d + 100*c.d + 1000*d.d + 10000*e.d AS n FROM %[1]s a, %[1]s b, %[1]s c, %[1]s d, %[1]s e) s", digit)
-	began := time.Now()
-	for base := 0; base < n; base += reconcileBatch {
-		left := min(reconcileBatch, n-base)
-		if _, err := conn.ExecContext(ctx, `INSERT INTO producer_message (id, message_id, exchange, routing_key, content, status, create_time, update_time, version)
-			SELECT ? + n + 1, CONCAT('rp-', ? + n), 'bench.original', 'order.created', REPEAT('x', ?), 'SENT',
-				NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR, 1 FROM `+numbers+` WHERE n < ?`, base, base, e.o.payload, left); err != nil {
-			return fmt.Errorf("loading rows on the replica: %w", err)
-		}
-	}
-	progress("  loaded %d rows in %s", n, time.Since(began).Round(100*time.Millisecond))
 	return nil
 }
 
