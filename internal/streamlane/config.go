@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 )
 
 // Config is the stream, the producer name that deduplicates, and the
@@ -122,20 +124,20 @@ func parseURI(raw string) (endpoint, error) {
 		return endpoint{}, errors.New("not a URL")
 	}
 	if u.Scheme != "rabbitmq-stream" && u.Scheme != "rabbitmq-stream+tls" {
-		return endpoint{}, fmt.Errorf("%s is not a rabbitmq-stream:// or rabbitmq-stream+tls:// URL", Redact(raw))
+		return endpoint{}, fmt.Errorf("%s is not a rabbitmq-stream:// or rabbitmq-stream+tls:// URL", publisher.Redact(raw))
 	}
 	if u.Hostname() == "" {
-		return endpoint{}, fmt.Errorf("%s has no host", Redact(raw))
+		return endpoint{}, fmt.Errorf("%s has no host", publisher.Redact(raw))
 	}
 	// The client takes one path segment as the virtual host ("/" or none:
 	// the default one).
 	if vhost := strings.TrimPrefix(u.Path, "/"); vhost != "/" && strings.Contains(vhost, "/") {
-		return endpoint{}, fmt.Errorf("%s: the path is the virtual host, one segment (%%2F for a /)", Redact(raw))
+		return endpoint{}, fmt.Errorf("%s: the path is the virtual host, one segment (%%2F for a /)", publisher.Redact(raw))
 	}
 	port := 5552 // the client's default too
 	if p := u.Port(); p != "" {
 		if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
-			return endpoint{}, fmt.Errorf("%s: bad port", Redact(raw))
+			return endpoint{}, fmt.Errorf("%s: bad port", publisher.Redact(raw))
 		}
 	}
 	return endpoint{host: u.Hostname(), port: port}, nil
@@ -143,20 +145,6 @@ func parseURI(raw string) (endpoint, error) {
 
 // addr is host:port.
 func (e endpoint) addr() string { return net.JoinHostPort(e.host, strconv.Itoa(e.port)) }
-
-// Redact hides the password of a URI, for logs and errors.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable url>"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	return u.String()
-}
 
 // passwords are the URIs' passwords, for scrub.
 func passwords(uris []string) []string {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 )
 
 func TestValidate(t *testing.T) {
@@ -75,7 +77,7 @@ func TestScrub(t *testing.T) {
 	if !errors.Is(err, inner) {
 		t.Fatal("scrub hides the error inside from errors.Is")
 	}
-	if got := Redact("rabbitmq-stream://u:secret@h:5552/v"); got != "rabbitmq-stream://u:xxxxx@h:5552/v" {
-		t.Fatalf("Redact = %s", got)
+	if got := publisher.Redact("rabbitmq-stream://u:secret@h:5552/v"); got != "rabbitmq-stream://u:xxxxx@h:5552/v" {
+		t.Fatalf("publisher.Redact = %s", got)
 	}
 }

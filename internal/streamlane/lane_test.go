@@ -301,13 +301,7 @@ func swallow(quiet *atomic.Bool) faultproxy.Tap {
 }
 
 func TestConfirmTimeout(t *testing.T) {
-	var quiet atomic.Bool
-	p, err := faultproxy.ListenTap(streamAddr(), swallow(&quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	cfg := proxied(t, p)
+	cfg, quiet := deafProxy(t)
 	cfg.ConfirmTimeout = 2 * time.Second
 	cfg.ConnectTimeout = 3 * time.Second
 	f := feed(t, newLane(t, cfg), context.Background(), 20*time.Second, func(n int) bool {
@@ -345,13 +339,7 @@ func TestCancel(t *testing.T) {
 // A cancel while the broker hears nothing (and so confirms nothing and
 // answers no close): Run still returns, within the deadlines of closing.
 func TestCancelWhileBrokerDeaf(t *testing.T) {
-	var quiet atomic.Bool
-	p, err := faultproxy.ListenTap(streamAddr(), swallow(&quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	cfg := proxied(t, p)
+	cfg, quiet := deafProxy(t)
 	cfg.ConnectTimeout = 3 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -406,4 +394,17 @@ func TestOpenFailures(t *testing.T) {
 			t.Logf("Run back in %s: %v", time.Since(start).Round(time.Millisecond), err)
 		})
 	}
+}
+
+// deafProxy is a lane config through a proxy to the stream port that, once
+// quiet is set, passes nothing on either way: a broker that stops hearing.
+func deafProxy(t *testing.T) (streamlane.Config, *atomic.Bool) {
+	t.Helper()
+	quiet := &atomic.Bool{}
+	p, err := faultproxy.ListenTap(streamAddr(), swallow(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return proxied(t, p), quiet
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"go.uber.org/zap"
@@ -97,11 +98,11 @@ func openEnv(ctx context.Context, cfg *Config, secrets []string) (*stream.Enviro
 			return env, err
 		}, func(env *stream.Environment) { _ = env.Close() })
 		if err == nil {
-			return env, Redact(raw), nil
+			return env, publisher.Redact(raw), nil
 		}
 		// Scrubbed before the redacted URI joins it: a password that is
 		// also the user name ("guest") is cut out of the client's text only.
-		errs = append(errs, fmt.Errorf("%s: %w", Redact(raw), scrub(err, secrets)))
+		errs = append(errs, fmt.Errorf("%s: %w", publisher.Redact(raw), scrub(err, secrets)))
 		if ctx.Err() != nil {
 			break
 		}
