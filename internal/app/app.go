@@ -26,6 +26,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
@@ -41,10 +42,7 @@ type App struct {
 	Redis   redis.UniversalClient // one Redis, a Sentinel group's master or a Cluster (connections.go)
 	Store   checkpoint.Store
 
-	flavor   string // connections.go
-	server   string // the source's identity, read from serverAt
-	serverAt string
-	relay    atomic.Pointer[relay.Relay]
+	relay atomic.Pointer[relay.Relay]
 
 	stopMu    sync.Mutex
 	stopHooks []func()
@@ -57,7 +55,7 @@ type App struct {
 
 	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 
-	src   *sources                    // source.hosts, nil with one source (source.go)
+	src   *source.Source              // the source read now (Source is its pool)
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
@@ -92,7 +90,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	password, tokens, err := binlogPassword(ctx, cfg.Source) // mysqlauth.go
+	password, tokens, err := source.BinlogPassword(ctx, cfg.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +100,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Heartbeat:    cfg.Relay.Heartbeat,
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source}),
-		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.failoverHook()))
+		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.src.Failover()))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +119,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	}
 	a.watch(reader, lanes)
 	rc := relayConfig(cfg) // stages.go; validated by Open
-	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
+	rc.Server, rc.Observer, rc.Guard = a.src.CheckpointServer(server), a.observer(), guard
 	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.seqScope()                // streams.go
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -36,7 +37,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	a := c.a
 	where := "source " + a.sourceAddr()
 	if err := a.Source.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.source().User, sourceinfo.Explain(err))
+		c.add(Error, where, "cannot connect as %s: %v", a.src.Current().User, sourceinfo.Explain(err))
 		return false
 	}
 	flavor, err := a.Flavor(ctx)
@@ -212,7 +213,7 @@ func tableColumns(ctx context.Context, db *sql.DB, t *outbox.Table) (map[string]
 // whether a saved checkpoint is still on the server.
 func (c *checker) checkStream(ctx context.Context) {
 	a := c.a
-	src := a.source()
+	src := a.src.Current()
 	where := "source " + src.Addr()
 	start, resumed, err := a.StartPosition(ctx)
 	if err != nil {
@@ -229,7 +230,7 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "%v", err)
 		return
 	}
-	password, tokens, err := binlogPassword(ctx, src) // mysqlauth.go
+	password, tokens, err := source.BinlogPassword(ctx, src) // mysqlauth.go
 	if err == nil && tokens != nil {
 		password, err = tokens(ctx, src.Addr())
 	}

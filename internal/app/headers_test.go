@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestHeaderOmittedCountedAndWarnedOnce(t *testing.T) {
 	a := &App{Cfg: &config.Config{Name: "r"}, Log: zap.New(core)}
 	tb := &outbox.Table{Schema: "shop", Name: "outbox"}
 	for i := range 3 {
-		a.headerOmitted(tb, "m-"+itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
+		a.headerOmitted(tb, "m-"+strconv.Itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
 	}
 	a.headerOmitted(tb, "m-9", "tracestate", errors.New("bad tracestate"))
 	lines := logs.FilterMessageSnippet("a header the table maps was left out").All()

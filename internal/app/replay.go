@@ -124,7 +124,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions, w, progress io.Writer
 		src = sweeper.ArchiveTableName(cmp.Or(a.Cfg.Sweeper.Archive.Table, "{table}_archive"), t.Name)
 	}
 	if err := a.Source.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("source %s: %w", a.source().Redacted(), err)
+		return nil, fmt.Errorf("source %s: %w", a.src.Current().Redacted(), err)
 	}
 	rt, err := a.newRouter() // headers.go
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // or the operator accepted it, refused otherwise.
 func (a *App) Run(ctx context.Context) error {
 	a.setMemoryLimit() // memory.go
-	a.pickSource(ctx)
+	a.src.Pick(ctx)
 	if err := a.claimName(ctx); err != nil { // instance.go
 		return err
 	}

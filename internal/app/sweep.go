@@ -16,6 +16,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -67,7 +68,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 // rows.
 func (a *App) Sweep(ctx context.Context) error {
 	if err := a.Source.PingContext(ctx); err != nil {
-		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.source().Redacted(), err)
+		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.src.Current().Redacted(), err)
 	}
 	if err := a.Primary.PingContext(ctx); err != nil {
 		return fmt.Errorf("primary %s: %w", a.Cfg.Primary.Redacted(), err)
@@ -113,14 +114,12 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 // grace period. Each pre-check dials afresh (no idle connections) so it
 // follows the replica's state.
 func (a *App) precheckDB() (*sql.DB, error) {
-	c := &precheckConnector{a: a, source: a.src}
+	c := &precheckConnector{a: a}
 	var err error
-	if a.src == nil {
-		if c.source, err = mysqlConnector(a.Cfg.Source, "source"); err != nil { // mysqlauth.go
-			return nil, err
-		}
+	if c.source, err = a.src.NewConnector(); err != nil {
+		return nil, err
 	}
-	if c.primary, err = mysqlConnector(a.Cfg.Primary, "primary"); err != nil {
+	if c.primary, err = source.Connector(a.Cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(c)
