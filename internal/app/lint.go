@@ -22,7 +22,7 @@ func Lint(cfg *config.Config) []Problem {
 		field string
 		m     config.MySQL
 	}{{"source", cfg.Source}, {"primary", cfg.Primary}} {
-		if _, err := m.m.DSN(m.field); err != nil {
+		if _, err := m.m.DriverConfig(m.field); err != nil {
 			c.add(Error, "config", "%v", err)
 		}
 		if _, err := m.m.TLSConfig(m.field); err != nil {
@@ -51,7 +51,7 @@ func lintReconcile(c *checker, cfg *config.Config) {
 	r := cfg.Reconcile
 	for i, rc := range r.Consumers {
 		field := fmt.Sprintf("reconcile.consumers[%d]", i)
-		if _, err := rc.ConsumerDSN(field); err != nil {
+		if _, err := rc.ConsumerDriverConfig(field); err != nil {
 			c.add(Error, "config", "%v", err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Reconcile runs one reconciliation, prints its report and saves it for
@@ -71,16 +72,17 @@ func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
 		}
 	}
 	for i, c := range a.Cfg.Reconcile.Consumers {
-		dsn, err := c.ConsumerDSN(fmt.Sprintf("reconcile.consumers[%d]", i))
+		dc, err := c.ConsumerDriverConfig(fmt.Sprintf("reconcile.consumers[%d]", i))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		db, err := sql.Open("mysql", dsn)
+		conn, err := mysql.NewConnector(dc)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("reconcile.consumers[%d] (%s): %w", i, c.Redacted(), err)
 		}
+		db := sql.OpenDB(conn)
 		db.SetMaxOpenConns(2)
 		db.SetConnMaxIdleTime(time.Minute)
 		inboxes = append(inboxes, db)

@@ -44,15 +44,11 @@ func passwordFunc(ctx context.Context, m config.MySQL, field string) (binlog.Pas
 }
 
 // Connector dials one server section (field names it in errors): its
-// DSN, and with aws_iam a fresh token as the password of each connection.
+// driver configuration, and with aws_iam a fresh token as the password of each connection.
 func Connector(m config.MySQL, field string) (driver.Connector, error) {
-	dsn, err := m.DSN(field)
+	mc, err := m.DriverConfig(field)
 	if err != nil {
 		return nil, err
-	}
-	mc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	pw, err := passwordFunc(context.Background(), m, field)
 	if err != nil {
