@@ -12,6 +12,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -23,7 +24,7 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 		Broker: config.Broker{URL: "amqp://relay:s3cret@rabbit.test:5672/"},
 		Redis:  config.Redis{Addr: "redis.test:6379"},
 	}
-	a := &App{Cfg: cfg, Log: zap.NewNop()}
+	a := &App{Cfg: cfg, Log: zap.NewNop(), src: testSource(t, cfg)}
 	if ok, why := a.Ready(); ok || len(why) != 1 || !strings.Contains(why[0], "not running yet") {
 		t.Fatalf("before build: %v %v", ok, why)
 	}
@@ -70,4 +71,14 @@ func TestMetricsCheckpointInfoLineIsSpaced(t *testing.T) {
 	if f["published"] != int64(3) || f["failed"] != int64(1) || f["binlog_pos"] != uint32(100) || f["gtid"] != "0-1-9" {
 		t.Errorf("checkpoint line fields: %v", f)
 	}
+}
+
+// testSource is the config's source, opened (nothing dials until used).
+func testSource(t *testing.T, cfg *config.Config) *source.Source {
+	t.Helper()
+	src, err := source.Open(cfg.Source, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }

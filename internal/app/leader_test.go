@@ -13,6 +13,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -24,7 +25,11 @@ func haApp() *App {
 		Redis:  config.Redis{Addr: "redis.test:6379"},
 		HA:     config.HA{Enabled: true},
 	}
-	return &App{Cfg: cfg, Log: zap.NewNop()}
+	src, err := source.Open(cfg.Source, zap.NewNop())
+	if err != nil {
+		panic(err)
+	}
+	return &App{Cfg: cfg, Log: zap.NewNop(), src: src}
 }
 
 func get(t *testing.T, h http.HandlerFunc) (int, string) {
