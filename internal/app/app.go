@@ -47,7 +47,7 @@ type App struct {
 	stopMu    sync.Mutex
 	stopHooks []func()
 
-	ops    ops        // metrics and health (metrics.go, ready.go)
+	ops    watched    // metrics and health (metrics.go, ready.go)
 	leader leadership // whether this relay streams now (leader.go)
 
 	// Build names the running build in binlog_relay_build_info.

@@ -39,6 +39,14 @@ func get(t *testing.T, h http.HandlerFunc) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+func leaderz(a *App) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		code, body := a.leaderText()
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
 func readyz(a *App) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		code, body := a.readyText()
@@ -56,7 +64,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 	if code, body := get(t, readyz(a)); code != http.StatusOK || !strings.Contains(body, "standby") {
 		t.Fatalf("standby /readyz = %d %q, want 200 naming standby", code, body)
 	}
-	if code, body := get(t, a.serveLeader); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+	if code, body := get(t, leaderz(a)); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
 		t.Fatalf("standby /leader = %d %q, want 503", code, body)
 	}
 	a.ops.redisUp.Store(false)
@@ -65,7 +73,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 	}
 	a.ops.redisUp.Store(true)
 	a.leader.set(true)
-	if code, body := get(t, a.serveLeader); code != http.StatusOK || body != "leader\n" {
+	if code, body := get(t, leaderz(a)); code != http.StatusOK || body != "leader\n" {
 		t.Fatalf("leader /leader = %d %q, want 200", code, body)
 	}
 	if code, body := get(t, readyz(a)); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running yet") {
