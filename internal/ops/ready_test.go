@@ -32,7 +32,7 @@ func TestReadyReasons(t *testing.T) {
 			"source replica is behind", "binlog lag 2m0s is over http.ready_max_lag 1m0s"}},
 		{"lag at the bound", func(s *State) { s.Lag = time.Minute }, nil},
 		{"held briefly", func(s *State) { s.Hold = held(HoldGrace / 2) }, nil},
-		{"held long", func(s *State) { s.Hold = held(2 * HoldGrace) }, []string{"held"}},
+		{"held long", func(s *State) { s.Hold = held(2 * HoldGrace) }, []string{"publishing holds behind message"}},
 	} {
 		s := up
 		c.edit(&s)
