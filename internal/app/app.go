@@ -24,6 +24,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/source"
@@ -119,7 +120,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	}
 	a.watch(reader, lanes)
 	rc := relayConfig(cfg) // stages.go; validated by Open
-	rc.Server, rc.Observer, rc.Guard = a.src.CheckpointServer(server), a.observer(), guard
+	rc.Server, rc.Observer, rc.Guard = a.src.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
 	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.seqScope()                // streams.go
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
