@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
 // A command runs on an open App and returns the exit code.
@@ -43,7 +44,7 @@ func checkCmd(ctx context.Context, a *app.App, _ *options, stdout, _ io.Writer) 
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 	}
-	if app.HasErrors(problems) {
+	if preflight.HasErrors(problems) {
 		return exitRuntime
 	}
 	fmt.Fprintln(stdout, "OK: source, primary, broker, redis and tables are ready")

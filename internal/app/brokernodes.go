@@ -1,8 +1,9 @@
 package app
 
 // The broker's nodes (broker.urls): which one each lane is on, for
-// /readyz and binlog_relay_broker_node_info; and a probe of each, for
-// check and status. URLs are always shown with the password redacted.
+// /readyz and binlog_relay_broker_node_info; and for status, a probe of
+// each (preflight.ProbeBrokerNodes). URLs are always shown with the
+// password redacted.
 
 import (
 	"context"
@@ -18,9 +19,8 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 )
 
@@ -69,82 +69,6 @@ func (a *App) brokerDownReason(p *publishers) string {
 	return why
 }
 
-// nodeProbe is what one dial of a broker node found.
-type nodeProbe struct {
-	url     string // redacted
-	err     error  // scrubbed of the password
-	version string
-	cluster string
-}
-
-// probeBrokerNodes dials every node of the broker config once, each
-// within timeout, in parallel.
-func probeBrokerNodes(ctx context.Context, b config.Broker, btls *tls.Config, timeout time.Duration) []nodeProbe {
-	nodes := b.Nodes()
-	out := make([]nodeProbe, len(nodes))
-	done := make(chan struct{}, len(nodes))
-	for i, raw := range nodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			out[i] = probeNode(raw, btls, timeout)
-		}()
-	}
-	for range nodes {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return out[:0]
-		}
-	}
-	return out
-}
-
-func probeNode(raw string, btls *tls.Config, timeout time.Duration) nodeProbe {
-	p := nodeProbe{url: publisher.Redact(raw)}
-	conn, err := amqp.DialConfig(raw, amqp.Config{TLSClientConfig: btls, Dial: amqp.DefaultDial(timeout)})
-	if err != nil {
-		p.err = publisher.Scrub(err, raw)
-		return p
-	}
-	p.version, _ = conn.Properties["version"].(string)
-	p.cluster, _ = conn.Properties["cluster_name"].(string)
-	_ = conn.Close()
-	return p
-}
-
-// checkBroker dials each broker node: one that does not answer is a
-// warning while another does (the publishers move on to it), and an error
-// when none does.
-func (c *checker) checkBroker(ctx context.Context) {
-	a := c.a
-	btls, err := a.Cfg.Broker.TLSConfig()
-	if err != nil {
-		c.add(Error, "broker", "%v", err)
-		return
-	}
-	probes := probeBrokerNodes(ctx, a.Cfg.Broker, btls, 5*time.Second)
-	up := 0
-	for _, p := range probes {
-		if p.err == nil {
-			up++
-		}
-	}
-	for _, p := range probes {
-		switch {
-		case p.err == nil:
-		case up == 0:
-			c.add(Error, "broker "+p.url, "cannot connect: %v", p.err)
-		default:
-			c.add(Warning, "broker "+p.url, "cannot connect: %v (the relay uses the other nodes of broker.urls: %d of %d answer)", p.err, up, len(probes))
-		}
-	}
-	if up > 0 && a.Cfg.Broker.Stream.Enabled() {
-		if _, err := a.checkStreamPort(ctx); err != nil { // streams.go
-			c.add(Error, "broker.stream "+a.Cfg.Broker.Stream.Name, "the stream port does not answer: %v", err)
-		}
-	}
-}
-
 // brokerStatus prints one line per broker node: whether it answers, with
 // its version and cluster name. The broker is not one of the servers
 // status needs, so a node down does not fail it.
@@ -154,17 +78,17 @@ func (a *App) brokerStatus(ctx context.Context, w io.Writer) {
 		fmt.Fprintf(w, "broker       %v\n", err)
 		return
 	}
-	probes := probeBrokerNodes(ctx, a.Cfg.Broker, btls, 3*time.Second)
+	probes := preflight.ProbeBrokerNodes(ctx, a.Cfg.Broker, btls, 3*time.Second)
 	for i, p := range probes {
 		node := ""
 		if len(probes) > 1 {
 			node = fmt.Sprintf(" (node %d of %d)", i+1, len(probes))
 		}
-		if p.err != nil {
-			fmt.Fprintf(w, "broker       %s%s does not answer: %v\n", p.url, node, p.err)
+		if p.Err != nil {
+			fmt.Fprintf(w, "broker       %s%s does not answer: %v\n", p.URL, node, p.Err)
 			continue
 		}
-		fmt.Fprintf(w, "broker       %s%s answers: RabbitMQ %s, cluster %s\n", p.url, node, p.version, p.cluster)
+		fmt.Fprintf(w, "broker       %s%s answers: RabbitMQ %s, cluster %s\n", p.URL, node, p.Version, p.Cluster)
 	}
 	conns, err := a.relayConnections(ctx, btls)
 	switch {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
@@ -152,12 +153,11 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	if got := server(); got != "server_id=r2" {
 		t.Errorf("checkpoints after the failover name %q, want server_id=r2 (the source streamed from)", got)
 	}
-	c := &checker{a: a}
-	c.checkSource(ctx)
-	if len(c.problems) == 0 {
+	problems, _ := preflight.CheckSource(ctx, a.servers())
+	if len(problems) == 0 {
 		t.Fatal("checkSource found nothing to say about a fake replica")
 	}
-	for _, p := range c.problems {
+	for _, p := range problems {
 		if p.Where != "source r2:3308" {
 			t.Errorf("a check names %q, want source r2:3308: %s", p.Where, p)
 		}

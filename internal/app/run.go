@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
@@ -30,11 +31,11 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.releaseName()
 	a.waitServerIDFree(ctx)
 	a.starting.Store(true)
-	if problems := a.Check(ctx); HasErrors(problems) {
+	if problems := a.Check(ctx); preflight.HasErrors(problems) {
 		for _, p := range problems {
 			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
 		}
-		return fmt.Errorf("start-up checks failed: %s", FirstError(problems))
+		return fmt.Errorf("start-up checks failed: %s", preflight.FirstError(problems))
 	}
 	if a.Cfg.HA.Enabled {
 		return a.runLeader(ctx) // ha.go

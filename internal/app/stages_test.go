@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
 func parseStages(t *testing.T, extra string) *config.Config {
@@ -83,10 +84,10 @@ func TestStageConfigErrorsNameTheKey(t *testing.T) {
 			t.Errorf("Open with %q: %v, want an error naming %q", tc.yaml, err, tc.want)
 		}
 		var lint []string
-		for _, p := range Lint(cfg) {
+		for _, p := range preflight.Lint(cfg, ConfigChecks()) {
 			lint = append(lint, p.String())
 		}
-		if !HasErrors(Lint(cfg)) || !strings.Contains(strings.Join(lint, "\n"), tc.want) {
+		if !preflight.HasErrors(preflight.Lint(cfg, ConfigChecks())) || !strings.Contains(strings.Join(lint, "\n"), tc.want) {
 			t.Errorf("lint with %q: %v, want an error naming %q", tc.yaml, lint, tc.want)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -235,8 +236,8 @@ func TestSwitchoverKeepsEveryRow(t *testing.T) {
 	// Rows committed while the relay is down, then a restart.
 	want = append(want, o.insert(t, "switch3", "restart", 200)...)
 	r2 := relaytest.StartRelay(t, o.yaml)
-	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
-		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
+	if ps := r2.App.Check(context.Background()); preflight.HasErrors(ps) {
+		t.Fatalf("check after the switchover: %s", preflight.FirstError(ps))
 	}
 	waitDeliveredOnceInOrder(t, o.got, want, 30*time.Second)
 }

@@ -1,9 +1,11 @@
-package app
+package preflight
 
 // The lint command: the config checks that need no server.
 
 import (
 	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -12,10 +14,11 @@ import (
 // Lint checks everything about a parsed config that needs no server: the
 // logger settings, connection strings, TLS files, route templates. The
 // config itself was validated by config.Load (tables, statuses, fields).
-// It is `binlog-relay lint`: what check does, minus the servers.
-func Lint(cfg *config.Config) []Problem {
+// It is `binlog-relay lint`: what check does, minus the servers. owned
+// are the checks of the config that internal/app owns.
+func Lint(cfg *config.Config, owned ConfigChecks) []Problem {
 	c := &checker{}
-	if _, err := NewLogger(cfg.Log); err != nil {
+	if _, err := owned.NewLogger(cfg.Log); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
 	for _, m := range []struct {
@@ -35,7 +38,7 @@ func Lint(cfg *config.Config) []Problem {
 	if _, err := cfg.Redis.TLS.TLSConfig("redis"); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
-	if err := checkStages(cfg); err != nil { // stages.go
+	if err := owned.CheckStages(cfg); err != nil { // internal/app/stages.go
 		c.add(Error, "config", "%v", err)
 	}
 	if _, err := router.New(cfg.Tables, router.WithAppID(cfg.Name)); err != nil {
@@ -69,4 +72,12 @@ func lintReconcile(c *checker, cfg *config.Config) {
 	if r.Repair && r.Interval > 0 && !cfg.SweeperEnabled() {
 		c.add(Warning, "config", "reconcile.repair resets rows to pending, but sweeper.enabled is false: they go out only when a sweeper runs (binlog-relay sweep)")
 	}
+}
+
+// ConfigChecks are the checks of a config that Lint runs and internal/app
+// owns: the logger the log section builds, and the stage Configs built
+// from the config (each refused value named by its YAML key).
+type ConfigChecks struct {
+	NewLogger   func(config.Log) (*zap.Logger, error)
+	CheckStages func(*config.Config) error
 }
