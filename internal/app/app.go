@@ -62,11 +62,13 @@ type App struct {
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
 
 	replica replicaWatch // source replica health and delay (replica.go)
-	gap     gapState     // purged positions and instances (gap.go, instance.go)
+	guard   guards       // one relay per name and server_id, the gap policy (guards.go)
+	notice  ops.Notice   // /readyz: a gap taken, a server_id conflict, two relays with one name
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose
-	// rows in the gap are then lost (`run --accept-gap`, gap.go).
+	// rows in the gap are then lost (`run --accept-gap`, internal/startpos).
+	// Set it before Run or Check.
 	AcceptGap bool
 	starting  atomic.Bool // Run is starting: a second relay is an error, not a warning
 }
