@@ -10,6 +10,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/source"
+	"github.com/binlog-relay/binlog-relay/internal/startpos"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // The severities the checks app owns report with.
@@ -42,13 +44,16 @@ func (a *App) servers() *preflight.Servers {
 		return func(ctx context.Context, r *preflight.Report) { check(&checker{a: a, r: r}, ctx) }
 	}
 	return &preflight.Servers{
-		Config:        a.Cfg,
-		Log:           a.Log,
-		Source:        a.Source,
-		SourceConfig:  a.src.Current,
-		Flavor:        a.Flavor,
-		IsReplica:     func(ctx context.Context) bool { return isReplica(ctx, a.Source) },
-		StartPosition: a.StartPosition,
+		Config:       a.Cfg,
+		Log:          a.Log,
+		Source:       a.Source,
+		SourceConfig: a.src.Current,
+		Flavor:       a.Flavor,
+		IsReplica:    func(ctx context.Context) bool { return isReplica(ctx, a.Source) },
+		StartPosition: func(ctx context.Context) (binlog.Position, bool, error) {
+			p, cp, err := startpos.Start(ctx, a.Store, appSource{a})
+			return p, cp != nil, err
+		},
 		LostCheckpoint: func(ctx context.Context) string {
 			if since, lost, err := a.checkpointLost(ctx); err == nil && lost { // gap.go
 				return a.lostWhat(since)

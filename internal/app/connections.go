@@ -144,27 +144,6 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 
 func (a *App) sourceAddr() string { return a.src.Addr() }
 
-// StartPosition is the saved checkpoint or, without one, the source's
-// current position (rows committed earlier are the sweeper's).
-func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) {
-	p, cp, err := a.startPosition(ctx)
-	return p, cp != nil, err
-}
-
-// startPosition is StartPosition with the checkpoint it resumes (nil without
-// one).
-func (a *App) startPosition(ctx context.Context) (binlog.Position, *checkpoint.Checkpoint, error) {
-	cp, err := a.Store.Load(ctx)
-	if err == nil {
-		return cp.Position(), &cp, nil
-	}
-	if !errors.Is(err, checkpoint.ErrNotFound) {
-		return binlog.Position{}, nil, err
-	}
-	p, err := a.CurrentPosition(ctx)
-	return p, nil, err
-}
-
 // primaryPosition reads the primary's GTID position: one variable, no
 // table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
 // primary's Com_select keeps counting only real queries (the relay sends the

@@ -17,6 +17,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/instance"
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/startpos"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -48,7 +49,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.relay.Store(r)
 	a.leader.set(true) // the only relay of its name (leader.go)
 	defer a.leader.set(false)
-	start, cp, err := a.startPosition(ctx)
+	start, cp, err := startpos.Start(ctx, a.Store, appSource{a})
 	if err != nil {
 		return err
 	}
