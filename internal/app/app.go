@@ -5,10 +5,11 @@
 //
 // The files follow the data flow: connections.go opens the servers and
 // reads their positions, source.go picks the replica to read (and fails
-// over), app.go wires the stages, run.go streams (ha.go under a lease); the
-// other commands are check.go, status.go, sweep.go, requeue.go and
-// reconcile.go, their flags in options.go; http.go, ready.go, metrics.go
-// and observer.go report.
+// over), app.go wires the stages, run.go streams (ha.go under a lease), its
+// flags in options.go; the other commands are check.go and lint.go, and
+// internal/command's one-shot commands (status, sweep, requeue, replay,
+// reconcile), run on the App's Env (commands.go); http.go, ready.go,
+// metrics.go and observer.go report.
 package app
 
 import (

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	dto "github.com/prometheus/client_model/go"
@@ -315,7 +317,7 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 		t.Errorf("check does not report the stopped SQL thread with its fix (%s): %q", start, problem)
 	}
 	var status strings.Builder
-	if err := r.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(status.String(), "SQL thread No") {
