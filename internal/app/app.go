@@ -26,6 +26,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
@@ -62,8 +63,9 @@ type App struct {
 
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
 
-	replica replicaWatch // source replica health and delay (replica.go)
-	gap     gapState     // purged positions and instances (gap.go, instance.go)
+	replica        replica.Watch // source replica health and delay (replica.go)
+	conflictLogged atomic.Bool   // a server_id conflict was logged, once per process (serverid_watch.go)
+	gap            gapState      // purged positions and instances (gap.go, instance.go)
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose

@@ -17,6 +17,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -118,7 +119,7 @@ func (c *checker) checkApplierOrder(ctx context.Context, where string) {
 
 // isReplica reports whether db replicates from another server.
 func isReplica(ctx context.Context, db *sql.DB) bool {
-	st, err := readReplicaState(ctx, db, "") // replica.go
+	st, err := replica.ReadState(ctx, db, "")
 	return err == nil && st.IsReplica
 }
 

@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -212,24 +211,4 @@ func (a *App) startPosition(ctx context.Context) (binlog.Position, *checkpoint.C
 	}
 	p, err := a.CurrentPosition(ctx)
 	return p, nil, err
-}
-
-// primaryPosition reads the primary's GTID position: one variable, no
-// table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
-// primary's Com_select keeps counting only real queries (the relay sends the
-// primary none in steady state). Empty when the primary has GTIDs off.
-func (a *App) primaryPosition(ctx context.Context, flavor string) (string, error) {
-	name := "gtid_binlog_pos"
-	if flavor == binlog.FlavorMySQL {
-		name = "gtid_executed"
-	}
-	var n, v sql.NullString
-	err := a.Primary.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE '"+name+"'").Scan(&n, &v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the primary's GTID position: %w", err)
-	}
-	return strings.ReplaceAll(v.String, "\n", ""), nil
 }

@@ -36,8 +36,8 @@ func (a *App) Ready() (bool, []string) {
 	if !a.ops.redisUp.Load() {
 		why = append(why, "redis "+a.Cfg.Redis.Endpoint()+" does not answer")
 	}
-	why = append(why, a.replicaReasons(a.Cfg.HTTP.ReadyMaxLag)...) // replica.go
-	why = append(why, a.gapReasons()...)                           // gap.go
+	why = append(why, a.replica.Reasons(replicaServers{a}, a.Cfg.HTTP.ReadyMaxLag)...) // internal/replica
+	why = append(why, a.gapReasons()...)                                               // gap.go
 	if lag, max := r.Lag(time.Now()), a.Cfg.HTTP.ReadyMaxLag; lag > max {
 		why = append(why, fmt.Sprintf("binlog lag %s is over http.ready_max_lag %s", lag.Round(time.Second), max))
 	}

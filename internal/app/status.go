@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -50,7 +51,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "source       %s\n", now)
 	}
-	asked, err := a.replicaStatus(ctx, w, cp, haveCP) // replica.go
+	asked, err := replica.PrintStatus(ctx, w, replicaServers{a}, cp, haveCP)
 	if !asked {
 		// Without the source's flavor the primary's position was not read;
 		// whether it answers still counts.
