@@ -17,6 +17,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -100,7 +101,7 @@ func runOnApp(cmd appCommand, o *options, stdout, stderr io.Writer) int {
 	defer a.Close()
 	a.AcceptGap = o.run.AcceptGap
 	v, c := versionInfo() // what `binlog-relay version` prints
-	a.Build = app.BuildInfo{Version: v, Commit: c}
+	a.Build = ops.BuildInfo{Version: v, Commit: c}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return cmd(ctx, a, o, stdout, stderr)

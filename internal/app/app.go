@@ -54,7 +54,7 @@ type App struct {
 	leader leadership // whether this relay streams now (leader.go)
 
 	// Build names the running build in binlog_relay_build_info.
-	Build BuildInfo
+	Build ops.BuildInfo
 
 	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 

@@ -168,13 +168,3 @@ func TestPollersRunWhileLeading(t *testing.T) {
 		t.Fatal("the poller started while no term ran")
 	}
 }
-
-func TestBuildInfoDefaults(t *testing.T) {
-	b := BuildInfo{}.resolved()
-	if b.Version != "dev" || b.Commit == "" {
-		t.Fatalf("resolved %+v: want version dev and some commit", b)
-	}
-	if b := (BuildInfo{Version: "v1.2.3", Commit: "abc123"}).resolved(); b.Version != "v1.2.3" || b.Commit != "abc123" {
-		t.Fatalf("set values replaced: %+v", b)
-	}
-}
