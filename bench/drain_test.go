@@ -105,11 +105,11 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 	}
 	defer a.Close()
 	// The checkpoint is where the replica is now: the backlog comes after it.
-	pos, err := a.CurrentPosition(ctx)
+	pos, err := a.Source.CurrentPosition(ctx)
 	if err != nil {
 		return st, err
 	}
-	server, err := a.ServerIdentity(ctx)
+	server, err := a.Source.Identity(ctx)
 	if err != nil {
 		return st, err
 	}

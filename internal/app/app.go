@@ -40,7 +40,7 @@ import (
 type App struct {
 	Cfg     *config.Config
 	Log     *zap.Logger
-	Source  *sql.DB
+	Source  *source.Source // the source read now: its pool, address, flavor and identity
 	Primary *sql.DB
 	Redis   redis.UniversalClient // one Redis, a Sentinel group's master or a Cluster (connections.go)
 	Store   checkpoint.Store
@@ -58,7 +58,6 @@ type App struct {
 
 	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 
-	src   *source.Source              // the source read now (Source is its pool)
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
@@ -84,11 +83,11 @@ func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 // Checkpoints go to store; guard (may be nil) is asked before each publish.
 func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() error) (*relay.Relay, error) {
 	cfg := a.Cfg
-	flavor, err := a.Flavor(ctx)
+	flavor, err := a.Source.Flavor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	server, err := a.ServerIdentity(ctx)
+	server, err := a.Source.Identity(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +104,8 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Password: password, PasswordFunc: tokens, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
 		Heartbeat:    cfg.Relay.Heartbeat,
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
-	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source}),
-		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.src.Failover()))
+	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source.DB()}),
+		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.Source.Failover()))
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +124,9 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	}
 	a.watch(reader, lanes)
 	rc := relayConfig(cfg) // stages.go; validated by Open
-	rc.Server, rc.Observer, rc.Guard = a.src.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
-	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
-	rc.SeqScope = a.seqScope()                // streams.go
+	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
+	rc.Sent = status.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
+	rc.SeqScope = a.seqScope()                     // streams.go
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
 	if err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ package app
 // position.
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/source"
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -29,10 +27,9 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	a := &App{Cfg: cfg, Log: log}
 	routeRedisLogs(log)
 	var err error
-	if a.src, err = source.Open(cfg.Source, log.Named("source")); err != nil {
+	if a.Source, err = source.Open(cfg.Source, log.Named("source")); err != nil {
 		return nil, err
 	}
-	a.Source = a.src.DB // dials whichever of source.hosts is read now
 	if a.Primary, err = source.OpenDB(cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
@@ -126,16 +123,3 @@ func (a *App) Close() {
 	_ = a.Primary.Close()
 	_ = a.Redis.Close()
 }
-
-// Flavor is the source's: MySQL or MariaDB.
-func (a *App) Flavor(ctx context.Context) (string, error) { return a.src.Flavor(ctx) }
-
-// ServerIdentity names the source in checkpoints (source.Source.Identity).
-func (a *App) ServerIdentity(ctx context.Context) (string, error) { return a.src.Identity(ctx) }
-
-// CurrentPosition is where the source's binlog ends now.
-func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
-	return a.src.Position(ctx)
-}
-
-func (a *App) sourceAddr() string { return a.src.Addr() }

@@ -108,29 +108,29 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &App{Cfg: cfg, Log: zap.NewNop(), src: src, Source: src.DB}
+	a := &App{Cfg: cfg, Log: zap.NewNop(), Source: src}
 	defer a.Source.Close()
 	ctx := context.Background()
 	hostname := func() string {
 		t.Helper()
 		var h string
-		if err := a.Source.QueryRowContext(ctx, "SELECT @@hostname").Scan(&h); err != nil {
+		if err := a.Source.DB().QueryRowContext(ctx, "SELECT @@hostname").Scan(&h); err != nil {
 			t.Fatal(err)
 		}
 		return h
 	}
 
-	a.src.Pick(ctx)
-	if got := a.sourceAddr(); got != "r1:3307" {
+	a.Source.Pick(ctx)
+	if got := a.Source.Addr(); got != "r1:3307" {
 		t.Fatalf("at start the source is %s, want r1:3307 (r0 is down)", got)
 	}
 	if h := hostname(); h != "r1" { // leaves an idle connection to r1 in the pool
 		t.Fatalf("the source pool reads %s, want r1", h)
 	}
-	if id, err := a.ServerIdentity(ctx); err != nil || id != "server_id=r1" {
+	if id, err := a.Source.Identity(ctx); err != nil || id != "server_id=r1" {
 		t.Fatalf("identity at start = %q, %v; want server_id=r1", id, err)
 	}
-	server := a.src.CheckpointServer("server_id=r1")
+	server := a.Source.CheckpointServer("server_id=r1")
 	if got := server(); got != "server_id=r1" {
 		t.Fatalf("checkpoints at start name %q, want server_id=r1", got)
 	}
@@ -141,13 +141,13 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 		t.Fatalf("choose = %s:%d, %v; want r2:3308", host, port, err)
 	}
 
-	if got := a.sourceAddr(); got != "r2:3308" {
+	if got := a.Source.Addr(); got != "r2:3308" {
 		t.Errorf("after the failover the source is named %s, want r2:3308", got)
 	}
 	if h := hostname(); h != "r2" {
 		t.Errorf("after the failover the source pool reads %s, want r2 (an idle connection to r1 was reused)", h)
 	}
-	if id, err := a.ServerIdentity(ctx); err != nil || id != "server_id=r2" {
+	if id, err := a.Source.Identity(ctx); err != nil || id != "server_id=r2" {
 		t.Errorf("identity after the failover = %q, %v; want server_id=r2", id, err)
 	}
 	if got := server(); got != "server_id=r2" {
@@ -163,11 +163,11 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 		}
 	}
 	// /readyz: r1's stopped IO thread must not be reported under r2's name.
-	a.replica.Poll(ctx, replicaServers{a}, a.Log)
+	a.replica.Poll(ctx, a.replicaServers(), a.Log)
 	if st, ok := a.replica.State(); !ok || st.Addr != "r2:3308" || st.IO != "Yes" {
 		t.Errorf("replica state after the failover = %+v, want r2:3308 replicating", st)
 	}
-	if why := a.replica.Reasons(replicaServers{a}, 0); len(why) != 0 {
+	if why := a.replica.Reasons(a.replicaServers(), 0); len(why) != 0 {
 		t.Errorf("/readyz reasons after the failover to a healthy replica: %q", why)
 	}
 }

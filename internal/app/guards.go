@@ -6,14 +6,11 @@ package app
 // Open and after cmd set AcceptGap.
 
 import (
-	"context"
-	"database/sql"
 	"sync"
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/instance"
 	"github.com/binlog-relay/binlog-relay/internal/startpos"
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 type guards struct {
@@ -23,7 +20,8 @@ type guards struct {
 	gaps      *startpos.Gaps
 }
 
-func (g *guards) init(a *App) {
+// get builds the guards once, from a's config, Redis and source.
+func (g *guards) get(a *App) *guards {
 	g.once.Do(func() {
 		cfg := a.Cfg
 		ic := instance.Config{
@@ -31,13 +29,12 @@ func (g *guards) init(a *App) {
 			InstanceKey: cfg.RedisKeys().Instance(), LeaderKey: cfg.RedisKeys().Leader(),
 			CheckpointKey: cfg.Checkpoint.Key,
 		}
-		src := appSource{a}
 		g.heartbeat = instance.NewHeartbeat(ic, a.Redis, &a.notice, a.Log)
-		g.serverIDs = instance.NewServerIDs(ic, a.Redis, src, a.Log)
+		g.serverIDs = instance.NewServerIDs(ic, a.Redis, a.Source, a.Log)
 		g.gaps = startpos.New(startpos.Config{
 			Name: cfg.Name, CheckpointKey: cfg.Checkpoint.Key, Tables: cfg.Tables,
 			SweeperEnabled: cfg.SweeperEnabled(), AcceptGap: a.AcceptGap,
-		}, startpos.Deps{Redis: a.Redis, Source: src, Saved: func() (time.Time, bool) {
+		}, startpos.Deps{Redis: a.Redis, Source: a.Source, Saved: func() (time.Time, bool) {
 			if r := a.Relay(); r != nil {
 				if cp, ok := r.LastCheckpoint(); ok {
 					return cp.SavedAt, true
@@ -46,25 +43,5 @@ func (g *guards) init(a *App) {
 			return time.Time{}, false
 		}, Metrics: a.Metrics, Notice: &a.notice, Log: a.Log})
 	})
-}
-
-// heartbeat is the relay name's heartbeat key.
-func (a *App) heartbeat() *instance.Heartbeat { a.guard.init(a); return a.guard.heartbeat }
-
-// serverIDs finds other replicas of the source with this source.server_id.
-func (a *App) serverIDs() *instance.ServerIDs { a.guard.init(a); return a.guard.serverIDs }
-
-// gaps is the gap policy.
-func (a *App) gaps() *startpos.Gaps { a.guard.init(a); return a.guard.gaps }
-
-// appSource is the App's source as instance and startpos read it.
-type appSource struct{ a *App }
-
-func (s appSource) DB() *sql.DB  { return s.a.Source }
-func (s appSource) Addr() string { return s.a.sourceAddr() }
-func (s appSource) Flavor(ctx context.Context) (string, error) {
-	return s.a.Flavor(ctx)
-}
-func (s appSource) CurrentPosition(ctx context.Context) (binlog.Position, error) {
-	return s.a.CurrentPosition(ctx)
+	return g
 }

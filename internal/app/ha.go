@@ -173,9 +173,9 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 			return last.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound):
 			// A first start, or a checkpoint Redis lost: a gap (internal/startpos).
-			p, err := a.CurrentPosition(ctx)
+			p, err := a.Source.CurrentPosition(ctx)
 			if err == nil {
-				err = a.gaps().StartWithoutCheckpoint(ctx, p)
+				err = a.guard.get(a).gaps.StartWithoutCheckpoint(ctx, p)
 			}
 			return p, false, err
 		}

@@ -19,7 +19,7 @@ import (
 func TestHeaderOmittedCountedAndWarnedOnce(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	cfg := &config.Config{Name: "r"}
-	a := &App{Cfg: cfg, Log: zap.New(core), src: testSource(t, cfg)}
+	a := &App{Cfg: cfg, Log: zap.New(core), Source: testSource(t, cfg)}
 	tb := &outbox.Table{Schema: "shop", Name: "outbox"}
 	for i := range 3 {
 		a.headerOmitted(tb, "m-"+strconv.Itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))

@@ -18,7 +18,7 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 		Broker: config.Broker{URL: "amqp://relay:s3cret@rabbit.test:5672/"},
 		Redis:  config.Redis{Addr: "redis.test:6379"},
 	}
-	a := &App{Cfg: cfg, Log: zap.NewNop(), src: testSource(t, cfg)}
+	a := &App{Cfg: cfg, Log: zap.NewNop(), Source: testSource(t, cfg)}
 	if ok, why := a.Ready(); ok || len(why) != 1 || !strings.Contains(why[0], "not running yet") {
 		t.Fatalf("before build: %v %v", ok, why)
 	}

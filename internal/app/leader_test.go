@@ -29,7 +29,7 @@ func haApp() *App {
 	if err != nil {
 		panic(err)
 	}
-	return &App{Cfg: cfg, Log: zap.NewNop(), src: src}
+	return &App{Cfg: cfg, Log: zap.NewNop(), Source: src}
 }
 
 func get(t *testing.T, h http.HandlerFunc) (int, string) {

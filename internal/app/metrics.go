@@ -76,7 +76,7 @@ func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
 	out := []func(context.Context){func(ctx context.Context) {
 		ops.PingRedis(ctx, a.Redis, a.Cfg.Redis.Endpoint(), &a.ops.redisUp, a.Log)
 	}}
-	for _, poll := range ops.BacklogPollers(a.Cfg, a.Source, m, a.Log) {
+	for _, poll := range ops.BacklogPollers(a.Cfg, a.Source.DB(), m, a.Log) {
 		out = append(out, func(ctx context.Context) { a.whileLeading(ctx, poll, m.ResetBacklog) })
 	}
 	return out

@@ -15,7 +15,7 @@ import (
 func (a *App) Ready() (bool, []string) {
 	now := time.Now()
 	s := ops.State{Standby: a.standby(), RedisUp: a.ops.redisUp.Load(), RedisEndpoint: a.Cfg.Redis.Endpoint(),
-		SourceAddr: a.sourceAddr(), MaxLag: a.Cfg.HTTP.ReadyMaxLag}
+		SourceAddr: a.Source.Addr(), MaxLag: a.Cfg.HTTP.ReadyMaxLag}
 	r, p := a.ops.reader.Load(), a.ops.pub.Load()
 	if s.Standby || r == nil || p == nil {
 		return ops.Ready(s, now)
@@ -24,7 +24,7 @@ func (a *App) Ready() (bool, []string) {
 	if !p.Connected() {
 		s.BrokerDown = a.brokerDownReason(p) // brokernodes.go
 	}
-	s.Others = append(a.replica.Reasons(replicaServers{a}, a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
+	s.Others = append(a.replica.Reasons(a.replicaServers(), a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
 	if h, ok := a.holding(); ok {
 		s.Hold = &h
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/go-sql-driver/mysql"
 )
@@ -42,7 +43,7 @@ func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
 		db.SetConnMaxIdleTime(time.Minute)
 		inboxes = append(inboxes, db)
 	}
-	rc, err := reconcile.New(a.Cfg, a.Source, a.Primary, inboxes, a.Log.Named("reconcile"))
+	rc, err := reconcile.New(a.Cfg, a.Source.DB(), a.Primary, inboxes, a.Log.Named("reconcile"))
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -53,19 +54,18 @@ func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
 // checkReconcile is `check`'s look at the consumers' inboxes: warnings, as
 // the relay streams without them. Skipped at run's start, so that an
 // unreachable consumer database does not delay it.
-func (c *checker) checkReconcile(ctx context.Context) {
-	a := c.a
+func (a *App) checkReconcile(ctx context.Context, r *preflight.Report) {
 	if len(a.Cfg.Reconcile.Consumers) == 0 || a.starting.Load() {
 		return
 	}
 	rc, closeInboxes, err := a.newReconciler()
 	if err != nil {
-		c.add(Warning, "reconcile", "%v", err)
+		r.Add(preflight.Warning, "reconcile", "%v", err)
 		return
 	}
 	defer closeInboxes()
 	for _, err := range rc.Check(ctx) {
-		c.add(Warning, "reconcile", "%v", err)
+		r.Add(preflight.Warning, "reconcile", "%v", err)
 	}
 }
 

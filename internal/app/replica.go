@@ -6,20 +6,10 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/replica"
 )
-
-// replicaServers is the App's connections as internal/replica reads them.
-type replicaServers struct{ a *App }
-
-func (s replicaServers) Source() *sql.DB                            { return s.a.Source }
-func (s replicaServers) SourceAddr() string                         { return s.a.sourceAddr() }
-func (s replicaServers) Flavor(ctx context.Context) (string, error) { return s.a.Flavor(ctx) }
-func (s replicaServers) Primary() *sql.DB                           { return s.a.Primary }
-func (s replicaServers) PrimaryAddr() string                        { return s.a.Cfg.Primary.Addr() }
 
 // replicaService polls replica health every replica.PollEvery, and looks
 // for a server_id conflict after each poll (serverid_watch.go).
@@ -29,7 +19,7 @@ func (a *App) replicaService() service {
 		tick := time.NewTicker(replica.PollEvery)
 		defer tick.Stop()
 		for {
-			a.replica.Poll(ctx, replicaServers{a}, a.Log)
+			a.replica.Poll(ctx, a.replicaServers(), a.Log)
 			qctx, cancel := context.WithTimeout(ctx, replica.PollEvery)
 			a.watchServerID(qctx)
 			cancel()
@@ -40,4 +30,9 @@ func (a *App) replicaService() service {
 			}
 		}
 	}
+}
+
+// replicaServers is the App's connections as internal/replica reads them.
+func (a *App) replicaServers() replica.Servers {
+	return replica.Of(a.Source, a.Primary, a.Cfg.Primary.Addr())
 }

@@ -26,12 +26,12 @@ import (
 // or the operator accepted it, refused otherwise.
 func (a *App) Run(ctx context.Context) error {
 	a.setMemoryLimit() // memory.go
-	a.src.Pick(ctx)
-	if err := a.heartbeat().Claim(ctx); err != nil { // internal/instance
+	a.Source.Pick(ctx)
+	if err := a.guard.get(a).heartbeat.Claim(ctx); err != nil { // internal/instance
 		return err
 	}
-	defer a.heartbeat().Release()
-	a.serverIDs().WaitFree(ctx)
+	defer a.guard.get(a).heartbeat.Release()
+	a.guard.get(a).serverIDs.WaitFree(ctx)
 	a.starting.Store(true)
 	if problems := a.Check(ctx); preflight.HasErrors(problems) {
 		for _, p := range problems {
@@ -49,7 +49,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.relay.Store(r)
 	a.leader.set(true) // the only relay of its name (leader.go)
 	defer a.leader.set(false)
-	start, cp, err := startpos.Start(ctx, a.Store, appSource{a})
+	start, cp, err := startpos.Start(ctx, a.Store, a.Source)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (a *App) Run(ctx context.Context) error {
 	if resumed {
 		r.ResumeFrom(*cp) // the publishing ids it saved (relay/seq.go)
 	} else {
-		if err := a.gaps().StartWithoutCheckpoint(ctx, start); err != nil { // internal/startpos
+		if err := a.guard.get(a).gaps.StartWithoutCheckpoint(ctx, start); err != nil { // internal/startpos
 			return err
 		}
 	}
@@ -102,8 +102,8 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 				wait.Reset()
 			}
 			pause := wait.Next()
-			hint := a.serverIDs().Hint()
-			a.notice.Set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(pause, instance.TTL)+pause)
+			hint := a.guard.get(a).serverIDs.Hint()
+			a.notice.Set("binlog stream from "+a.Source.Addr()+" dropped: "+hint, max(pause, instance.TTL)+pause)
 			a.Log.Error("binlog stream dropped by the source: another replica connected with this relay's server_id. Retrying from the last checkpoint; nothing is skipped",
 				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", pause),
 				zap.String("gtid", resume.GTIDSet), zap.String("binlog_file", resume.File), zap.Uint32("binlog_pos", resume.Pos), zap.Error(err))
@@ -112,7 +112,7 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			}
 			start = resume
 		case errors.Is(err, binlog.ErrPositionPurged):
-			now, gerr := a.gaps().Purged(ctx, resume, err)
+			now, gerr := a.guard.get(a).gaps.Purged(ctx, resume, err)
 			if gerr != nil {
 				return gerr
 			}

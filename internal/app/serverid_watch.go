@@ -22,12 +22,12 @@ func (a *App) watchServerID(ctx context.Context) {
 	if r == nil || r.Connected() || a.Cfg.Source.ServerID == 0 || !a.replica.Streaming() {
 		return
 	}
-	others, err := a.serverIDs().Registered(ctx)
+	others, err := a.guard.get(a).serverIDs.Registered(ctx)
 	if err != nil || len(others) == 0 {
 		return
 	}
-	hint := a.serverIDs().Hint()
-	a.notice.Set("binlog stream from "+a.sourceAddr()+" is refused: "+hint, 2*replica.PollEvery+time.Second)
+	hint := a.guard.get(a).serverIDs.Hint()
+	a.notice.Set("binlog stream from "+a.Source.Addr()+" is refused: "+hint, 2*replica.PollEvery+time.Second)
 	if a.conflictLogged.CompareAndSwap(false, true) {
 		a.Log.Error("binlog stream refused by the source: another replica is connected with this relay's server_id. The reader retries from its position; nothing is skipped",
 			zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.Strings("registered_as", others), zap.String("fix", hint))

@@ -68,7 +68,7 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 func (a *App) precheckDB() (*sql.DB, error) {
 	c := &precheckConnector{a: a}
 	var err error
-	if c.source, err = a.src.NewConnector(); err != nil {
+	if c.source, err = a.Source.NewConnector(); err != nil {
 		return nil, err
 	}
 	if c.primary, err = source.Connector(a.Cfg.Primary, "primary"); err != nil {

@@ -56,6 +56,7 @@ type Env struct {
 	// ReplicaStatus prints status's lines on the source replica and the
 	// primary; asked is false when the primary's position was not read
 	// (the source's flavor is not known), err the primary's failure.
+	// nil: replica.PrintStatus.
 	ReplicaStatus func(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) (asked bool, err error)
 	// ProbeBroker dials each node of broker.urls once, within timeout;
 	// nil: preflight.ProbeBrokerNodes.

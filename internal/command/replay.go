@@ -123,7 +123,7 @@ func Replay(ctx context.Context, e Env, o ReplayOptions, w, progress io.Writer) 
 	if o.Archive {
 		src = sweeper.ArchiveTableName(cmp.Or(e.Cfg.Sweeper.Archive.Table, "{table}_archive"), t.Name)
 	}
-	if err := e.Source.DB.PingContext(ctx); err != nil {
+	if err := e.Source.DB().PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("source %s: %w", e.Source.Current().Redacted(), err)
 	}
 	rt, err := e.NewRouter()
@@ -150,7 +150,7 @@ func Replay(ctx context.Context, e Env, o ReplayOptions, w, progress io.Writer) 
 	term := isTerminal(progress)
 	r, err := replay.New(replay.Config{Table: t, Source: src, Range: o.Range, Exchange: o.Exchange, RoutingKey: o.RoutingKey,
 		Rate: o.Rate, ChunkSize: o.ChunkSize, DryRun: o.DryRun, Samples: o.Samples, Resume: o.Resume, Name: e.Cfg.Name,
-		ProgressEvery: o.ProgressEvery}, e.Source.DB, rt, pub, replay.NewRedisStore(e.Redis, key), m, progress, term, e.Log.Named("replay"))
+		ProgressEvery: o.ProgressEvery}, e.Source.DB(), rt, pub, replay.NewRedisStore(e.Redis, key), m, progress, term, e.Log.Named("replay"))
 	if err != nil {
 		return nil, &replay.UsageError{Err: err}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -45,7 +46,7 @@ func Status(ctx context.Context, e Env, w io.Writer) error {
 	default:
 		fmt.Fprintf(w, "checkpoint   %s (saved %s ago, source %s)\n", cp.Position(), time.Since(cp.SavedAt).Round(time.Second), cp.Server)
 	}
-	now, err := e.Source.Position(ctx)
+	now, err := e.Source.CurrentPosition(ctx)
 	sourceUp := err == nil
 	if err != nil {
 		fmt.Fprintf(w, "source       unreachable: %v\n", err)
@@ -53,7 +54,13 @@ func Status(ctx context.Context, e Env, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "source       %s\n", now)
 	}
-	asked, err := e.ReplicaStatus(ctx, w, cp, haveCP)
+	replicaStatus := e.ReplicaStatus
+	if replicaStatus == nil {
+		replicaStatus = func(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) (bool, error) {
+			return replica.PrintStatus(ctx, w, replica.Of(e.Source, e.Primary, e.Cfg.Primary.Addr()), cp, haveCP)
+		}
+	}
+	asked, err := replicaStatus(ctx, w, cp, haveCP)
 	if !asked {
 		// Without the source's flavor the primary's position was not read;
 		// whether it answers still counts.
@@ -75,7 +82,7 @@ func Status(ctx context.Context, e Env, w io.Writer) error {
 			fmt.Fprintf(w, "table        %s: not read (the source is unreachable)\n", t.FullName())
 			continue
 		}
-		rows, err := e.Source.DB.QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
+		rows, err := e.Source.DB().QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
 		if err != nil {
 			fmt.Fprintf(w, "table        %s: %v\n", t.FullName(), err)
 			continue

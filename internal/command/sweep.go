@@ -18,7 +18,7 @@ import (
 // number may run on any machines beside `run`: claims skip each other's
 // rows.
 func Sweep(ctx context.Context, e Env) error {
-	if err := e.Source.DB.PingContext(ctx); err != nil {
+	if err := e.Source.DB().PingContext(ctx); err != nil {
 		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", e.Source.Current().Redacted(), err)
 	}
 	if err := e.Primary.PingContext(ctx); err != nil {
@@ -37,7 +37,7 @@ func Sweep(ctx context.Context, e Env) error {
 // that were retried outbox.RetriedFrom times or more), read from the source
 // like the rest of `status`.
 func (e Env) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table) {
-	l, err := sweeper.ReadLifecycle(ctx, e.Source.DB, t)
+	l, err := sweeper.ReadLifecycle(ctx, e.Source.DB(), t)
 	if err != nil {
 		fmt.Fprintf(w, "  lifecycle  %v\n", err)
 		return

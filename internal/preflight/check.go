@@ -109,12 +109,15 @@ type Servers struct {
 	// StartPosition is where the relay would start, and whether that is
 	// a saved checkpoint.
 	StartPosition func(ctx context.Context) (binlog.Position, bool, error)
-	// LostCheckpoint says what was lost when this relay name saved a
-	// checkpoint before that is gone now ("": none, or not known).
-	LostCheckpoint func(ctx context.Context) string
-	// Gap reports a gap the checks found (the checkpoint lost, the
-	// position purged) at where.
-	Gap func(r *Report, where, what string)
+	// Gaps is the gap policy a lost checkpoint or a purged position is
+	// judged by.
+	Gaps Gaps
+	// Instances finds a second relay with this name or this
+	// source.server_id.
+	Instances Instances
+	// Starting: run's start, where a second replica with this
+	// source.server_id is an error, not a warning.
+	Starting bool
 	// BinlogPassword is what the binlog stream signs in to m with: the
 	// password, or the token signer that makes one.
 	BinlogPassword func(ctx context.Context, m config.MySQL) (string, binlog.PasswordFunc, error)
@@ -124,10 +127,8 @@ type Servers struct {
 	// StreamPort probes broker.stream's port (when a stream is set).
 	StreamPort func(ctx context.Context) (uint64, error)
 
-	// Checks owned elsewhere: OnSource run once the source answers, before
-	// the checks of its binlog (retention, stream); AfterStream after
-	// them; AtEnd last, whatever answered.
-	OnSource, AfterStream, AtEnd []Extra
+	// AtEnd are checks owned elsewhere, run last whatever answered.
+	AtEnd []Extra
 }
 
 // checker runs the checks over one Servers into its Report.
@@ -155,12 +156,12 @@ func Check(ctx context.Context, s *Servers) []Problem {
 	c := &checker{s: s}
 	sourceUp := c.checkSource(ctx)
 	if sourceUp {
-		c.run(ctx, s.OnSource)
+		c.checkReplica(ctx) // guards.go
 		if flavor, err := s.Flavor(ctx); err == nil {
 			c.checkRetention(ctx, flavor) // retention.go
 		}
 		c.checkStream(ctx)
-		c.run(ctx, s.AfterStream)
+		c.checkDuplicates(ctx) // guards.go
 	}
 	c.checkPrimary(ctx)
 	if sourceUp {

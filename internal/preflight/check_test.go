@@ -107,7 +107,7 @@ func TestCheckNothingAnswers(t *testing.T) {
 	cfg := &config.Config{Source: src, Primary: pri,
 		Broker: config.Broker{URL: "amqp://guest:s3cret@" + net.JoinHostPort(host, strconv.Itoa(port)) + "/"},
 		Redis:  config.Redis{Addr: "redis.test:6379"}}
-	sourceOnly := func(ctx context.Context, r *Report) { t.Error("a check that needs the source ran without it") }
+	sourceOnly := &unaskedGuards{t}
 	ends := 0
 	s := &Servers{
 		Config: cfg, Log: zap.NewNop(),
@@ -116,10 +116,9 @@ func TestCheckNothingAnswers(t *testing.T) {
 			t.Error("Flavor asked of a source that does not answer")
 			return "", errors.New("no source")
 		},
-		Primary:     deadDB(t, pri),
-		Redis:       fakeRedis{errors.New("dial tcp redis.test:6379: connection refused")},
-		OnSource:    []Extra{sourceOnly},
-		AfterStream: []Extra{sourceOnly},
+		Primary:   deadDB(t, pri),
+		Redis:     fakeRedis{errors.New("dial tcp redis.test:6379: connection refused")},
+		Instances: sourceOnly, Gaps: sourceOnly,
 		AtEnd: []Extra{func(_ context.Context, r *Report) {
 			ends++
 			r.Add(Warning, "reconcile", "the end")
@@ -181,3 +180,23 @@ func TestLintRunsTheOwnedChecks(t *testing.T) {
 		t.Errorf("lint with the owned checks failing:\n%s\nwithout:\n%s", got, base)
 	}
 }
+
+// unaskedGuards fails the test when a check that needs the source asks it.
+type unaskedGuards struct{ t *testing.T }
+
+func (g *unaskedGuards) fail() {
+	g.t.Helper()
+	g.t.Error("a check that needs the source ran without it")
+}
+func (g *unaskedGuards) Other(context.Context) (string, bool) {
+	g.fail()
+	return "", false
+}
+func (g *unaskedGuards) Registered(context.Context) ([]string, error) { g.fail(); return nil, nil }
+func (g *unaskedGuards) Refusal(string) error                         { g.fail(); return nil }
+func (g *unaskedGuards) Handling() string                             { g.fail(); return "" }
+func (g *unaskedGuards) CheckpointLost(context.Context) (string, bool, error) {
+	g.fail()
+	return "", false, nil
+}
+func (g *unaskedGuards) LostWhat(string) string { g.fail(); return "" }

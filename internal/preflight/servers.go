@@ -226,8 +226,8 @@ func (c *checker) checkStream(ctx context.Context) {
 		return
 	}
 	if !resumed {
-		if what := s.LostCheckpoint(ctx); what != "" {
-			s.Gap(&c.Report, "checkpoint", what)
+		if what := c.lostCheckpoint(ctx); what != "" {
+			c.checkGap("checkpoint", what)
 		}
 	}
 	stls, err := src.TLSConfig("source")
@@ -285,7 +285,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	var myErr *mysql.MyError
 	switch {
 	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && sourceinfo.IsPurgedMessage(myErr.Message):
-		s.Gap(&c.Report, where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message))
+		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message))
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
 	default:

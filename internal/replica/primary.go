@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -46,3 +47,21 @@ func PrimaryPosition(ctx context.Context, db *sql.DB, flavor string) (string, er
 	}
 	return strings.ReplaceAll(v.String, "\n", ""), nil
 }
+
+// Of is the relay's connections as this package reads them: the source it
+// reads and the primary at primaryAddr.
+func Of(src *source.Source, primary *sql.DB, primaryAddr string) Servers {
+	return conns{src, primary, primaryAddr}
+}
+
+type conns struct {
+	src         *source.Source
+	primary     *sql.DB
+	primaryAddr string
+}
+
+func (c conns) Source() *sql.DB                            { return c.src.DB() }
+func (c conns) SourceAddr() string                         { return c.src.Addr() }
+func (c conns) Flavor(ctx context.Context) (string, error) { return c.src.Flavor(ctx) }
+func (c conns) Primary() *sql.DB                           { return c.primary }
+func (c conns) PrimaryAddr() string                        { return c.primaryAddr }

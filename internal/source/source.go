@@ -25,10 +25,7 @@ import (
 // Source is the source replica the relay reads: the only one, or the
 // current one of source.hosts.
 type Source struct {
-	// DB is the pool to the source. With source.hosts it dials whichever
-	// host is read now, so the checks, positions, schemas and metrics
-	// follow a failover.
-	DB *sql.DB
+	db *sql.DB
 
 	cfg   config.MySQL
 	hosts *hosts // nil with one source
@@ -60,13 +57,18 @@ func New(cfg config.MySQL, log *zap.Logger, dial Dial) (*Source, error) {
 		}
 		c = s.hosts
 	}
-	s.DB = sql.OpenDB(c)
-	s.DB.SetMaxOpenConns(4)
+	s.db = sql.OpenDB(c)
+	s.db.SetMaxOpenConns(4)
 	return s, nil
 }
 
 // Close closes the pool.
-func (s *Source) Close() error { return s.DB.Close() }
+func (s *Source) Close() error { return s.db.Close() }
+
+// DB is the pool to the source. With source.hosts it dials whichever host
+// is read now, so the checks, positions, schemas and metrics follow a
+// failover.
+func (s *Source) DB() *sql.DB { return s.db }
 
 // Current is the section of the source read now: the current one of
 // source.hosts, which a failover moves, or the only one. Whatever names or
@@ -110,7 +112,7 @@ func (s *Source) Flavor(ctx context.Context) (string, error) {
 		s.flavor = f
 		return f, nil
 	}
-	f, err := binlog.DetectFlavor(ctx, s.DB)
+	f, err := binlog.DetectFlavor(ctx, s.db)
 	if err != nil {
 		return "", fmt.Errorf("source %s: %w", s.Current().Redacted(), err)
 	}
@@ -134,7 +136,7 @@ func (s *Source) Identity(ctx context.Context) (string, error) {
 	if server != "" && serverAt == at {
 		return server, nil
 	}
-	if err := s.DB.QueryRowContext(ctx, identityQuery(flavor)).Scan(&server); err != nil {
+	if err := s.db.QueryRowContext(ctx, identityQuery(flavor)).Scan(&server); err != nil {
 		return "", fmt.Errorf("reading the source's identity: %w", err)
 	}
 	s.mu.Lock()
@@ -165,13 +167,13 @@ func (s *Source) CheckpointServer(atStart string) func() string {
 	}
 }
 
-// Position is where the source's binlog ends now.
-func (s *Source) Position(ctx context.Context) (binlog.Position, error) {
+// CurrentPosition is where the source's binlog ends now.
+func (s *Source) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 	flavor, err := s.Flavor(ctx)
 	if err != nil {
 		return binlog.Position{}, err
 	}
-	return binlog.CurrentPosition(ctx, s.DB, flavor)
+	return binlog.CurrentPosition(ctx, s.db, flavor)
 }
 
 // NewConnector dials the source read now, for a pool of the caller's own.
