@@ -56,6 +56,10 @@ broker: {url: "amqp://relay:x@127.0.0.1:1/"}
 tables:
   - {preset: producer-message, schema: shop}
 `
+	broker := func(section string) string {
+		return strings.Replace(good, `{url: "amqp://relay:x@127.0.0.1:1/"}`, section, 1)
+	}
+	t.Setenv("RELAY_PW_TEST", secret)
 	source := func(fields string) string {
 		return strings.Replace(good, "port: 1, user: relay}", "port: 1, user: relay, "+fields+"}", 1)
 	}
@@ -72,6 +76,12 @@ tables:
 		{"the password in password_file", source("password_file: SECRET"), "source.password_file: reading the file it names"},
 		{"a bad duration", good + "checkpoint: {interval: SECRET}\n", "checkpoint.interval: expected a duration"},
 		{"a bad log level", good + "log: {level: SECRET}\n", "log.level: not debug, info"},
+		// A bad broker.url or urls is the publisher's (Open and lint).
+		{"a URL with a bad scheme", broker(`{url: "amqpx://relay:SECRET@mq:5672/"}`), "broker.url: must start with amqp:// or amqps://"},
+		{"a bad scheme in urls", broker(`{urls: ["amqp://relay:SECRET@mq-1:5672/", "amqpx://relay:SECRET@mq-2:5672/"]}`), "broker.urls[1]"},
+		{"url and urls", broker(`{url: "amqp://relay:SECRET@mq-1:5672/", urls: ["amqp://relay:SECRET@mq-2:5672/"]}`), "broker.urls"},
+		{"a repeated URL in urls", broker(`{urls: ["amqp://relay:SECRET@mq-1:5672/", "amqp://relay:SECRET@mq-1:5672/"]}`), "broker.urls[1]"},
+		{"a bad scheme, the password from the environment", broker(`{url: "http://relay:${RELAY_PW_TEST}@rabbit:5672/"}`), "broker.url"},
 		{"a URL missing its colon", strings.Replace(good, `{url: "amqp://relay:x@127.0.0.1:1/"}`, "{url amqp://relay:SECRET@127.0.0.1:1/}", 1), `broker.<a key with a space in it: a missing ':' after "url"?>`},
 	}
 	for _, c := range cases {

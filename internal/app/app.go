@@ -41,6 +41,8 @@ type App struct {
 	Redis   redis.UniversalClient // one Redis, a Sentinel group's master or a Cluster (connections.go)
 	Store   checkpoint.Store
 
+	stages stages // the stage Configs, built and validated by Open (stages.go)
+
 	flavor   string // connections.go
 	server   string // the source's identity, read from serverAt
 	serverAt string
@@ -114,13 +116,13 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	sw := status.NewWriter(a.Primary, retryBackoff(cfg))
+	sw := status.NewWriter(a.Primary, a.stages.retry)
 	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
 	}
 	a.watch(reader, lanes)
-	rc := relayConfig(cfg) // stages.go; validated by Open
+	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
 	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.seqScope()                // streams.go
@@ -211,7 +213,7 @@ func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger
 	if err != nil {
 		return nil, err
 	}
-	pc := publisherConfig(cfg) // stages.go
+	pc := a.stages.publisher
 	pc.TLS, pc.ConnectionName, pc.Strict, pc.PerKey = btls, connName, strict, perKey
 	return publisher.New(pc, log)
 }

@@ -35,7 +35,7 @@ func Lint(cfg *config.Config) []Problem {
 	if _, err := cfg.Redis.TLS.TLSConfig("redis"); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
-	if err := checkStages(cfg); err != nil { // stages.go
+	if _, err := newStages(cfg); err != nil { // stages.go
 		c.add(Error, "config", "%v", err)
 	}
 	if _, err := router.New(cfg.Tables, router.WithAppID(cfg.Name)); err != nil {

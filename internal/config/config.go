@@ -457,8 +457,10 @@ func (c *Config) resolveSecrets() error {
 }
 
 // Validate checks every section; all problems are reported together, each
-// naming its YAML key. The sweeper: and ha: values are checked by their
-// stages (internal/app checks them at start-up and in lint).
+// naming its YAML key. It checks only what no stage owns: a key a stage
+// takes (sweeper:, ha:, most of relay: and checkpoint:, broker.url/urls,
+// window and max_message_bytes, relay.hold_backoff's bounds) is checked by
+// the stage's Validate, which internal/app runs at start-up and in lint.
 func (c *Config) Validate() error {
 	var errs []error
 	if err := ident.Check("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
@@ -466,7 +468,6 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateServers()...)
 	errs = append(errs, c.Broker.validate()...)
-	errs = append(errs, c.Checkpoint.validate()...)
 	errs = append(errs, c.validateRedis()...) // redis.go
 	errs = append(errs, c.validateRelay()...)
 	if c.Log.Format != "json" && c.Log.Format != "console" {
@@ -527,15 +528,10 @@ func (c *Config) validateServers() []error {
 	return errs
 }
 
-// validate checks `broker:`.
+// validate checks `broker:`; url, urls, window and max_message_bytes are
+// the publisher's (publisher.Config.Validate).
 func (b Broker) validate() []error {
-	errs := b.validateURLs() // brokernodes.go
-	if b.MaxMessageBytes < 0 {
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", b.MaxMessageBytes))
-	} else if b.MaxMessageBytes > 512<<20 {
-		// RabbitMQ refuses max_message_size above 512 MiB.
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", b.MaxMessageBytes))
-	}
+	var errs []error
 	if err := checkExchangeName(b.DeadLetterExchange); err != nil {
 		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
 	}
@@ -597,19 +593,10 @@ func (b Broker) StreamURIs() ([]string, error) {
 	return out, nil
 }
 
-// validate checks `checkpoint:`.
-func (c Checkpoint) validate() []error {
-	var errs []error
-	if c.OutageWindow < 0 {
-		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
-	}
-	return errs
-}
-
 // validateRelay checks `relay:`, whose lanes are checked against the tables.
 func (c *Config) validateRelay() []error {
 	var errs []error
-	r := c.Relay // batch_size and max_inflight_bytes: relay.Config.Validate
+	r := c.Relay // batch_size, max_inflight_bytes...: relay.Config.Validate
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
 		errs = append(errs, errors.New("relay.ordering: not relaxed or strict"))
 	}
