@@ -48,7 +48,8 @@ func runCaptured(t *testing.T, args ...string) (code int, output string) {
 
 // Every command that loads a config refuses a broken one with exit 2,
 // naming the field or the line, and prints no value of it: the secret in
-// each config below reaches no output of lint, check, run or status.
+// each config below reaches no output of lint, check, run or status. (lint
+// does not read a password file that is not there: it says so, exit 0.)
 func TestConfigErrorsNeverEchoASecret(t *testing.T) {
 	const good = `source: {host: 127.0.0.1, port: 1, user: relay}
 primary: {host: 127.0.0.1, port: 1, user: relay}
@@ -84,6 +85,9 @@ tables:
 		{"a bad scheme, the password from the environment", broker(`{url: "http://relay:${RELAY_PW_TEST}@rabbit:5672/"}`), "broker.url"},
 		{"a URL missing its colon", strings.Replace(good, `{url: "amqp://relay:x@127.0.0.1:1/"}`, "{url amqp://relay:SECRET@127.0.0.1:1/}", 1), `broker.<a key with a space in it: a missing ':' after "url"?>`},
 	}
+	lintSays := map[string]string{ // where lint exits 0 instead
+		"the password in password_file": "INFO config: source.password_file: not checked: the file it names (not shown",
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "relay.yaml")
@@ -92,8 +96,12 @@ tables:
 			}
 			for _, cmd := range []string{"lint", "check", "run", "status"} {
 				code, out := runCaptured(t, cmd, "--config", path)
-				if code != 2 || !strings.Contains(out, c.want) {
-					t.Errorf("%s: exit %d, want 2 and %q in:\n%s", cmd, code, c.want, out)
+				wantCode, want := 2, c.want
+				if says, ok := lintSays[c.name]; ok && cmd == "lint" {
+					wantCode, want = 0, says
+				}
+				if code != wantCode || !strings.Contains(out, want) {
+					t.Errorf("%s: exit %d, want %d and %q in:\n%s", cmd, code, wantCode, want, out)
 				}
 				if leaked(out) {
 					t.Errorf("%s printed the secret:\n%s", cmd, out)

@@ -10,11 +10,16 @@ import (
 )
 
 // Lint checks everything about a parsed config that needs no server: the
-// logger settings, connection strings, TLS files, route templates. The
-// config itself was validated by config.Load (tables, statuses, fields).
-// It is `binlog-relay lint`: what check does, minus the servers.
-func Lint(cfg *config.Config) []Problem {
+// logger settings, connection strings, TLS files, route templates, the
+// stages' Configs. The config itself was validated by config.Load
+// (tables, statuses, fields). It is `binlog-relay lint`: what check does,
+// minus the servers. absent are the files a load for lint left out
+// (config.LoadOptions.SkipAbsentFiles), each reported as not checked.
+func Lint(cfg *config.Config, absent ...config.AbsentFile) []Problem {
 	c := &checker{}
+	for _, f := range absent {
+		c.add(Info, "config", "%s", f)
+	}
 	if _, err := NewLogger(cfg.Log); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
