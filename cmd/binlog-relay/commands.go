@@ -10,14 +10,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
+	"github.com/binlog-relay/binlog-relay/internal/command"
 )
 
-// A command runs on an open App and returns the exit code.
-type command func(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int
+// An appCommand runs on an open App and returns the exit code.
+type appCommand func(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int
 
 // appCommands are the commands that need the servers, by name (lint and
 // version need none; help is usage.go's).
-var appCommands = map[string]command{
+var appCommands = map[string]appCommand{
 	"run":       runCmd,
 	"check":     checkCmd,
 	"status":    statusCmd,
@@ -43,7 +45,7 @@ func checkCmd(ctx context.Context, a *app.App, _ *options, stdout, _ io.Writer) 
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 	}
-	if app.HasErrors(problems) {
+	if preflight.HasErrors(problems) {
 		return exitRuntime
 	}
 	fmt.Fprintln(stdout, "OK: source, primary, broker, redis and tables are ready")
@@ -54,7 +56,7 @@ func checkCmd(ctx context.Context, a *app.App, _ *options, stdout, _ io.Writer) 
 // answer (Redis, the source, the primary) fails it, each named on a line
 // of its own.
 func statusCmd(ctx context.Context, a *app.App, _ *options, stdout, stderr io.Writer) int {
-	if err := a.Status(ctx, stdout); err != nil {
+	if err := command.Status(ctx, a.Env(), stdout); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintln(stderr, "binlog-relay: status:", line)
 		}
@@ -66,7 +68,7 @@ func statusCmd(ctx context.Context, a *app.App, _ *options, stdout, stderr io.Wr
 // sweepCmd runs the fallback sweeper alone until SIGTERM/SIGINT.
 func sweepCmd(ctx context.Context, a *app.App, _ *options, _, _ io.Writer) int {
 	a.Log.Info("binlog-relay sweeper starting", zap.String("version", version), zap.String("name", a.Cfg.Name))
-	if err := a.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := command.Sweep(ctx, a.Env()); err != nil && !errors.Is(err, context.Canceled) {
 		a.Log.Error("binlog-relay sweeper stopped", zap.Error(err))
 		return exitRuntime
 	}
@@ -74,7 +76,7 @@ func sweepCmd(ctx context.Context, a *app.App, _ *options, _, _ io.Writer) int {
 }
 
 func requeueCmd(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
-	if err := a.Requeue(ctx, o.requeue, stdout); err != nil {
+	if err := command.Requeue(ctx, a.Env(), o.requeue, stdout); err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
 		return exitRuntime
 	}

@@ -6,15 +6,16 @@ import (
 	"io"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/command"
 )
 
 // options are one command's parsed flags.
 type options struct {
 	config    string
 	run       app.RunOptions
-	requeue   app.RequeueOptions
-	reconcile app.ReconcileOptions
-	replay    app.ReplayOptions
+	requeue   command.RequeueOptions
+	reconcile command.ReconcileOptions
+	replay    command.ReplayOptions
 }
 
 // newFlagSet registers cmd's flags, bound to o. `help CMD` prints the same

@@ -6,6 +6,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
 // lint validates a config without connecting to anything: what check does
@@ -18,11 +19,11 @@ func lint(cfgPath string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
 		return exitUsage
 	}
-	problems := app.Lint(cfg, absent...)
+	problems := preflight.Lint(cfg, app.ConfigChecks(), absent...)
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 	}
-	if app.HasErrors(problems) {
+	if preflight.HasErrors(problems) {
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "OK: %s is valid (%d tables); servers not contacted (run check for that)\n", cfgPath, len(cfg.Tables))

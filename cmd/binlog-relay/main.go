@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runOnApp loads the config, opens the App and runs cmd on it until it
 // returns or SIGTERM/SIGINT cancels it.
-func runOnApp(cmd command, o *options, stdout, stderr io.Writer) int {
+func runOnApp(cmd appCommand, o *options, stdout, stderr io.Writer) int {
 	if cmd == nil { // helpOrUnknown let through a command without one
 		fmt.Fprint(stderr, usage)
 		return exitUsage

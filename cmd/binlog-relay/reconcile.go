@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/command"
 )
 
 // reconcile's exit codes differ from the other commands': finding a
@@ -23,7 +24,7 @@ exit codes: 0 no difference, 1 differences found, 2 usage or config error, 3 the
 // reconcileCmd runs `binlog-relay reconcile` and turns its outcome into
 // the exit code.
 func reconcileCmd(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
-	rep, err := a.Reconcile(ctx, o.reconcile, stdout)
+	rep, err := command.Reconcile(ctx, a.Env(), o.reconcile, stdout)
 	switch {
 	case err != nil && rep == nil:
 		fmt.Fprintln(stderr, "binlog-relay:", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/command"
 	"github.com/binlog-relay/binlog-relay/internal/replay"
 )
 
@@ -21,7 +22,7 @@ exit codes: 0 every row replayed, 1 rows failed to publish (listed) or a server 
 // replayCmd runs `binlog-relay replay` and turns its outcome into the exit
 // code.
 func replayCmd(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
-	sum, err := a.Replay(ctx, o.replay, stdout, stderr)
+	sum, err := command.Replay(ctx, a.Env(), o.replay, stdout, stderr)
 	var ue *replay.UsageError
 	switch {
 	case errors.As(err, &ue):

@@ -5,10 +5,11 @@
 //
 // The files follow the data flow: connections.go opens the servers and
 // reads their positions, source.go picks the replica to read (and fails
-// over), app.go wires the stages, run.go streams (ha.go under a lease); the
-// other commands are check.go, lint.go, status.go, sweep.go, requeue.go and
-// reconcile.go, their flags in options.go; http.go, ready.go, metrics.go
-// and observer.go report.
+// over), app.go wires the stages, run.go streams (ha.go under a lease), its
+// flags in options.go; the other commands are check.go and lint.go, and
+// internal/command's one-shot commands (status, sweep, requeue, replay,
+// reconcile), run on the App's Env (commands.go); http.go, ready.go,
+// metrics.go and observer.go report.
 package app
 
 import (
@@ -24,8 +25,10 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
@@ -43,15 +46,12 @@ type App struct {
 
 	stages stages // the stage Configs, built and validated by Open (stages.go)
 
-	flavor   string // connections.go
-	server   string // the source's identity, read from serverAt
-	serverAt string
-	relay    atomic.Pointer[relay.Relay]
+	relay atomic.Pointer[relay.Relay]
 
 	stopMu    sync.Mutex
 	stopHooks []func()
 
-	ops    ops        // metrics and health (metrics.go, ready.go)
+	ops    watched    // metrics and health (metrics.go, ready.go)
 	leader leadership // whether this relay streams now (leader.go)
 
 	// Build names the running build in binlog_relay_build_info.
@@ -59,17 +59,19 @@ type App struct {
 
 	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
 
-	src   *sources                    // source.hosts, nil with one source (source.go)
+	src   *source.Source              // the source read now (Source is its pool)
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
 
 	replica replicaWatch // source replica health and delay (replica.go)
-	gap     gapState     // purged positions and instances (gap.go, instance.go)
+	guard   guards       // one relay per name and server_id, the gap policy (guards.go)
+	notice  ops.Notice   // /readyz: a gap taken, a server_id conflict, two relays with one name
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose
-	// rows in the gap are then lost (`run --accept-gap`, gap.go).
+	// rows in the gap are then lost (`run --accept-gap`, internal/startpos).
+	// Set it before Run or Check.
 	AcceptGap bool
 	starting  atomic.Bool // Run is starting: a second relay is an error, not a warning
 }
@@ -94,7 +96,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	password, tokens, err := binlogPassword(ctx, cfg.Source) // mysqlauth.go
+	password, tokens, err := source.BinlogPassword(ctx, cfg.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		Heartbeat:    cfg.Relay.Heartbeat,
 		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
 	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source}),
-		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.failoverHook()))
+		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.src.Failover()))
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +125,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	}
 	a.watch(reader, lanes)
 	rc := a.stages.relay
-	rc.Server, rc.Observer, rc.Guard = a.checkpointServer(server), a.observer(), guard
+	rc.Server, rc.Observer, rc.Guard = a.src.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
 	rc.Sent = status.SentReader{DB: a.Source} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.seqScope()                // streams.go
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))

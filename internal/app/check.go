@@ -1,88 +1,83 @@
 package app
 
-// The check command: Check runs every start-up check and returns the
-// problems, one line each (check_servers.go holds the checks).
+// The check command: Check runs internal/preflight's start-up checks over
+// the App's connections, with the checks app still owns among them
+// (replica.go, instance.go, gap.go, reconcile.go).
 
 import (
 	"context"
-	"fmt"
-	"time"
+	"database/sql"
+
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
+	"github.com/binlog-relay/binlog-relay/internal/source"
+	"github.com/binlog-relay/binlog-relay/internal/startpos"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
-// Severity of a start-up finding.
-type Severity string
-
+// The severities the checks app owns report with.
 const (
-	// Error stops the relay from starting.
-	Error Severity = "ERROR"
-	// Warning is reported; the relay starts.
-	Warning Severity = "WARN"
-	// Info is a setting worth knowing; nothing to change.
-	Info Severity = "INFO"
+	Error   = preflight.Error
+	Warning = preflight.Warning
+	Info    = preflight.Info
 )
 
-// Problem is one finding, phrased as what to change.
-type Problem struct {
-	Severity Severity
-	Where    string // source, primary, broker, redis, table name
-	Text     string
-}
-
-func (p Problem) String() string { return fmt.Sprintf("%s %s: %s", p.Severity, p.Where, p.Text) }
-
-// HasErrors reports whether any problem is an Error.
-func HasErrors(ps []Problem) bool {
-	for _, p := range ps {
-		if p.Severity == Error {
-			return true
-		}
-	}
-	return false
-}
-
-// FirstError returns the first Error, for a one-line summary.
-func FirstError(ps []Problem) string {
-	for _, p := range ps {
-		if p.Severity == Error {
-			return p.String()
-		}
-	}
-	return ""
-}
-
+// checker is what the checks app owns add their problems through.
 type checker struct {
-	a        *App
-	problems []Problem
+	a *App
+	r *preflight.Report
 }
 
-func (c *checker) add(sev Severity, where, format string, args ...any) {
-	c.problems = append(c.problems, Problem{Severity: sev, Where: where, Text: fmt.Sprintf(format, args...)})
+func (c *checker) add(sev preflight.Severity, where, format string, args ...any) {
+	c.r.Add(sev, where, format, args...)
 }
 
 // Check verifies everything the relay needs from the servers. Each problem
 // is one line saying what to change; an unreachable server is one problem,
 // not a cascade.
-func (a *App) Check(ctx context.Context) []Problem {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c := &checker{a: a}
-	sourceUp := c.checkSource(ctx)
-	if sourceUp {
-		c.checkReplica(ctx) // replica.go
-		if flavor, err := a.Flavor(ctx); err == nil {
-			c.checkRetention(ctx, flavor) // check_retention.go
-		}
-		c.checkStream(ctx)
-		c.checkDuplicates(ctx) // instance.go
+func (a *App) Check(ctx context.Context) []preflight.Problem {
+	return preflight.Check(ctx, a.servers())
+}
+
+// servers is what the checks read of the App.
+func (a *App) servers() *preflight.Servers {
+	owned := func(check func(*checker, context.Context)) preflight.Extra {
+		return func(ctx context.Context, r *preflight.Report) { check(&checker{a: a, r: r}, ctx) }
 	}
-	c.checkPrimary(ctx)
-	if sourceUp {
-		c.checkTimeZones(ctx) // check_timezone.go
+	return &preflight.Servers{
+		Config:       a.Cfg,
+		Log:          a.Log,
+		Source:       a.Source,
+		SourceConfig: a.src.Current,
+		Flavor:       a.Flavor,
+		IsReplica:    func(ctx context.Context) bool { return isReplica(ctx, a.Source) },
+		StartPosition: func(ctx context.Context) (binlog.Position, bool, error) {
+			p, cp, err := startpos.Start(ctx, a.Store, appSource{a})
+			return p, cp != nil, err
+		},
+		LostCheckpoint: func(ctx context.Context) string {
+			if since, lost, err := a.checkpointLost(ctx); err == nil && lost { // gap.go
+				return a.lostWhat(since)
+			}
+			return ""
+		},
+		Gap:            func(r *preflight.Report, where, what string) { (&checker{a: a, r: r}).checkGap(where, what) },
+		BinlogPassword: source.BinlogPassword,
+		Primary:        a.Primary,
+		Redis:          a.Redis,
+		StreamPort:     a.checkStreamPort,                                    // streams.go
+		OnSource:       []preflight.Extra{owned((*checker).checkReplica)},    // replica.go
+		AfterStream:    []preflight.Extra{owned((*checker).checkDuplicates)}, // instance.go
+		AtEnd:          []preflight.Extra{owned((*checker).checkReconcile)},  // reconcile.go
 	}
-	c.checkBroker(ctx)
-	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		c.add(Error, "redis", "cannot reach %s: %v", a.Cfg.Redis.Endpoint(), err)
-	}
-	c.checkReconcile(ctx) // reconcile.go
-	return c.problems
+}
+
+// isReplica reports whether db replicates from another server.
+func isReplica(ctx context.Context, db *sql.DB) bool {
+	st, err := readReplicaState(ctx, db, "") // replica.go
+	return err == nil && st.IsReplica
+}
+
+// ConfigChecks are the checks of a config app owns, for preflight.Lint.
+func ConfigChecks() preflight.ConfigChecks {
+	return preflight.ConfigChecks{NewLogger: NewLogger, CheckStages: checkStages}
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -32,18 +33,11 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	}
 	a := &App{Cfg: cfg, Log: log, stages: st}
 	routeRedisLogs(log)
-	if a.Source, err = openMySQL(cfg.Source, "source"); err != nil { // mysqlauth.go
+	if a.src, err = source.Open(cfg.Source, log.Named("source")); err != nil {
 		return nil, err
 	}
-	if len(cfg.Source.Hosts) > 1 { // a.Source dials whichever is read now (source.go)
-		if a.src, err = newSources(cfg.Source, log.Named("source")); err != nil {
-			return nil, err
-		}
-		_ = a.Source.Close()
-		a.Source = sql.OpenDB(a.src)
-	}
-	a.Source.SetMaxOpenConns(4)
-	if a.Primary, err = openMySQL(cfg.Primary, "primary"); err != nil {
+	a.Source = a.src.DB // dials whichever of source.hosts is read now
+	if a.Primary, err = source.OpenDB(cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
 	a.Primary.SetMaxOpenConns(8)
@@ -137,82 +131,18 @@ func (a *App) Close() {
 	_ = a.Redis.Close()
 }
 
-// Flavor detects (once) whether the source is MySQL or MariaDB.
-func (a *App) Flavor(ctx context.Context) (string, error) {
-	if a.flavor != "" {
-		return a.flavor, nil
-	}
-	if f := a.Cfg.Source.Flavor; f == "mysql" || f == "mariadb" {
-		a.flavor = f
-		return f, nil
-	}
-	f, err := binlog.DetectFlavor(ctx, a.Source)
-	if err != nil {
-		return "", fmt.Errorf("source %s: %w", a.source().Redacted(), err)
-	}
-	a.flavor = f
-	return a.flavor, nil
-}
+// Flavor is the source's: MySQL or MariaDB.
+func (a *App) Flavor(ctx context.Context) (string, error) { return a.src.Flavor(ctx) }
 
-// ServerIdentity names the source in checkpoints: server_uuid on MySQL,
-// server_id on MariaDB (which has no uuid). It is read again once the relay
-// reads another of source.hosts, so an HA term after a failover names the
-// replica it streams from.
-func (a *App) ServerIdentity(ctx context.Context) (string, error) {
-	at := a.sourceAddr()
-	if a.server != "" && a.serverAt == at {
-		return a.server, nil
-	}
-	flavor, err := a.Flavor(ctx)
-	if err != nil {
-		return "", err
-	}
-	var server string
-	if err := a.Source.QueryRowContext(ctx, identityQuery(flavor)).Scan(&server); err != nil {
-		return "", fmt.Errorf("reading the source's identity: %w", err)
-	}
-	a.server, a.serverAt = server, at
-	return server, nil
-}
-
-// identityQuery reads what names a server in the checkpoint: MySQL's
-// server_uuid, MariaDB's server_id (it has no UUID).
-func identityQuery(flavor string) string {
-	if flavor == binlog.FlavorMySQL {
-		return "SELECT @@server_uuid"
-	}
-	return "SELECT CONCAT('server_id=', @@server_id)"
-}
+// ServerIdentity names the source in checkpoints (source.Source.Identity).
+func (a *App) ServerIdentity(ctx context.Context) (string, error) { return a.src.Identity(ctx) }
 
 // CurrentPosition is where the source's binlog ends now.
 func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
-	flavor, err := a.Flavor(ctx)
-	if err != nil {
-		return binlog.Position{}, err
-	}
-	return binlog.CurrentPosition(ctx, a.Source, flavor)
+	return a.src.Position(ctx)
 }
 
-// StartPosition is the saved checkpoint or, without one, the source's
-// current position (rows committed earlier are the sweeper's).
-func (a *App) StartPosition(ctx context.Context) (binlog.Position, bool, error) {
-	p, cp, err := a.startPosition(ctx)
-	return p, cp != nil, err
-}
-
-// startPosition is StartPosition with the checkpoint it resumes (nil without
-// one).
-func (a *App) startPosition(ctx context.Context) (binlog.Position, *checkpoint.Checkpoint, error) {
-	cp, err := a.Store.Load(ctx)
-	if err == nil {
-		return cp.Position(), &cp, nil
-	}
-	if !errors.Is(err, checkpoint.ErrNotFound) {
-		return binlog.Position{}, nil, err
-	}
-	p, err := a.CurrentPosition(ctx)
-	return p, nil, err
-}
+func (a *App) sourceAddr() string { return a.src.Addr() }
 
 // primaryPosition reads the primary's GTID position: one variable, no
 // table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the

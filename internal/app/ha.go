@@ -14,6 +14,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/startpos"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -65,7 +66,7 @@ func (a *App) lead(ctx context.Context, l *lease.Lease) error {
 		case err == nil:
 			return nil
 		}
-		if refused := (*GapRefusedError)(nil); errors.As(err, &refused) {
+		if refused := (*startpos.GapRefusedError)(nil); errors.As(err, &refused) {
 			return err // an operator's decision; another term would refuse the same
 		}
 		if time.Since(began) > time.Minute {
@@ -171,10 +172,10 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 			r.ResumeFrom(*last)
 			return last.Position(), true, nil
 		case errors.Is(err, checkpoint.ErrNotFound):
-			// A first start, or a checkpoint Redis lost: a gap (gap.go).
+			// A first start, or a checkpoint Redis lost: a gap (internal/startpos).
 			p, err := a.CurrentPosition(ctx)
 			if err == nil {
-				err = a.startWithoutCheckpoint(ctx, p)
+				err = a.gaps().StartWithoutCheckpoint(ctx, p)
 			}
 			return p, false, err
 		}

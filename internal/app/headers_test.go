@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,10 +18,11 @@ import (
 // once, with the message id and the reason.
 func TestHeaderOmittedCountedAndWarnedOnce(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
-	a := &App{Cfg: &config.Config{Name: "r"}, Log: zap.New(core)}
+	cfg := &config.Config{Name: "r"}
+	a := &App{Cfg: cfg, Log: zap.New(core), src: testSource(t, cfg)}
 	tb := &outbox.Table{Schema: "shop", Name: "outbox"}
 	for i := range 3 {
-		a.headerOmitted(tb, "m-"+itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
+		a.headerOmitted(tb, "m-"+strconv.Itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
 	}
 	a.headerOmitted(tb, "m-9", "tracestate", errors.New("bad tracestate"))
 	lines := logs.FilterMessageSnippet("a header the table maps was left out").All()

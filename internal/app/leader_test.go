@@ -13,6 +13,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -24,7 +25,11 @@ func haApp() *App {
 		Redis:  config.Redis{Addr: "redis.test:6379"},
 		HA:     config.HA{Enabled: true},
 	}
-	return &App{Cfg: cfg, Log: zap.NewNop()}
+	src, err := source.Open(cfg.Source, zap.NewNop())
+	if err != nil {
+		panic(err)
+	}
+	return &App{Cfg: cfg, Log: zap.NewNop(), src: src}
 }
 
 func get(t *testing.T, h http.HandlerFunc) (int, string) {
@@ -32,6 +37,14 @@ func get(t *testing.T, h http.HandlerFunc) (int, string) {
 	rec := httptest.NewRecorder()
 	h(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	return rec.Code, rec.Body.String()
+}
+
+func leaderz(a *App) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		code, body := a.leaderText()
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
 }
 
 func readyz(a *App) http.HandlerFunc {
@@ -51,7 +64,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 	if code, body := get(t, readyz(a)); code != http.StatusOK || !strings.Contains(body, "standby") {
 		t.Fatalf("standby /readyz = %d %q, want 200 naming standby", code, body)
 	}
-	if code, body := get(t, a.serveLeader); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+	if code, body := get(t, leaderz(a)); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
 		t.Fatalf("standby /leader = %d %q, want 503", code, body)
 	}
 	a.ops.redisUp.Store(false)
@@ -60,7 +73,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 	}
 	a.ops.redisUp.Store(true)
 	a.leader.set(true)
-	if code, body := get(t, a.serveLeader); code != http.StatusOK || body != "leader\n" {
+	if code, body := get(t, leaderz(a)); code != http.StatusOK || body != "leader\n" {
 		t.Fatalf("leader /leader = %d %q, want 200", code, body)
 	}
 	if code, body := get(t, readyz(a)); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running yet") {

@@ -27,8 +27,6 @@ func NewLogger(c config.Log) (*zap.Logger, error) {
 	return zc.Build()
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // slogOf hands a zap logger to the public packages, which log through
 // log/slog: the records go to l's core under l's name, so they read like
 // the rest of the relay's lines.

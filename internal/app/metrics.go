@@ -20,9 +20,9 @@ import (
 // and connection_up{target="redis"}.
 const redisPingEvery = 2 * time.Second
 
-// ops is what the metrics and health endpoints read: the App's metrics and
+// watched is what the metrics and health endpoints read: the App's metrics and
 // the stages whose state they report.
-type ops struct {
+type watched struct {
 	once    sync.Once
 	metrics *metrics.Metrics
 	reader  atomic.Pointer[binlog.Reader]

@@ -1,50 +1,34 @@
 package app
 
-// Readiness: what /readyz and binlog_relay_ready say, and why not.
+// Readiness (internal/ops judges it) over this App's state.
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
 
-// holdGrace is how long publishing may hold behind one message before
-// /readyz reports it: a strict-ordering retry that succeeds on its next
-// attempt is not worth a page.
-const holdGrace = 5 * time.Second
-
 // Ready reports whether the relay is connected to the source, the broker
-// and Redis with its lag under http.ready_max_lag; when not, why. An HA
-// standby is ready while it can reach Redis.
+// and Redis with its lag under http.ready_max_lag; when not, why
+// (ops.Ready). An HA standby is ready while it can reach Redis.
 func (a *App) Ready() (bool, []string) {
-	if a.standby() {
-		return a.standbyReady()
-	}
-	var why []string
+	now := time.Now()
+	s := ops.State{Standby: a.standby(), RedisUp: a.ops.redisUp.Load(), RedisEndpoint: a.Cfg.Redis.Endpoint(),
+		SourceAddr: a.sourceAddr(), MaxLag: a.Cfg.HTTP.ReadyMaxLag}
 	r, p := a.ops.reader.Load(), a.ops.pub.Load()
-	if r == nil || p == nil {
-		return false, []string{"the binlog path is not running yet (start-up checks, or a standby waiting for the lease)"}
+	if s.Standby || r == nil || p == nil {
+		return ops.Ready(s, now)
 	}
-	if !r.Connected() {
-		why = append(why, "binlog stream from source "+a.sourceAddr()+" is not connected")
-	}
+	s.Running, s.SourceConnected, s.Lag = true, r.Connected(), r.Lag(now)
 	if !p.Connected() {
-		why = append(why, a.brokerDownReason(p)) // brokernodes.go
+		s.BrokerDown = a.brokerDownReason(p) // brokernodes.go
 	}
-	if !a.ops.redisUp.Load() {
-		why = append(why, "redis "+a.Cfg.Redis.Endpoint()+" does not answer")
+	s.Others = append(a.replicaReasons(a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...) // replica.go; a gap taken, a server_id conflict
+	if h, ok := a.holding(); ok {
+		s.Hold = &h
 	}
-	why = append(why, a.replicaReasons(a.Cfg.HTTP.ReadyMaxLag)...) // replica.go
-	why = append(why, a.gapReasons()...)                           // gap.go
-	if lag, max := r.Lag(time.Now()), a.Cfg.HTTP.ReadyMaxLag; lag > max {
-		why = append(why, fmt.Sprintf("binlog lag %s is over http.ready_max_lag %s", lag.Round(time.Second), max))
-	}
-	if h, ok := a.holding(); ok && time.Since(h.Since) > holdGrace {
-		why = append(why, relay.HoldReason(h, time.Now()))
-	}
-	return len(why) == 0, why
+	return ops.Ready(s, now)
 }
 
 // holding is what the running relay's stream is held behind, if anything.
@@ -65,13 +49,4 @@ func (a *App) heldFor() time.Duration {
 		return time.Since(h.Since)
 	}
 	return 0
-}
-
-// standbyReady is /readyz on a standby: it serves its metrics and waits, so
-// it is ready as long as it can reach Redis, where the lease is taken over.
-func (a *App) standbyReady() (bool, []string) {
-	if !a.ops.redisUp.Load() {
-		return false, []string{"standby: redis " + a.Cfg.Redis.Endpoint() + " does not answer, so this relay cannot take the leader lease over"}
-	}
-	return true, nil
 }

@@ -1,65 +1,21 @@
 package app
 
-// The reconcile command, the reconciliation `run` schedules, its start-up
-// check and its line in `status`.
+// The reconciliation `run` schedules and its start-up check; the reconcile
+// command and its line in `status` are internal/command's (Env.NewReconciler
+// and Env.Reports are these).
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
+	"github.com/go-sql-driver/mysql"
 )
-
-// Reconcile runs one reconciliation, prints its report and saves it for
-// `status`. The report is returned even when the run failed part way.
-func (a *App) Reconcile(ctx context.Context, o ReconcileOptions, w io.Writer) (*reconcile.Report, error) {
-	ro := reconcile.Options{Since: o.Since, Until: o.Until, Repair: o.Repair}
-	for _, name := range o.Tables {
-		t, err := config.FindTable(a.Cfg.Tables, name)
-		if err != nil {
-			return nil, fmt.Errorf("reconcile: --table: %w", err)
-		}
-		ro.Tables = append(ro.Tables, t)
-	}
-	rc, closeInboxes, err := a.newReconciler()
-	if err != nil {
-		return nil, err
-	}
-	defer closeInboxes()
-	rep, runErr := rc.Run(ctx, ro)
-	if err := a.reconcileStore().Save(ctx, rep); err != nil {
-		a.Log.Warn("the result is not saved for status", zap.Error(err))
-	}
-	if o.Format == "json" {
-		if err := rep.JSON(w); err != nil {
-			return rep, err
-		}
-		return rep, runErr
-	}
-	rep.Text(w)
-	if o.Repair && !a.Cfg.SweeperEnabled() && anyReset(rep) {
-		fmt.Fprintln(w, "note: sweeper.enabled is false in this config: the reset rows go out when a sweeper runs (binlog-relay sweep)")
-	}
-	return rep, runErr
-}
-
-func anyReset(r *reconcile.Report) bool {
-	for _, t := range r.Tables {
-		if t.Repair != nil && t.Repair.Reset.Count > 0 {
-			return true
-		}
-	}
-	return false
-}
 
 // newReconciler connects to the consumers' inbox replicas (lazily, as
 // database/sql does) and builds the reconciler; close releases them.
@@ -71,16 +27,17 @@ func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
 		}
 	}
 	for i, c := range a.Cfg.Reconcile.Consumers {
-		dsn, err := c.ConsumerDSN(fmt.Sprintf("reconcile.consumers[%d]", i))
+		dc, err := c.ConsumerDriverConfig(fmt.Sprintf("reconcile.consumers[%d]", i))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		db, err := sql.Open("mysql", dsn)
+		conn, err := mysql.NewConnector(dc)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("reconcile.consumers[%d] (%s): %w", i, c.Redacted(), err)
 		}
+		db := sql.OpenDB(conn)
 		db.SetMaxOpenConns(2)
 		db.SetConnMaxIdleTime(time.Minute)
 		inboxes = append(inboxes, db)
@@ -187,51 +144,4 @@ func (a *App) reconcileOnce(ctx context.Context, rc *reconcile.Reconciler) {
 		return
 	}
 	a.Log.Info("reconciliation: no differences", fields...)
-}
-
-// reconcileStatus prints the last saved result (status).
-func (a *App) reconcileStatus(ctx context.Context, w io.Writer) {
-	rep, err := a.reconcileStore().Load(ctx)
-	switch {
-	case errors.Is(err, reconcile.ErrNoResult):
-		if len(a.Cfg.Reconcile.Consumers) > 0 {
-			fmt.Fprintf(w, "reconcile    no result saved under %s yet (binlog-relay reconcile, or reconcile.interval)\n", a.Cfg.Reconcile.Key)
-		}
-		return
-	case err != nil:
-		fmt.Fprintf(w, "reconcile    %v\n", err)
-		return
-	}
-	fmt.Fprintf(w, "reconcile    last run %s (%s ago, %.1fs): %s\n", rep.StartedAt.Format(time.RFC3339),
-		time.Since(rep.StartedAt).Round(time.Second), rep.Seconds, reconcileSummary(rep))
-}
-
-// reconcileSummary is one line of counts.
-func reconcileSummary(rep *reconcile.Report) string {
-	var missing, dups, failed, pending, orphans, reset int64
-	for _, t := range rep.Tables {
-		failed += t.Failed.Count
-		pending += t.PendingStale.Count
-		if t.Repair != nil {
-			reset += t.Repair.Reset.Count
-		}
-		for _, p := range t.Consumers {
-			missing += p.Missing.Count
-			dups += p.Duplicates.Count
-			failed += p.Failed.Count
-		}
-	}
-	for _, c := range rep.Consumers {
-		orphans += c.Orphans.Count
-	}
-	var parts []string
-	if rep.Error != "" {
-		parts = append(parts, "FAILED: "+rep.Error)
-	}
-	parts = append(parts, fmt.Sprintf("%d differences (missing %d, duplicates %d, failed %d, pending too long %d, processed without outbox row %d)",
-		rep.Differences, missing, dups, failed, pending, orphans))
-	if rep.Repair {
-		parts = append(parts, fmt.Sprintf("%d rows reset to pending", reset))
-	}
-	return strings.Join(parts, "; ")
 }

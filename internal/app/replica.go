@@ -315,12 +315,12 @@ func (a *App) watchServerID(ctx context.Context) {
 	if r == nil || r.Connected() || a.Cfg.Source.ServerID == 0 || a.replica.streaming.Load() == nil {
 		return
 	}
-	others, err := a.sameServerID(ctx)
+	others, err := a.serverIDs().Registered(ctx)
 	if err != nil || len(others) == 0 {
 		return
 	}
-	hint := a.conflictHint()
-	a.gap.set("binlog stream from "+a.sourceAddr()+" is refused: "+hint, 2*replicaPollEvery+time.Second)
+	hint := a.serverIDs().Hint()
+	a.notice.Set("binlog stream from "+a.sourceAddr()+" is refused: "+hint, 2*replicaPollEvery+time.Second)
 	if a.replica.conflictLogged.CompareAndSwap(false, true) {
 		a.Log.Error("binlog stream refused by the source: another replica is connected with this relay's server_id. The reader retries from its position; nothing is skipped",
 			zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.Strings("registered_as", others), zap.String("fix", hint))

@@ -14,27 +14,30 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/internal/instance"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/startpos"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // Run checks the servers, then streams until ctx ends. A saved position the
-// source no longer has is a gap (gap.go): taken when the sweeper covers it
+// source no longer has is a gap (internal/startpos): taken when the sweeper covers it
 // or the operator accepted it, refused otherwise.
 func (a *App) Run(ctx context.Context) error {
 	a.setMemoryLimit() // memory.go
-	a.pickSource(ctx)
-	if err := a.claimName(ctx); err != nil { // instance.go
+	a.src.Pick(ctx)
+	if err := a.heartbeat().Claim(ctx); err != nil { // internal/instance
 		return err
 	}
-	defer a.releaseName()
-	a.waitServerIDFree(ctx)
+	defer a.heartbeat().Release()
+	a.serverIDs().WaitFree(ctx)
 	a.starting.Store(true)
-	if problems := a.Check(ctx); HasErrors(problems) {
+	if problems := a.Check(ctx); preflight.HasErrors(problems) {
 		for _, p := range problems {
 			a.Log.Error("start-up check failed", zap.String("problem", p.String()))
 		}
-		return fmt.Errorf("start-up checks failed: %s", FirstError(problems))
+		return fmt.Errorf("start-up checks failed: %s", preflight.FirstError(problems))
 	}
 	if a.Cfg.HA.Enabled {
 		return a.runLeader(ctx) // ha.go
@@ -46,7 +49,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.relay.Store(r)
 	a.leader.set(true) // the only relay of its name (leader.go)
 	defer a.leader.set(false)
-	start, cp, err := a.startPosition(ctx)
+	start, cp, err := startpos.Start(ctx, a.Store, appSource{a})
 	if err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func (a *App) Run(ctx context.Context) error {
 	if resumed {
 		r.ResumeFrom(*cp) // the publishing ids it saved (relay/seq.go)
 	} else {
-		if err := a.startWithoutCheckpoint(ctx, start); err != nil { // gap.go
+		if err := a.gaps().StartWithoutCheckpoint(ctx, start); err != nil { // internal/startpos
 			return err
 		}
 	}
@@ -72,7 +75,7 @@ func (a *App) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// stream runs the binlog path. A purged position is a gap (gap.go): the
+// stream runs the binlog path. A purged position is a gap (internal/startpos): the
 // stream restarts at the current position or stops with the refusal. A
 // second replica with this server_id is never answered by a jump: the
 // stream retries from its last checkpoint with backoff until the other one
@@ -95,13 +98,13 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			return nil
 		case ctx.Err() != nil:
 			return err
-		case serverIDConflict(err):
+		case instance.IsServerIDConflict(err):
 			if time.Since(began) > time.Minute {
 				wait.Reset()
 			}
 			pause := wait.Next()
-			hint := a.conflictHint()
-			a.gap.set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(pause, instanceTTL)+pause)
+			hint := a.serverIDs().Hint()
+			a.notice.Set("binlog stream from "+a.sourceAddr()+" dropped: "+hint, max(pause, instance.TTL)+pause)
 			a.Log.Error("binlog stream dropped by the source: another replica connected with this relay's server_id. Retrying from the last checkpoint; nothing is skipped",
 				zap.Uint32("server_id", a.Cfg.Source.ServerID), zap.String("fix", hint), zap.Duration("backoff", pause),
 				zap.String("gtid", resume.GTIDSet), zap.String("binlog_file", resume.File), zap.Uint32("binlog_pos", resume.Pos), zap.Error(err))
@@ -110,7 +113,7 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			}
 			start = resume
 		case errors.Is(err, binlog.ErrPositionPurged):
-			now, gerr := a.purgedGap(ctx, resume, err)
+			now, gerr := a.gaps().Purged(ctx, resume, err)
 			if gerr != nil {
 				return gerr
 			}

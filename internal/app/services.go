@@ -8,7 +8,7 @@ type service func(ctx context.Context) error
 
 // services lists what runs beside the binlog path.
 func (a *App) services() []service {
-	out := []service{a.replicaService(), a.instanceService()}
+	out := []service{a.replicaService(), a.heartbeat().Run, a.gaps().MarkFirstSave}
 	if svc := a.sweeperService(); svc != nil {
 		out = append(out, svc)
 	}

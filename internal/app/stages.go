@@ -86,3 +86,9 @@ func holdBackoff(h config.HoldBackoff, retry status.Backoff) publisher.HoldBacko
 	}
 	return b
 }
+
+// checkStages is newStages for lint (ConfigChecks): the error alone.
+func checkStages(cfg *config.Config) error {
+	_, err := newStages(cfg)
+	return err
+}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
 // parseStages parses a config of the stage keys in extra, with the
@@ -104,10 +105,10 @@ func refusedByOpenAndLint(t *testing.T, cfg *config.Config, yaml, want string) {
 		t.Errorf("Open with %q: %v, want an error naming %q", yaml, err, want)
 	}
 	var lint []string
-	for _, p := range Lint(cfg) {
+	for _, p := range preflight.Lint(cfg, ConfigChecks()) {
 		lint = append(lint, p.String())
 	}
-	if !HasErrors(Lint(cfg)) || !strings.Contains(strings.Join(lint, "\n"), want) {
+	if !preflight.HasErrors(preflight.Lint(cfg, ConfigChecks())) || !strings.Contains(strings.Join(lint, "\n"), want) {
 		t.Errorf("lint with %q: %v, want an error naming %q", yaml, lint, want)
 	}
 }
@@ -128,7 +129,7 @@ func TestBrokerURLsRefused(t *testing.T) {
 		refusedByOpenAndLint(t, cfg, yaml, want)
 		_, err := newStages(cfg)
 		var lint []string
-		for _, p := range Lint(cfg) {
+		for _, p := range preflight.Lint(cfg, ConfigChecks()) {
 			lint = append(lint, p.String())
 		}
 		if strings.Contains(fmt.Sprint(err, lint), "s3cret") {

@@ -1,24 +1,19 @@
 package app
 
-// The sweeper: the one inside `run`, the sweep command, and the connection
-// its pre-checks read (the source replica, or the primary while the replica
-// lags).
+// The sweeper: the one inside `run` (the sweep command, internal/command's,
+// runs it alone through Env.NewSweeper), and the connection its pre-checks
+// read (the source replica, or the primary while the replica lags).
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"fmt"
-	"io"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
-	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // sweeperService returns the sweeper to run inside `run`, or nil when
@@ -62,48 +57,6 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	return s, nil
 }
 
-// Sweep runs the sweeper alone (`binlog-relay sweep`) until ctx ends. Any
-// number may run on any machines beside `run`: claims skip each other's
-// rows.
-func (a *App) Sweep(ctx context.Context) error {
-	if err := a.Source.PingContext(ctx); err != nil {
-		return fmt.Errorf("source %s (the sweeper's pre-checks): %w", a.source().Redacted(), err)
-	}
-	if err := a.Primary.PingContext(ctx); err != nil {
-		return fmt.Errorf("primary %s: %w", a.Cfg.Primary.Redacted(), err)
-	}
-	s, err := a.newSweeper()
-	if err != nil {
-		return err
-	}
-	a.Log.Info("sweeper starting", zap.String("name", a.Cfg.Name))
-	return s.Run(ctx)
-}
-
-// lifecycleStatus prints a table's oldest pending age, FAILED count and
-// retry ratio (share of the rows updated in the last outbox.RetryRatioWindow
-// that were retried outbox.RetriedFrom times or more), read from the source
-// like the rest of `status`.
-func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table) {
-	l, err := sweeper.ReadLifecycle(ctx, a.Source, t)
-	if err != nil {
-		fmt.Fprintf(w, "  lifecycle  %v\n", err)
-		return
-	}
-	if l.HasPending {
-		fmt.Fprintf(w, "  oldest pending  %s\n", l.OldestPending)
-	} else {
-		fmt.Fprintf(w, "  oldest pending  none\n")
-	}
-	if l.Failed >= 0 {
-		fmt.Fprintf(w, "  failed          %d\n", l.Failed)
-	}
-	if l.RetryRatio >= 0 {
-		fmt.Fprintf(w, "  retry ratio     %.1f%% (%d of %d rows updated in the last hour retried %d+ times)\n",
-			100*l.RetryRatio, l.Retried, l.Recent, outboxsql.RetriedFrom)
-	}
-}
-
 // precheckDB is where the sweeper inside `run` asks whether rows are due:
 // the source replica while it replicates, the primary while it does not
 // (a thread stopped, or the delay past sweeper.grace_period). A replica
@@ -113,14 +66,12 @@ func (a *App) lifecycleStatus(ctx context.Context, w io.Writer, t *outbox.Table)
 // grace period. Each pre-check dials afresh (no idle connections) so it
 // follows the replica's state.
 func (a *App) precheckDB() (*sql.DB, error) {
-	c := &precheckConnector{a: a, source: a.src}
+	c := &precheckConnector{a: a}
 	var err error
-	if a.src == nil {
-		if c.source, err = mysqlConnector(a.Cfg.Source, "source"); err != nil { // mysqlauth.go
-			return nil, err
-		}
+	if c.source, err = a.src.NewConnector(); err != nil {
+		return nil, err
 	}
-	if c.primary, err = mysqlConnector(a.Cfg.Primary, "primary"); err != nil {
+	if c.primary, err = source.Connector(a.Cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(c)

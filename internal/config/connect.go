@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -120,24 +121,20 @@ func (m MySQL) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Po
 
 var tlsRegistry sync.Map
 
-// DSN builds a go-sql-driver DSN. Statements are interpolated client-side
-// so each one is a single round trip (no prepare/execute/close), which is
-// what keeps the relay's statement count on the primary low.
-func (m MySQL) DSN(field string) (string, error) {
+// DriverConfig is the section's go-sql-driver configuration (field names
+// it in errors): its address, user and TLS, and the relay's connection
+// options (relayOptions). Every connection the relay makes to MySQL is
+// configured here, or by ConsumerDriverConfig from a DSN the user wrote.
+func (m MySQL) DriverConfig(field string) (*mysql.Config, error) {
 	c := mysql.NewConfig()
 	c.Net = "tcp"
 	c.Addr = m.Addr()
 	c.User = m.User
 	c.Passwd = m.Password
-	c.ParseTime = true
-	c.Loc = time.UTC
-	c.InterpolateParams = true
-	c.Timeout = 5 * time.Second
-	c.ReadTimeout = 60 * time.Second
-	c.WriteTimeout = 60 * time.Second
+	relayOptions(c)
 	tc, err := m.TLSConfig(field)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if tc != nil {
 		// The driver's TLS registry is process-wide: the name carries the
@@ -147,12 +144,25 @@ func (m MySQL) DSN(field string) (string, error) {
 		name := fmt.Sprintf("binlog-relay-%s-%x", field, sum[:8])
 		if _, loaded := tlsRegistry.LoadOrStore(name, true); !loaded {
 			if err := mysql.RegisterTLSConfig(name, tc); err != nil {
-				return "", fmt.Errorf("%s.tls: %w", field, err)
+				return nil, fmt.Errorf("%s.tls: %w", field, err)
 			}
 		}
 		c.TLSConfig = name
 	}
-	return c.FormatDSN(), nil
+	return c, nil
+}
+
+// relayOptions are the options of every connection of the relay, kept
+// where a DSN the user wrote sets its own timeouts. Statements are
+// interpolated client-side so each one is a single round trip (no
+// prepare/execute/close), which is what keeps the relay's statement count
+// on the primary low.
+func relayOptions(c *mysql.Config) {
+	c.ParseTime = true
+	c.InterpolateParams = true
+	c.Timeout = cmp.Or(c.Timeout, 5*time.Second)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, 60*time.Second)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, 60*time.Second)
 }
 
 // Redacted describes a MySQL connection without its password.

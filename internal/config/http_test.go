@@ -104,10 +104,11 @@ func TestSecretsRedactedInURLsDSNsAndErrors(t *testing.T) {
 		t.Errorf("Redacted() = %s", m.Redacted())
 	}
 	// The driver's own errors (a refused connection) do not echo the DSN.
-	dsn, err := m.DSN("source")
+	dc, err := m.DriverConfig("source")
 	if err != nil {
 		t.Fatal(err)
 	}
+	dsn := dc.FormatDSN()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)

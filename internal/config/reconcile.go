@@ -114,26 +114,20 @@ func (c ReconcileConsumer) InboxLayout() (inbox.Preset, error) {
 		LogColumns: c.LogColumns}.Layout()
 }
 
-// ConsumerDSN is the go-sql-driver DSN of the consumer's server, with the
-// options every connection of the relay uses.
-func (c ReconcileConsumer) ConsumerDSN(field string) (string, error) {
+// ConsumerDriverConfig is the go-sql-driver configuration of the
+// consumer's server: its mysql section's (MySQL.DriverConfig), or its DSN
+// with the options every connection of the relay uses.
+func (c ReconcileConsumer) ConsumerDriverConfig(field string) (*mysql.Config, error) {
 	if c.DSN == "" {
-		return c.MySQL.DSN(field + ".mysql")
+		return c.MySQL.DriverConfig(field + ".mysql")
 	}
 	d, err := mysql.ParseDSN(c.DSN)
 	if err != nil {
 		// The DSN holds a password: never echoed.
-		return "", fmt.Errorf("%s.dsn: not a DSN of the form user:password@tcp(host:3306)/database", field)
+		return nil, fmt.Errorf("%s.dsn: not a DSN of the form user:password@tcp(host:3306)/database", field)
 	}
-	d.ParseTime = true
-	d.InterpolateParams = true
-	if d.Timeout == 0 {
-		d.Timeout = 5 * time.Second
-	}
-	if d.ReadTimeout == 0 {
-		d.ReadTimeout = 60 * time.Second
-	}
-	return d.FormatDSN(), nil
+	relayOptions(d)
+	return d, nil
 }
 
 // Redacted describes the consumer's server without its password.
@@ -198,7 +192,7 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 	case c.DSN != "" && c.MySQL.Host != "":
 		bad("dsn", "set mysql or dsn, not both")
 	case c.DSN != "":
-		if _, err := c.ConsumerDSN(field); err != nil {
+		if _, err := c.ConsumerDriverConfig(field); err != nil {
 			errs = append(errs, err)
 		}
 	case c.MySQL.User == "":

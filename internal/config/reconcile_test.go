@@ -37,7 +37,8 @@ func TestReconcileConfig(t *testing.T) {
 	if inv.MySQL.Port != 3306 || inv.Consumer != "inventory" || bill.Schema != "billing" || bill.Redacted() != "reader@10.0.0.41:3306" {
 		t.Fatalf("consumers: %+v / %+v", inv, bill)
 	}
-	dsn, err := bill.ConsumerDSN("reconcile.consumers[1]")
+	dc, err := bill.ConsumerDriverConfig("reconcile.consumers[1]")
+	dsn := dc.FormatDSN()
 	if err != nil || !strings.Contains(dsn, "parseTime=true") || !strings.Contains(dsn, "interpolateParams=true") {
 		t.Fatalf("dsn %q: %v", dsn, err)
 	}

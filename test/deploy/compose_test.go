@@ -130,10 +130,10 @@ func TestComposeServices(t *testing.T) {
 // a flag on both MySQL services, the replica logs what it applies, and GTIDs are on.
 func TestComposeMySQLFlagsSatisfyCheck(t *testing.T) {
 	c := loadCompose(t)
-	// The checks live in internal/app/check*.go.
-	files, err := filepath.Glob(testenv.RepoPath("internal/app/check*.go"))
+	// The checks live in internal/preflight.
+	files, err := filepath.Glob(testenv.RepoPath("internal/preflight/*.go"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no internal/app/check*.go: %v", err)
+		t.Fatalf("no internal/preflight/*.go: %v", err)
 	}
 	var src []byte
 	for _, f := range files {
@@ -153,15 +153,15 @@ func TestComposeMySQLFlagsSatisfyCheck(t *testing.T) {
 		"log_replica_updates": "--log-replica-updates=ON",
 		"gtid_mode":           "--gtid-mode=ON",
 	}
-	read := regexp.MustCompile(`variable\(ctx, a\.Source, "([a-z_]+)"\)`).FindAllStringSubmatch(string(src), -1)
+	read := regexp.MustCompile(`variable\(ctx, s\.Source, "([a-z_]+)"\)`).FindAllStringSubmatch(string(src), -1)
 	if len(read) < 5 {
-		t.Fatalf("found only %d server variables read in internal/app/check*.go", len(read))
+		t.Fatalf("found only %d server variables read in internal/preflight", len(read))
 	}
 	need := []string{"--enforce-gtid-consistency=ON"} // MySQL refuses gtid-mode=ON without it
 	for _, m := range read {
 		f, ok := flags[m[1]]
 		if !ok {
-			t.Errorf("internal/app/check*.go reads %s: add the flag that sets it to this test and to docker-compose.yml", m[1])
+			t.Errorf("internal/preflight reads %s: add the flag that sets it to this test and to docker-compose.yml", m[1])
 			continue
 		}
 		need = append(need, f)

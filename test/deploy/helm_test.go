@@ -14,6 +14,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -202,8 +203,8 @@ func loadRenderedConfigOf(t *testing.T, r *rendered, d deployment) *config.Confi
 	if err != nil {
 		t.Fatalf("the rendered config does not load: %v", err)
 	}
-	for _, p := range app.Lint(cfg) {
-		if p.Severity == app.Error {
+	for _, p := range preflight.Lint(cfg, app.ConfigChecks()) {
+		if p.Severity == preflight.Error {
 			t.Errorf("binlog-relay lint: %s", p)
 		}
 	}

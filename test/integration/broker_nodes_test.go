@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
@@ -87,7 +89,7 @@ func TestStatusBrokerNodes(t *testing.T) {
 	}
 	defer a.Close()
 	var out bytes.Buffer
-	_ = a.Status(context.Background(), &out) // no checkpoint: fine
+	_ = command.Status(context.Background(), a.Env(), &out) // no checkpoint: fine
 	text := out.String()
 	for _, want := range []string{
 		"broker       " + redact(testenv.AMQPURL) + " (node 1 of 2) answers: RabbitMQ ",

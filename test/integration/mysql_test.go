@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -102,7 +104,7 @@ func TestMySQLTaggedGTIDsInTheCheckpoint(t *testing.T) {
 	r2 := relaytest.StartRelay(t, cfg)
 	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
 	var status strings.Builder
-	if err := r2.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r2.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(status.String(), ":orders:") {
@@ -389,7 +391,7 @@ func TestMySQLRemovedStatementsNeverSent(t *testing.T) {
 	want := insertOrders(t, db, br.Exchange, "rm", 10, 10)
 	waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
 	var status strings.Builder
-	if err := r.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool { code, _, _ := get(httpAddr(t, r.App) + "/readyz"); return code == 200 },
@@ -458,7 +460,7 @@ func TestMySQLTaggedGTIDsInTheDelay(t *testing.T) {
 		return ok && v == 0, fmt.Sprintf("delay %v (present %v)", v, ok)
 	})
 	var status strings.Builder
-	if err := r.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(status.String(), ":delay:") {

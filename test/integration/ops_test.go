@@ -32,6 +32,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -540,7 +541,7 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 		}
 	})
 
-	check := func(t *testing.T, s map[string]string) []app.Problem {
+	check := func(t *testing.T, s map[string]string) []preflight.Problem {
 		t.Helper()
 		db := testenv.NewDB(t, "schema/producer_message.sql")
 		cfg, err := config.Parse([]byte(opsYAML(testenv.UniqueName("tlsbad"), relaytest.SeedTable(db.Name), s)), os.LookupEnv)
@@ -554,13 +555,13 @@ func TestTLSToRabbitMQAndRedis(t *testing.T) {
 		defer a.Close()
 		return a.Check(context.Background())
 	}
-	find := func(ps []app.Problem, where, text string) (app.Problem, bool) {
+	find := func(ps []preflight.Problem, where, text string) (preflight.Problem, bool) {
 		for _, p := range ps {
-			if p.Severity == app.Error && strings.HasPrefix(p.Where, where) && strings.Contains(p.Text, text) {
+			if p.Severity == preflight.Error && strings.HasPrefix(p.Where, where) && strings.Contains(p.Text, text) {
 				return p, true
 			}
 		}
-		return app.Problem{}, false
+		return preflight.Problem{}, false
 	}
 
 	for _, tc := range []struct {

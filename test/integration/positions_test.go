@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	dto "github.com/prometheus/client_model/go"
@@ -33,6 +35,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
 )
@@ -235,8 +238,8 @@ func TestSwitchoverKeepsEveryRow(t *testing.T) {
 	// Rows committed while the relay is down, then a restart.
 	want = append(want, o.insert(t, "switch3", "restart", 200)...)
 	r2 := relaytest.StartRelay(t, o.yaml)
-	if ps := r2.App.Check(context.Background()); app.HasErrors(ps) {
-		t.Fatalf("check after the switchover: %s", app.FirstError(ps))
+	if ps := r2.App.Check(context.Background()); preflight.HasErrors(ps) {
+		t.Fatalf("check after the switchover: %s", preflight.FirstError(ps))
 	}
 	waitDeliveredOnceInOrder(t, o.got, want, 30*time.Second)
 }
@@ -314,7 +317,7 @@ func TestStoppedSQLThreadIsNotReady(t *testing.T) {
 		t.Errorf("check does not report the stopped SQL thread with its fix (%s): %q", start, problem)
 	}
 	var status strings.Builder
-	if err := r.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(status.String(), "SQL thread No") {

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/app"
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -116,7 +117,7 @@ func TestReconcileChunksAndKeys(t *testing.T) {
     - {name: ev, schema: %[1]s, mysql: {host: %[2]s, port: %[3]d, user: root}, tables: [%[1]s.events]}
 `, db.Name, rh, rp))
 	a := relaytest.OpenApp(t, yaml)
-	rep, err := a.Reconcile(context.Background(), app.ReconcileOptions{Format: "json"}, io.Discard)
+	rep, err := command.Reconcile(context.Background(), a.Env(), command.ReconcileOptions{Format: "json"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

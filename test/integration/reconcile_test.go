@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -279,7 +281,7 @@ func TestReconcileFindsLossesAndRepairs(t *testing.T) {
 		return missing == 20 && dups == 1 && diff == 25 && last > float64(began.Unix())
 	}, "the periodic reconciliation's metrics")
 	var status strings.Builder
-	if err := r.App.Status(context.Background(), &status); err != nil {
+	if err := command.Status(context.Background(), r.App.Env(), &status); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(status.String(), "reconcile    last run") || !strings.Contains(status.String(), "25 differences (missing 20, duplicates 1") {

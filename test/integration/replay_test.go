@@ -22,9 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/command"
+
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/replay"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
@@ -359,7 +360,7 @@ func TestReplayResumeInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := relaytest.OpenApp(t, string(yaml))
-	o := app.ReplayOptions{Range: replay.Range{IDs: &replay.IDRange{From: 101, To: 2100}}, Exchange: s.br.Exchange,
+	o := command.ReplayOptions{Range: replay.Range{IDs: &replay.IDRange{From: 101, To: 2100}}, Exchange: s.br.Exchange,
 		Rate: 2000, ChunkSize: 300, Samples: 5, ProgressEvery: 100 * time.Millisecond}
 	type outcome struct {
 		sum *replay.Summary
@@ -370,7 +371,7 @@ func TestReplayResumeInProcess(t *testing.T) {
 	var out strings.Builder
 	done := make(chan outcome, 1)
 	go func() {
-		sum, err := a.Replay(ctx, o, &out, io.Discard)
+		sum, err := command.Replay(ctx, a.Env(), o, &out, io.Discard)
 		done <- outcome{sum, err}
 	}()
 	testenv.WaitFor(t, 30*time.Second, "the first 400 messages", func() (bool, string) {
@@ -392,8 +393,8 @@ func TestReplayResumeInProcess(t *testing.T) {
 		n := s.got.Len()
 		return n >= first, fmt.Sprintf("%d of %d arrived", n, first)
 	})
-	o2 := app.ReplayOptions{Resume: true, Rate: 0, ChunkSize: 300, Samples: 5, ProgressEvery: time.Second}
-	sum, err = a.Replay(context.Background(), o2, &out, io.Discard)
+	o2 := command.ReplayOptions{Resume: true, Rate: 0, ChunkSize: 300, Samples: 5, ProgressEvery: time.Second}
+	sum, err = command.Replay(context.Background(), a.Env(), o2, &out, io.Discard)
 	if err != nil || sum.Published != 2000 || sum.ThisRun != int64(2000-first) {
 		t.Fatalf("resumed replay: %+v, %v\n%s", sum, err, out.String())
 	}

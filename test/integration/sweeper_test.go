@@ -7,6 +7,7 @@ package integration
 // global Com_select.
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/internal/command"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -105,7 +108,7 @@ type sweeperProcess struct {
 func startSweeper(t *testing.T, yaml string) *sweeperProcess {
 	t.Helper()
 	a := relaytest.OpenApp(t, yaml)
-	s := &sweeperProcess{App: a, Background: relaytest.Go("sweeper", 30*time.Second, a.Sweep)}
+	s := &sweeperProcess{App: a, Background: relaytest.Go("sweeper", 30*time.Second, func(ctx context.Context) error { return command.Sweep(ctx, a.Env()) })}
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
 }

@@ -1,4 +1,4 @@
-package app
+package command
 
 // The requeue command: FAILED rows back to PENDING.
 
@@ -16,11 +16,11 @@ import (
 
 // Requeue puts FAILED rows back to PENDING with retry_count reset, on the
 // primary; the sweeper sends them on its next round.
-func (a *App) Requeue(ctx context.Context, o RequeueOptions, w io.Writer) error {
+func Requeue(ctx context.Context, e Env, o RequeueOptions, w io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	t, err := a.requeueTable(o.Table)
+	t, err := e.requeueTable(o.Table)
 	if err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func (a *App) Requeue(ctx context.Context, o RequeueOptions, w io.Writer) error 
 			return fmt.Errorf("requeue: --since %s is in the future", o.Since.Format(time.RFC3339))
 		}
 	}
-	n, err := sweeper.Requeue(ctx, a.Primary, t, f)
+	n, err := sweeper.Requeue(ctx, e.Primary, t, f)
 	if err != nil {
 		return err
 	}
@@ -40,9 +40,9 @@ func (a *App) Requeue(ctx context.Context, o RequeueOptions, w io.Writer) error 
 
 // requeueTable picks the table: the one named, or the only one with a
 // failed status.
-func (a *App) requeueTable(name string) (*outbox.Table, error) {
+func (e Env) requeueTable(name string) (*outbox.Table, error) {
 	var candidates []*outbox.Table
-	for _, t := range a.Cfg.Tables {
+	for _, t := range e.Cfg.Tables {
 		switch {
 		case name == "" && t.Columns.Status != "" && t.Statuses.Failed != "":
 			candidates = append(candidates, t)
@@ -51,7 +51,7 @@ func (a *App) requeueTable(name string) (*outbox.Table, error) {
 		}
 	}
 	var names []string
-	for _, t := range a.Cfg.Tables {
+	for _, t := range e.Cfg.Tables {
 		names = append(names, t.FullName())
 	}
 	switch {

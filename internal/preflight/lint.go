@@ -1,9 +1,11 @@
-package app
+package preflight
 
 // The lint command: the config checks that need no server.
 
 import (
 	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -13,21 +15,22 @@ import (
 // logger settings, connection strings, TLS files, route templates, the
 // stages' Configs. The config itself was validated by config.Load
 // (tables, statuses, fields). It is `binlog-relay lint`: what check does,
-// minus the servers. absent are the files a load for lint left out
+// minus the servers. owned are the checks of the config that internal/app
+// owns; absent are the files a load for lint left out
 // (config.LoadOptions.SkipAbsentFiles), each reported as not checked.
-func Lint(cfg *config.Config, absent ...config.AbsentFile) []Problem {
+func Lint(cfg *config.Config, owned ConfigChecks, absent ...config.AbsentFile) []Problem {
 	c := &checker{}
 	for _, f := range absent {
 		c.add(Info, "config", "%s", f)
 	}
-	if _, err := NewLogger(cfg.Log); err != nil {
+	if _, err := owned.NewLogger(cfg.Log); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
 	for _, m := range []struct {
 		field string
 		m     config.MySQL
 	}{{"source", cfg.Source}, {"primary", cfg.Primary}} {
-		if _, err := m.m.DSN(m.field); err != nil {
+		if _, err := m.m.DriverConfig(m.field); err != nil {
 			c.add(Error, "config", "%v", err)
 		}
 		if _, err := m.m.TLSConfig(m.field); err != nil {
@@ -40,7 +43,7 @@ func Lint(cfg *config.Config, absent ...config.AbsentFile) []Problem {
 	if _, err := cfg.Redis.TLS.TLSConfig("redis"); err != nil {
 		c.add(Error, "config", "%v", err)
 	}
-	if _, err := newStages(cfg); err != nil { // stages.go
+	if err := owned.CheckStages(cfg); err != nil { // internal/app/stages.go
 		c.add(Error, "config", "%v", err)
 	}
 	if _, err := router.New(cfg.Tables, router.WithAppID(cfg.Name)); err != nil {
@@ -56,7 +59,7 @@ func lintReconcile(c *checker, cfg *config.Config) {
 	r := cfg.Reconcile
 	for i, rc := range r.Consumers {
 		field := fmt.Sprintf("reconcile.consumers[%d]", i)
-		if _, err := rc.ConsumerDSN(field); err != nil {
+		if _, err := rc.ConsumerDriverConfig(field); err != nil {
 			c.add(Error, "config", "%v", err)
 		}
 	}
@@ -74,4 +77,12 @@ func lintReconcile(c *checker, cfg *config.Config) {
 	if r.Repair && r.Interval > 0 && !cfg.SweeperEnabled() {
 		c.add(Warning, "config", "reconcile.repair resets rows to pending, but sweeper.enabled is false: they go out only when a sweeper runs (binlog-relay sweep)")
 	}
+}
+
+// ConfigChecks are the checks of a config that Lint runs and internal/app
+// owns: the logger the log section builds, and the stage Configs built
+// from the config (each refused value named by its YAML key).
+type ConfigChecks struct {
+	NewLogger   func(config.Log) (*zap.Logger, error)
+	CheckStages func(*config.Config) error
 }

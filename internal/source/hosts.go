@@ -1,8 +1,7 @@
-package app
+package source
 
-// Source selection: the replicas listed in source.hosts, which one the
-// relay reads now, and failover between them. Everything that names or
-// queries the source asks here, so it is always the one streamed from.
+// source.hosts: the replicas listed, which one the relay reads now, and
+// failover between them.
 
 import (
 	"context"
@@ -20,10 +19,9 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
-// sources is the list in source.hosts and which one the relay reads now.
-// a.Source dials the current one (it is the database/sql connector), so
-// the checks, positions, schemas and metrics follow a failover.
-type sources struct {
+// hosts is the list in source.hosts and which one the relay reads now.
+// Source.DB dials the current one (hosts is its database/sql connector).
+type hosts struct {
 	hosts []config.MySQL // cfg.Source with each entry's host and port
 	conns []driver.Connector
 	cur   atomic.Int32
@@ -35,13 +33,13 @@ type sources struct {
 	behind map[int]string // replicas reported as lagging, with what they had
 }
 
-func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
-	s := &sources{log: log, behind: map[int]string{}}
+func newHosts(cfg config.MySQL, log *zap.Logger, dial Dial) (*hosts, error) {
+	s := &hosts{log: log, behind: map[int]string{}}
 	for i, h := range cfg.Hosts {
 		m := cfg
 		m.Hosts = nil
 		m.Host, m.Port = config.SplitHost(h, cfg.Port)
-		c, err := mysqlConnector(m, fmt.Sprintf("source.hosts[%d]", i)) // mysqlauth.go
+		c, err := dial(m, fmt.Sprintf("source.hosts[%d]", i))
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +50,7 @@ func newSources(cfg config.MySQL, log *zap.Logger) (*sources, error) {
 }
 
 // Connect dials the current source (driver.Connector).
-func (s *sources) Connect(ctx context.Context) (driver.Conn, error) {
+func (s *hosts) Connect(ctx context.Context) (driver.Conn, error) {
 	idx := s.cur.Load()
 	c, err := s.conns[idx].Connect(ctx)
 	if err != nil {
@@ -62,32 +60,20 @@ func (s *sources) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 // Driver is the MySQL driver (driver.Connector).
-func (s *sources) Driver() driver.Driver { return s.conns[0].Driver() }
+func (s *hosts) Driver() driver.Driver { return s.conns[0].Driver() }
 
-func (s *sources) current() config.MySQL { return s.hosts[s.cur.Load()] }
+func (s *hosts) current() config.MySQL { return s.hosts[s.cur.Load()] }
 
-// pickSource makes the first listed source that answers the current one,
-// before the start-up checks (a replica that is down at start is skipped).
-func (a *App) pickSource(ctx context.Context) {
-	if a.src == nil {
-		return
-	}
-	for i := range a.src.hosts {
-		if _, err := a.src.query(ctx, i, "SELECT 1"); err == nil {
-			a.src.cur.Store(int32(i))
+// pick makes the first listed source that answers the current one.
+func (s *hosts) pick(ctx context.Context) {
+	for i := range s.hosts {
+		_, err := s.query(ctx, i, "SELECT 1")
+		if err == nil {
+			s.cur.Store(int32(i))
 			return
-		} else {
-			a.Log.Warn("source does not answer; trying the next in source.hosts", zap.String("source", a.src.hosts[i].Addr()), zap.Error(err))
 		}
+		s.log.Warn("source does not answer; trying the next in source.hosts", zap.String("source", s.hosts[i].Addr()), zap.Error(err))
 	}
-}
-
-// failoverHook is the reader's Failover, or nil with one source.
-func (a *App) failoverHook() binlog.FailoverFunc {
-	if a.src == nil {
-		return nil
-	}
-	return a.src.choose
 }
 
 // choose picks the source to stream from: at start the first listed, on a
@@ -97,7 +83,7 @@ func (a *App) failoverHook() binlog.FailoverFunc {
 // not have yet would fail, or on servers without gtid_strict_mode skip rows.
 // Without a GTID position there is no failover: binlog file and position
 // differ between servers.
-func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string) (string, uint16, error) {
+func (s *hosts) choose(ctx context.Context, pos binlog.Position, failed string) (string, uint16, error) {
 	n := len(s.hosts)
 	first := 0
 	if failed != "" {
@@ -159,7 +145,7 @@ func (s *sources) choose(ctx context.Context, pos binlog.Position, failed string
 // readIdentity records source idx's identity for the checkpoints. A source
 // that does not say is named by its address, with a warning: the checkpoint
 // must not keep naming the source before a failover.
-func (s *sources) readIdentity(ctx context.Context, idx int, flavor string) {
+func (s *hosts) readIdentity(ctx context.Context, idx int, flavor string) {
 	id, err := s.query(ctx, idx, identityQuery(flavor))
 	if err != nil {
 		id = s.hosts[idx].Addr()
@@ -169,21 +155,8 @@ func (s *sources) readIdentity(ctx context.Context, idx int, flavor string) {
 	s.ident.Store(&id)
 }
 
-// checkpointServer names the source in each checkpoint: the one read at
-// start, and after a failover the one choose moved to.
-func (a *App) checkpointServer(atStart string) func() string {
-	return func() string {
-		if a.src != nil {
-			if id := a.src.ident.Load(); id != nil {
-				return *id
-			}
-		}
-		return atStart
-	}
-}
-
 // query runs a one-value query on source idx over a connection of its own.
-func (s *sources) query(ctx context.Context, idx int, q string) (string, error) {
+func (s *hosts) query(ctx context.Context, idx int, q string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	c, err := s.conns[idx].Connect(ctx)
@@ -219,21 +192,6 @@ func (s *sources) query(ctx context.Context, idx int, q string) (string, error) 
 	}
 }
 
-// source is the source the relay reads now: the current one of
-// source.hosts, which choose moves on a failover, or the only one. Whatever
-// names or dials the source reads it here, never cfg.Source's host, which
-// is only the first of the list (the reader starts there but asks choose
-// before it dials).
-func (a *App) source() config.MySQL {
-	if a.src != nil {
-		return a.src.current()
-	}
-	return a.Cfg.Source
-}
-
-// sourceAddr is the source the relay reads now, host:port.
-func (a *App) sourceAddr() string { return a.source().Addr() }
-
 // sourceConn is a pooled connection to one of source.hosts. Once the relay
 // reads another one it reports itself invalid, so database/sql closes it
 // instead of reusing it: an idle connection to the old replica would
@@ -241,7 +199,7 @@ func (a *App) sourceAddr() string { return a.source().Addr() }
 // while they name the new one.
 type sourceConn struct {
 	driver.Conn
-	s   *sources
+	s   *hosts
 	idx int32
 }
 

@@ -1,4 +1,4 @@
-package app
+package command
 
 // The replay command: republish a range of SENT rows (or archived ones)
 // read from the source replica, with the relay's router and publisher. It
@@ -111,46 +111,46 @@ func (o *ReplayOptions) Validate() error {
 // Replay runs `binlog-relay replay`: the summary goes to w, progress to
 // progress (a bar when it is a terminal). A *replay.UsageError is a replay
 // refused before anything was published.
-func (a *App) Replay(ctx context.Context, o ReplayOptions, w, progress io.Writer) (*replay.Summary, error) {
+func Replay(ctx context.Context, e Env, o ReplayOptions, w, progress io.Writer) (*replay.Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, &replay.UsageError{Err: err}
 	}
-	t, err := a.replayTable(o.Table)
+	t, err := e.replayTable(o.Table)
 	if err != nil {
 		return nil, &replay.UsageError{Err: err}
 	}
 	src := t.Name
 	if o.Archive {
-		src = sweeper.ArchiveTableName(cmp.Or(a.Cfg.Sweeper.Archive.Table, "{table}_archive"), t.Name)
+		src = sweeper.ArchiveTableName(cmp.Or(e.Cfg.Sweeper.Archive.Table, "{table}_archive"), t.Name)
 	}
-	if err := a.Source.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("source %s: %w", a.source().Redacted(), err)
+	if err := e.Source.DB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("source %s: %w", e.Source.Current().Redacted(), err)
 	}
-	rt, err := a.newRouter() // headers.go
+	rt, err := e.NewRouter()
 	if err != nil {
 		return nil, err
 	}
 	var pub replay.Stream
 	if !o.DryRun {
-		p, err := a.newPublisher(a.Cfg.Name+"-replay", false, false, a.Log.Named("replay.publisher"))
+		p, err := e.NewPublisher(e.Cfg.Name+"-replay", e.Log.Named("replay.publisher"))
 		if err != nil {
 			return nil, err
 		}
 		pub = publisher.Stream[replay.Tag]{Publisher: p}
 	}
-	m := metrics.NewReplay(a.Cfg.Name)
+	m := metrics.NewReplay(e.Cfg.Name)
 	if o.MetricsAddr != "" && !o.DryRun {
-		stop, err := serveReplayMetrics(o.MetricsAddr, m, a.Log)
+		stop, err := serveReplayMetrics(o.MetricsAddr, m, e.Log)
 		if err != nil {
 			return nil, &replay.UsageError{Err: err}
 		}
 		defer stop()
 	}
-	key := a.replayKey(t, o.Archive)
+	key := e.replayKey(t, o.Archive)
 	term := isTerminal(progress)
 	r, err := replay.New(replay.Config{Table: t, Source: src, Range: o.Range, Exchange: o.Exchange, RoutingKey: o.RoutingKey,
-		Rate: o.Rate, ChunkSize: o.ChunkSize, DryRun: o.DryRun, Samples: o.Samples, Resume: o.Resume, Name: a.Cfg.Name,
-		ProgressEvery: o.ProgressEvery}, a.Source, rt, pub, replay.NewRedisStore(a.Redis, key), m, progress, term, a.Log.Named("replay"))
+		Rate: o.Rate, ChunkSize: o.ChunkSize, DryRun: o.DryRun, Samples: o.Samples, Resume: o.Resume, Name: e.Cfg.Name,
+		ProgressEvery: o.ProgressEvery}, e.Source.DB, rt, pub, replay.NewRedisStore(e.Redis, key), m, progress, term, e.Log.Named("replay"))
 	if err != nil {
 		return nil, &replay.UsageError{Err: err}
 	}
@@ -164,8 +164,8 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions, w, progress io.Writer
 // replayKey is where a table's replay progress is saved, beside the
 // relay's other keys (binlog-relay:NAME:checkpoint, :instance): one replay
 // per table and source at a time.
-func (a *App) replayKey(t *outbox.Table, archive bool) string {
-	k := a.Cfg.RedisKeys().Replay(t.FullName())
+func (e Env) replayKey(t *outbox.Table, archive bool) string {
+	k := e.Cfg.RedisKeys().Replay(t.FullName())
 	if archive {
 		k += ":archive"
 	}
@@ -173,18 +173,18 @@ func (a *App) replayKey(t *outbox.Table, archive bool) string {
 }
 
 // replayTable picks the table: the one named, or the only one configured.
-func (a *App) replayTable(name string) (*outbox.Table, error) {
+func (e Env) replayTable(name string) (*outbox.Table, error) {
 	var names []string
 	var match []*outbox.Table
-	for _, t := range a.Cfg.Tables {
+	for _, t := range e.Cfg.Tables {
 		names = append(names, t.FullName())
 		if strings.EqualFold(t.FullName(), name) || strings.EqualFold(t.Name, name) {
 			match = append(match, t)
 		}
 	}
 	switch {
-	case name == "" && len(a.Cfg.Tables) == 1:
-		return a.Cfg.Tables[0], nil
+	case name == "" && len(e.Cfg.Tables) == 1:
+		return e.Cfg.Tables[0], nil
 	case name == "":
 		return nil, fmt.Errorf("replay: several tables are configured; name one with --table (%s)", strings.Join(names, ", "))
 	case len(match) == 0:

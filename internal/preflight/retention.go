@@ -1,12 +1,12 @@
-package app
+package preflight
 
 // The start-up check of the source's binlog retention. The relay resumes
 // from its checkpoint only while the source still has that binlog; once it
-// is purged, the position is a gap (gap.go): the rows committed in it go to
-// the sweeper, and tables without a status column stop the relay. So
-// `check` warns when the source keeps its binlog for less than
-// source.min_binlog_retention (24h by default): a relay stopped or stuck
-// for that long can no longer resume where it was.
+// is purged, the position is a gap (internal/app/gap.go): the rows
+// committed in it go to the sweeper, and tables without a status column
+// stop the relay. So `check` warns when the source keeps its binlog for
+// less than source.min_binlog_retention (24h by default): a relay stopped
+// or stuck for that long can no longer resume where it was.
 //
 // Which setting decides, by server:
 //   - RDS and Aurora: 'binlog retention hours' in mysql.rds_configuration
@@ -148,19 +148,19 @@ func retentionSpan(d time.Duration) string {
 	if d == 0 {
 		return "0h"
 	}
-	return span(d) // check_timezone.go
+	return span(d) // timezone.go
 }
 
 // checkRetention warns when the source keeps its binlog for less than
 // source.min_binlog_retention.
 func (c *checker) checkRetention(ctx context.Context, flavor string) {
-	a := c.a
-	floor := a.Cfg.Source.BinlogRetentionFloor()
+	sv := c.s
+	floor := sv.Config.Source.BinlogRetentionFloor()
 	if floor == 0 {
 		return
 	}
-	where := "source " + a.sourceAddr()
-	s := sqlRetention{db: a.Source}
+	where := "source " + sv.SourceConfig().Addr()
+	s := sqlRetention{db: sv.Source}
 	r, ok, err := readRetention(ctx, s)
 	switch {
 	case err != nil && s.managed(ctx):
@@ -170,13 +170,13 @@ func (c *checker) checkRetention(ctx context.Context, flavor string) {
 	case err != nil:
 		// Not RDS as far as can be told: a user without rights on the
 		// mysql schema is refused whether the table exists or not.
-		a.Log.Debug("mysql.rds_configuration cannot be read; taking the server's variables", zap.Error(err))
+		sv.Log.Debug("mysql.rds_configuration cannot be read; taking the server's variables", zap.Error(err))
 		if r, ok, err = readRetention(ctx, noRDS{s}); err != nil {
 			return
 		}
 	}
 	if !ok {
-		a.Log.Debug("the source shows no binlog retention setting")
+		sv.Log.Debug("the source shows no binlog retention setting")
 		return
 	}
 	if sev, text := judgeRetention(r, floor, flavor); sev != "" {
@@ -188,7 +188,7 @@ func (c *checker) checkRetention(ctx context.Context, flavor string) {
 type sqlRetention struct{ db *sql.DB }
 
 func (s sqlRetention) Variable(ctx context.Context, name string) (string, bool) {
-	return variable(ctx, s.db, name) // check_servers.go
+	return variable(ctx, s.db, name) // servers.go
 }
 
 // MySQL error numbers RDSRetentionHours tells apart.

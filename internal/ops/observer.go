@@ -1,4 +1,4 @@
-package app
+package ops
 
 // What the pipeline reports as it settles rows: the metrics, and an info
 // line about checkpoints now and then.
@@ -18,9 +18,10 @@ import (
 // every checkpoint.interval (1 s by default), far too often for info.
 const checkpointLogEvery = 30 * time.Second
 
-// observer is the relay.Observer build passes to the pipeline.
-func (a *App) observer() relay.Observer {
-	return &opsObserver{Metrics: a.Metrics(), log: a.Log.Named("relay"), last: time.Now()}
+// NewObserver is the relay.Observer the pipeline reports to: it feeds m,
+// and logs to log.
+func NewObserver(m *metrics.Metrics, log *zap.Logger) relay.Observer {
+	return &opsObserver{Metrics: m, log: log, last: time.Now()}
 }
 
 // opsObserver feeds the metrics and writes one info line about checkpoints

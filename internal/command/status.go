@@ -1,4 +1,7 @@
-package app
+package command
+
+// The status command: what the relay's servers say, and the servers it
+// needs that did not answer.
 
 import (
 	"cmp"
@@ -17,54 +20,54 @@ import (
 )
 
 // Status prints the checkpoint, how far the source is ahead of it, the
-// broker's nodes and the one the relay's connections are on
-// (brokernodes.go), and the outbox counts by status (read from the source,
+// source replica and the primary (Env.ReplicaStatus), the broker's nodes
+// and the one the relay's connections are on (brokers.go), and the outbox counts by status (read from the source,
 // not the primary). It prints all it can read and then returns an error
 // naming each server it needs that did not answer (Redis, the source
 // replica, the primary), so `status` fails when it could not say what it
 // was asked; the broker is not one of them.
-func (a *App) Status(ctx context.Context, w io.Writer) error {
+func Status(ctx context.Context, e Env, w io.Writer) error {
 	var down []error
 	failed := func(what, addr string, err error) { down = append(down, serverError(what, addr, err)) }
-	cp, err := a.Store.Load(ctx)
+	cp, err := e.Store.Load(ctx)
 	haveCP, redisUp := err == nil, true
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
-		fmt.Fprintf(w, "checkpoint   none saved under %s (the relay will start at the current position)\n", a.Cfg.Checkpoint.Key)
+		fmt.Fprintf(w, "checkpoint   none saved under %s (the relay will start at the current position)\n", e.Cfg.Checkpoint.Key)
 	case err != nil:
 		fmt.Fprintf(w, "checkpoint   %v\n", err)
 		if !isNetError(err) {
 			// Redis may have answered, with a checkpoint that does not decode.
-			err = cmp.Or(a.Redis.Ping(ctx).Err(), err)
+			err = cmp.Or(e.Redis.Ping(ctx).Err(), err)
 		}
 		redisUp = !isNetError(err)
-		failed("redis", a.Cfg.Redis.Endpoint(), err)
+		failed("redis", e.Cfg.Redis.Endpoint(), err)
 	default:
 		fmt.Fprintf(w, "checkpoint   %s (saved %s ago, source %s)\n", cp.Position(), time.Since(cp.SavedAt).Round(time.Second), cp.Server)
 	}
-	now, err := a.CurrentPosition(ctx)
+	now, err := e.Source.Position(ctx)
 	sourceUp := err == nil
 	if err != nil {
 		fmt.Fprintf(w, "source       unreachable: %v\n", err)
-		failed("source", a.sourceAddr(), err)
+		failed("source", e.Source.Addr(), err)
 	} else {
 		fmt.Fprintf(w, "source       %s\n", now)
 	}
-	asked, err := a.replicaStatus(ctx, w, cp, haveCP) // replica.go
+	asked, err := e.ReplicaStatus(ctx, w, cp, haveCP)
 	if !asked {
 		// Without the source's flavor the primary's position was not read;
 		// whether it answers still counts.
-		if err = a.Primary.PingContext(ctx); err != nil {
-			fmt.Fprintf(w, "primary      %s: %v\n", a.Cfg.Primary.Addr(), err)
+		if err = e.Primary.PingContext(ctx); err != nil {
+			fmt.Fprintf(w, "primary      %s: %v\n", e.Cfg.Primary.Addr(), err)
 		} else {
-			fmt.Fprintf(w, "primary      %s answers; its position is not read (the source's flavor is not known)\n", a.Cfg.Primary.Addr())
+			fmt.Fprintf(w, "primary      %s answers; its position is not read (the source's flavor is not known)\n", e.Cfg.Primary.Addr())
 		}
 	}
 	if err != nil {
-		failed("primary", a.Cfg.Primary.Addr(), err)
+		failed("primary", e.Cfg.Primary.Addr(), err)
 	}
-	a.brokerStatus(ctx, w) // brokernodes.go
-	for _, t := range a.Cfg.Tables {
+	e.brokerStatus(ctx, w) // brokers.go
+	for _, t := range e.Cfg.Tables {
 		if t.Columns.Status == "" {
 			continue
 		}
@@ -72,7 +75,7 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(w, "table        %s: not read (the source is unreachable)\n", t.FullName())
 			continue
 		}
-		rows, err := a.Source.QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
+		rows, err := e.Source.DB.QueryContext(ctx, outboxsql.CountByStatusSQL(t, nil))
 		if err != nil {
 			fmt.Fprintf(w, "table        %s: %v\n", t.FullName(), err)
 			continue
@@ -87,11 +90,11 @@ func (a *App) Status(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(w, "  %-10s %d\n", s, n)
 		}
 		rows.Close()
-		a.lifecycleStatus(ctx, w, t)
+		e.lifecycleStatus(ctx, w, t) // sweep.go
 	}
 	if redisUp {
-		a.reconcileStatus(ctx, w) // reconcile.go
-	} else if len(a.Cfg.Reconcile.Consumers) > 0 {
+		e.reconcileStatus(ctx, w) // reconcile.go
+	} else if len(e.Cfg.Reconcile.Consumers) > 0 {
 		fmt.Fprintf(w, "reconcile    not read (redis is unreachable)\n")
 	}
 	return errors.Join(down...)

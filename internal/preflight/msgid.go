@@ -1,4 +1,7 @@
-package app
+package preflight
+
+// The start-up check of the message-id column: unique on its own, or
+// consumers that deduplicate by it drop events.
 
 import (
 	"context"
@@ -17,7 +20,7 @@ import (
 // index counts. Read on the source replica, like the other table checks.
 func (c *checker) checkMessageIDIndexes(ctx context.Context, where string, db *sql.DB, tables []*outbox.Table) {
 	for _, t := range tables {
-		col, field := MessageIDColumn(t)
+		col, field := messageIDColumn(t)
 		if cols, err := tableColumns(ctx, db, t); err != nil || !cols[strings.ToLower(col)] {
 			continue // reported by checkTables
 		}
@@ -33,10 +36,10 @@ func (c *checker) checkMessageIDIndexes(ctx context.Context, where string, db *s
 	}
 }
 
-// MessageIDColumn is the column whose value becomes the AMQP message id,
+// messageIDColumn is the column whose value becomes the AMQP message id,
 // and the config field that names it: columns.message_id, or the row id
 // when no message id column is mapped.
-func MessageIDColumn(t *outbox.Table) (column, field string) {
+func messageIDColumn(t *outbox.Table) (column, field string) {
 	if t.Columns.MessageID != "" {
 		return t.Columns.MessageID, "columns.message_id"
 	}

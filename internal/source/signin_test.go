@@ -1,4 +1,4 @@
-package app
+package source
 
 import (
 	"context"
@@ -155,7 +155,7 @@ func (quietHandler) HandleQuery(string) (*gomysql.Result, error) {
 // sign-in's error holds no token.
 func TestIAMTokenPerSQLConnection(t *testing.T) {
 	f := newFakeRDS(t)
-	db, err := openMySQL(f.section(t), "source")
+	db, err := OpenDB(f.section(t), "source")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +194,9 @@ func TestIAMTokenPerSQLConnection(t *testing.T) {
 func TestIAMTokenPerBinlogConnection(t *testing.T) {
 	f := newFakeRDS(t)
 	m := f.section(t)
-	password, tokens, err := binlogPassword(context.Background(), m)
+	password, tokens, err := BinlogPassword(context.Background(), m)
 	if err != nil || tokens == nil || password != "" {
-		t.Fatalf("binlogPassword: %q %v %v", password, tokens != nil, err)
+		t.Fatalf("BinlogPassword: %q %v %v", password, tokens != nil, err)
 	}
 	stls, err := m.TLSConfig("source")
 	if err != nil {
@@ -232,7 +232,7 @@ func TestIAMTokenPerBinlogConnection(t *testing.T) {
 
 // Without aws_iam nothing is signed: the section's password is used.
 func TestPasswordWithoutIAM(t *testing.T) {
-	pw, tokens, err := binlogPassword(context.Background(), config.MySQL{User: "relay", Password: "pw"})
+	pw, tokens, err := BinlogPassword(context.Background(), config.MySQL{User: "relay", Password: "pw"})
 	if err != nil || tokens != nil || pw != "pw" {
 		t.Fatalf("%q %v %v", pw, tokens != nil, err)
 	}

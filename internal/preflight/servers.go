@@ -1,13 +1,15 @@
-package app
+package preflight
 
-// The start-up checks of the source, the primary and the broker: settings,
-// grants, tables, and the binlog stream at the start position.
+// The start-up checks of the source and the primary: settings, grants,
+// tables, and the binlog stream at the start position (broker.go checks
+// the broker).
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -33,34 +35,34 @@ func variable(ctx context.Context, db *sql.DB, name string) (string, bool) {
 
 // checkSource returns false when the source cannot be reached at all.
 func (c *checker) checkSource(ctx context.Context) bool {
-	a := c.a
-	where := "source " + a.sourceAddr()
-	if err := a.Source.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.source().User, sourceinfo.Explain(err))
+	s := c.s
+	where := "source " + s.SourceConfig().Addr()
+	if err := s.Source.PingContext(ctx); err != nil {
+		c.add(Error, where, "cannot connect as %s: %v", s.SourceConfig().User, sourceinfo.Explain(err))
 		return false
 	}
-	flavor, err := a.Flavor(ctx)
+	flavor, err := s.Flavor(ctx)
 	if err != nil {
 		c.add(Error, where, "%v", err)
 		return false
 	}
-	if v, _ := variable(ctx, a.Source, "log_bin"); v != "1" && !strings.EqualFold(v, "ON") {
+	if v, _ := variable(ctx, s.Source, "log_bin"); v != "1" && !strings.EqualFold(v, "ON") {
 		c.add(Error, where, "binary logging is off: start the server with log_bin (and binlog_format=ROW)")
 		return true
 	}
-	if v, _ := variable(ctx, a.Source, "binlog_format"); !strings.EqualFold(v, "ROW") {
+	if v, _ := variable(ctx, s.Source, "binlog_format"); !strings.EqualFold(v, "ROW") {
 		c.add(Error, where, "binlog_format is %s: set binlog_format=ROW (outbox rows are read from row events)", v)
 	}
-	if v, _ := variable(ctx, a.Source, "binlog_row_image"); !strings.EqualFold(v, "FULL") {
+	if v, _ := variable(ctx, s.Source, "binlog_row_image"); !strings.EqualFold(v, "FULL") {
 		c.add(Error, where, "binlog_row_image is %s: set binlog_row_image=FULL so every outbox column is in the binlog", v)
 	}
-	if v, ok := variable(ctx, a.Source, "binlog_row_metadata"); !ok || !strings.EqualFold(v, "FULL") {
+	if v, ok := variable(ctx, s.Source, "binlog_row_metadata"); !ok || !strings.EqualFold(v, "FULL") {
 		c.add(Warning, where, "binlog_row_metadata is %q: set binlog_row_metadata=FULL so column names come with each row (otherwise they are read from information_schema and re-read after DDL)", v)
 	}
-	if isReplica(ctx, a.Source) {
-		v, ok := variable(ctx, a.Source, "log_slave_updates")
+	if s.IsReplica(ctx) {
+		v, ok := variable(ctx, s.Source, "log_slave_updates")
 		if !ok {
-			v, _ = variable(ctx, a.Source, "log_replica_updates")
+			v, _ = variable(ctx, s.Source, "log_replica_updates")
 		}
 		if v != "1" && !strings.EqualFold(v, "ON") {
 			c.add(Error, where, "the source is a replica with log_slave_updates off: rows replicated from the primary never reach its binlog; set log_slave_updates=ON (log_replica_updates on MySQL 8)")
@@ -69,24 +71,24 @@ func (c *checker) checkSource(ctx context.Context) bool {
 			c.checkApplierOrder(ctx, where)
 		}
 	}
-	if v, err := sourceinfo.CompressionSetting(ctx, a.Source); err == nil && v != "" {
+	if v, err := sourceinfo.CompressionSetting(ctx, s.Source); err == nil && v != "" {
 		// Compressed transactions arrive as TRANSACTION_PAYLOAD events,
 		// which the reader decodes; reported so the setting is known.
 		c.add(Info, where, "binlog_transaction_compression is %s (compressed transactions are decoded)", v)
 	}
 	if flavor == binlog.FlavorMySQL {
-		if v, _ := variable(ctx, a.Source, "gtid_mode"); !strings.EqualFold(v, "ON") {
+		if v, _ := variable(ctx, s.Source, "gtid_mode"); !strings.EqualFold(v, "ON") {
 			c.add(Warning, where, "gtid_mode is %s: the relay resumes by file/position and cannot fail over between replicas; set gtid_mode=ON and enforce_gtid_consistency=ON", v)
 		}
 	}
-	c.checkGrants(ctx, where, a.Source, []grantNeed{
+	c.checkGrants(ctx, where, s.Source, []grantNeed{
 		{privs: []string{"REPLICATION SLAVE", "REPLICATION REPLICA"}, why: "to stream the binlog"},
 		{privs: []string{"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}, why: "to read the binlog position (SHOW MASTER STATUS)"},
 	})
-	c.checkTables(ctx, where, a.Source, a.Cfg.Tables, "SELECT", func(t *outbox.Table) string {
+	c.checkTables(ctx, where, s.Source, s.Config.Tables, "SELECT", func(t *outbox.Table) string {
 		return "SELECT 1 FROM " + outboxsql.QuotedName(t) + " LIMIT 0"
 	})
-	c.checkMessageIDIndexes(ctx, where, a.Source, a.Cfg.Tables)
+	c.checkMessageIDIndexes(ctx, where, s.Source, s.Config.Tables)
 	return true
 }
 
@@ -99,11 +101,11 @@ func (c *checker) checkSource(ctx context.Context) bool {
 // 8.0.27+ defaults to 4 workers with the order preserved. MariaDB's parallel
 // replication always commits in order within a GTID domain.
 func (c *checker) checkApplierOrder(ctx context.Context, where string) {
-	workers, ok := variable(ctx, c.a.Source, "replica_parallel_workers")
-	preserve, _ := variable(ctx, c.a.Source, "replica_preserve_commit_order")
+	workers, ok := variable(ctx, c.s.Source, "replica_parallel_workers")
+	preserve, _ := variable(ctx, c.s.Source, "replica_preserve_commit_order")
 	if !ok { // before MySQL 8.0.26
-		workers, _ = variable(ctx, c.a.Source, "slave_parallel_workers")
-		preserve, _ = variable(ctx, c.a.Source, "slave_preserve_commit_order")
+		workers, _ = variable(ctx, c.s.Source, "slave_parallel_workers")
+		preserve, _ = variable(ctx, c.s.Source, "slave_preserve_commit_order")
 	}
 	n, err := strconv.Atoi(workers)
 	if err != nil || n <= 1 {
@@ -114,12 +116,6 @@ func (c *checker) checkApplierOrder(ctx context.Context, where string) {
 		return
 	}
 	c.add(Info, where, "multi-threaded applier (replica_parallel_workers=%d) with replica_preserve_commit_order ON: the replica commits in the primary's order", n)
-}
-
-// isReplica reports whether db replicates from another server.
-func isReplica(ctx context.Context, db *sql.DB) bool {
-	st, err := readReplicaState(ctx, db, "") // replica.go
-	return err == nil && st.IsReplica
 }
 
 type grantNeed struct {
@@ -211,17 +207,17 @@ func tableColumns(ctx context.Context, db *sql.DB, t *outbox.Table) (map[string]
 // first events: this is what proves the replication grant, and it tells
 // whether a saved checkpoint is still on the server.
 func (c *checker) checkStream(ctx context.Context) {
-	a := c.a
-	src := a.source()
+	s := c.s
+	src := s.SourceConfig()
 	where := "source " + src.Addr()
-	start, resumed, err := a.StartPosition(ctx)
+	start, resumed, err := s.StartPosition(ctx)
 	if err != nil {
 		c.add(Error, where, "finding the start position: %v", err)
 		return
 	}
 	if !resumed {
-		if since, lost, err := a.checkpointLost(ctx); err == nil && lost {
-			c.checkGap("checkpoint", a.lostWhat(since)) // gap.go
+		if what := s.LostCheckpoint(ctx); what != "" {
+			s.Gap(&c.Report, "checkpoint", what)
 		}
 	}
 	stls, err := src.TLSConfig("source")
@@ -229,7 +225,7 @@ func (c *checker) checkStream(ctx context.Context) {
 		c.add(Error, where, "%v", err)
 		return
 	}
-	password, tokens, err := binlogPassword(ctx, src) // mysqlauth.go
+	password, tokens, err := s.BinlogPassword(ctx, src)
 	if err == nil && tokens != nil {
 		password, err = tokens(ctx, src.Addr())
 	}
@@ -241,7 +237,7 @@ func (c *checker) checkStream(ctx context.Context) {
 		ServerID: 100000 + uint32(time.Now().UnixNano()%1000000), Flavor: start.Flavor,
 		Host: src.Host, Port: uint16(src.Port), User: src.User,
 		Password: password, TLSConfig: stls, DisableRetrySync: true,
-		Logger: discardLogger(),
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	defer syncer.Close()
 	var streamer *replication.BinlogStreamer
@@ -249,7 +245,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	if start.HasGTID() {
 		var perr error
 		if set, perr = parseStartSet(start); perr != nil {
-			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, a.Cfg.Checkpoint.Key)
+			c.add(Error, "checkpoint", "the saved GTID set %q does not parse: %v; delete key %s to start from the current position", start.GTIDSet, perr, s.Config.Checkpoint.Key)
 			return
 		}
 	}
@@ -279,7 +275,7 @@ func (c *checker) checkStream(ctx context.Context) {
 	var myErr *mysql.MyError
 	switch {
 	case errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG && resumed && sourceinfo.IsPurgedMessage(myErr.Message):
-		c.checkGap(where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message)) // gap.go
+		s.Gap(&c.Report, where, fmt.Sprintf("the saved checkpoint (%s) is no longer in the source's binlog (purged: %s)", start, myErr.Message))
 	case errors.As(err, &myErr) && (myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR || myErr.Code == mysql.ER_ACCESS_DENIED_ERROR):
 		c.add(Error, where, "the relay user may not stream the binlog: GRANT REPLICATION SLAVE ON *.* TO the relay user (%s)", myErr.Message)
 	default:
@@ -288,21 +284,21 @@ func (c *checker) checkStream(ctx context.Context) {
 }
 
 func (c *checker) checkPrimary(ctx context.Context) {
-	a := c.a
-	where := "primary " + a.Cfg.Primary.Addr()
-	if err := a.Primary.PingContext(ctx); err != nil {
-		c.add(Error, where, "cannot connect as %s: %v", a.Cfg.Primary.User, sourceinfo.Explain(err))
+	s := c.s
+	where := "primary " + s.Config.Primary.Addr()
+	if err := s.Primary.PingContext(ctx); err != nil {
+		c.add(Error, where, "cannot connect as %s: %v", s.Config.Primary.User, sourceinfo.Explain(err))
 		return
 	}
 	var written []*outbox.Table
-	for _, t := range a.Cfg.Tables {
+	for _, t := range s.Config.Tables {
 		if t.Columns.Status != "" {
 			written = append(written, t)
 		}
 	}
 	// A statement that matches nothing: it proves the UPDATE grant and
 	// writes nothing (no binlog event either).
-	c.checkTables(ctx, where, a.Primary, written, "UPDATE", func(t *outbox.Table) string {
+	c.checkTables(ctx, where, s.Primary, written, "UPDATE", func(t *outbox.Table) string {
 		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", outboxsql.QuotedName(t), ident.Quote(t.Columns.Status))
 	})
 }

@@ -1,4 +1,4 @@
-package app
+package preflight
 
 // The start-up check of the servers' clocks: the primary's time zone (its
 // sessions write DATETIME columns in it) against the source replica's
@@ -23,17 +23,17 @@ import (
 // does about it; an offset the source cannot take as a session time_zone
 // cannot be corrected, and stops a relay that sweeps.
 func (c *checker) checkTimeZones(ctx context.Context) {
-	a := c.a
-	where := "source " + a.sourceAddr()
-	if a.Primary.PingContext(ctx) != nil {
+	s := c.s
+	where := "source " + s.SourceConfig().Addr()
+	if s.Primary.PingContext(ctx) != nil {
 		return // checkPrimary said so
 	}
-	primary, err := sweeper.ReadClock(ctx, a.Primary)
+	primary, err := sweeper.ReadClock(ctx, s.Primary)
 	if err != nil {
-		c.add(Warning, "primary "+a.Cfg.Primary.Addr(), "cannot compare its time zone with the source's: %v", err)
+		c.add(Warning, "primary "+s.Config.Primary.Addr(), "cannot compare its time zone with the source's: %v", err)
 		return
 	}
-	source, err := sweeper.ReadClock(ctx, a.Source)
+	source, err := sweeper.ReadClock(ctx, s.Source)
 	if err != nil {
 		c.add(Warning, where, "cannot compare its time zone with the primary's: %v", err)
 		return
@@ -53,9 +53,9 @@ func (c *checker) checkTimeZones(ctx context.Context) {
 	what := fmt.Sprintf("the primary's clock is in another time zone than the source replica's: the primary reads %s, the replica %s. "+
 		"DATETIME columns the primary fills (create_time, next_retry_time, update_time: DEFAULT CURRENT_TIMESTAMP, the relay's NOW(3)) "+
 		"hold its wall clock, %s the replica's NOW()", primary, source, shift)
-	if refusal := takesZone(ctx, a, zone); refusal != "" {
+	if refusal := takesZone(ctx, s, zone); refusal != "" {
 		sev := Warning
-		if a.Cfg.SweeperEnabled() {
+		if s.Config.SweeperEnabled() {
 			sev = Error
 		}
 		c.add(sev, where, "%s, and the sweeper's pre-checks cannot run in the primary's zone: %s; "+
@@ -75,11 +75,11 @@ func (c *checker) checkTimeZones(ctx context.Context) {
 // takesZone tries zone as a session time_zone on one source connection,
 // which it then drops, and says why the source cannot take it ("": it
 // can, or that is not known for another reason).
-func takesZone(ctx context.Context, a *App, zone string) string {
+func takesZone(ctx context.Context, s *Servers, zone string) string {
 	if zone == "" {
 		return "the primary's offset from UTC is not a whole number of minutes"
 	}
-	conn, err := a.Source.Conn(ctx)
+	conn, err := s.Source.Conn(ctx)
 	if err != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package app
+package source
 
 // How the relay signs in to the source and the primary: the section's
 // password, or with aws_iam an RDS IAM token signed afresh for each new
@@ -43,16 +43,12 @@ func passwordFunc(ctx context.Context, m config.MySQL, field string) (binlog.Pas
 	return pw, nil
 }
 
-// mysqlConnector dials one server section (field names it in errors): its
-// DSN, and with aws_iam a fresh token as the password of each connection.
-func mysqlConnector(m config.MySQL, field string) (driver.Connector, error) {
-	dsn, err := m.DSN(field)
+// Connector dials one server section (field names it in errors): its
+// driver configuration, and with aws_iam a fresh token as the password of each connection.
+func Connector(m config.MySQL, field string) (driver.Connector, error) {
+	mc, err := m.DriverConfig(field)
 	if err != nil {
 		return nil, err
-	}
-	mc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	pw, err := passwordFunc(context.Background(), m, field)
 	if err != nil {
@@ -82,19 +78,19 @@ func mysqlConnector(m config.MySQL, field string) (driver.Connector, error) {
 	return c, nil
 }
 
-// openMySQL is the database/sql pool of one server section
-// (mysqlConnector); it dials nothing yet.
-func openMySQL(m config.MySQL, field string) (*sql.DB, error) {
-	c, err := mysqlConnector(m, field)
+// OpenDB is the database/sql pool of one server section (Connector); it
+// dials nothing yet.
+func OpenDB(m config.MySQL, field string) (*sql.DB, error) {
+	c, err := Connector(m, field)
 	if err != nil {
 		return nil, err
 	}
 	return sql.OpenDB(c), nil
 }
 
-// binlogPassword is what the binlog reader signs in with: the source's
+// BinlogPassword is what the binlog reader signs in with: the source's
 // password, or its token signer (binlog.Config.PasswordFunc).
-func binlogPassword(ctx context.Context, m config.MySQL) (string, binlog.PasswordFunc, error) {
+func BinlogPassword(ctx context.Context, m config.MySQL) (string, binlog.PasswordFunc, error) {
 	pw, err := passwordFunc(ctx, m, "source")
 	if err != nil || pw != nil {
 		return "", pw, err

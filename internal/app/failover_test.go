@@ -2,80 +2,20 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
+	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
-
-func testSources(t *testing.T, hosts ...string) (*sources, *observer.ObservedLogs) {
-	t.Helper()
-	core, logs := observer.New(zap.InfoLevel)
-	s, err := newSources(config.MySQL{Hosts: hosts, Port: 3306, User: "root"}, zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, logs
-}
-
-// Without GTID there is no failover: file/position mean nothing on another
-// server. The relay stays on its source and says why.
-func TestFailoverRefusedWithoutGTID(t *testing.T) {
-	s, logs := testSources(t, "10.255.0.1:3306", "10.255.0.2")
-	pos := binlog.Position{Flavor: binlog.FlavorMariaDB, File: "binlog.000007", Pos: 1234}
-	host, port, err := s.choose(context.Background(), pos, "10.255.0.1:3306")
-	if err != nil || host != "10.255.0.1" || port != 3306 {
-		t.Fatalf("choose = %s:%d, %v; want the same source", host, port, err)
-	}
-	found := logs.FilterMessageSnippet("source failover refused").All()
-	if len(found) != 1 || !strings.Contains(found[0].Message, "gtid_mode=ON") {
-		t.Fatalf("want one clear refusal naming the fix, got %v", found)
-	}
-	if s.hosts[1].Host != "10.255.0.2" || s.hosts[1].Port != 3306 {
-		t.Fatalf("second host parsed as %s:%d", s.hosts[1].Host, s.hosts[1].Port)
-	}
-}
-
-// Failover goes to the next replica whose binlog holds the position, and
-// waits (here: until ctx ends) when none does.
-func TestFailoverChoosesReplicaWithPosition(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the stack's replicas (scripts/stack.sh up)")
-	}
-	// internal/testenv imports this package: the stack's addresses here.
-	r1h, r1p, r2h, r2p := "127.0.0.1", 3308, "127.0.0.1", 3309
-	s, logs := testSources(t, r1h+":"+itoa(r1p), r2h+":"+itoa(r2p))
-	have, err := s.query(context.Background(), 1, "SELECT @@gtid_binlog_pos")
-	if err != nil {
-		t.Fatalf("replica2 is not reachable (scripts/stack.sh up): %v", err)
-	}
-	host, port, err := s.choose(context.Background(), binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: have}, r1h+":"+itoa(r1p))
-	if err != nil || host != r2h || int(port) != r2p {
-		t.Fatalf("choose = %s:%d, %v; want replica2 %s:%d", host, port, err, r2h, r2p)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	ahead := binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: "0-1-999999999"}
-	if _, _, err := s.choose(ctx, ahead, r2h+":"+itoa(r2p)); err == nil {
-		t.Fatal("chose a replica that lacks the position")
-	}
-	if logs.FilterMessageSnippet("replica is behind the relay's position").Len() == 0 {
-		t.Fatal("no log line says the replicas lag")
-	}
-}
-
-func itoa(n int) string { return fmt.Sprint(n) }
 
 // fakeReplica is a source replica reduced to the answers the source
 // selection, the checks and the replica watch ask for. A replica that is
@@ -153,14 +93,22 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	r0.down.Store(true) // down at start: pickSource skips it
 	r1 := &fakeReplica{name: "r1", gtid: "0-1-10", io: "No"}
 	r2 := &fakeReplica{name: "r2", gtid: "0-1-10", io: "Yes"}
-	s := &sources{log: zap.NewNop(), behind: map[int]string{}}
 	cfg := &config.Config{Source: config.MySQL{Host: "r0", Port: 3306, User: "relay", Flavor: "mariadb"}}
+	replicas := map[string]*fakeReplica{}
 	for i, r := range []*fakeReplica{r0, r1, r2} {
 		cfg.Source.Hosts = append(cfg.Source.Hosts, fmt.Sprintf("%s:%d", r.name, 3306+i))
-		s.hosts = append(s.hosts, config.MySQL{Host: r.name, Port: 3306 + i, User: "relay", Flavor: "mariadb"})
-		s.conns = append(s.conns, r)
+		replicas[r.name] = r
 	}
-	a := &App{Cfg: cfg, Log: zap.NewNop(), src: s, Source: sql.OpenDB(s)}
+	src, err := source.New(cfg.Source, zap.NewNop(), func(m config.MySQL, _ string) (driver.Connector, error) {
+		if r := replicas[m.Host]; r != nil {
+			return r, nil
+		}
+		return r0, nil // source: the first of the list
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{Cfg: cfg, Log: zap.NewNop(), src: src, Source: src.DB}
 	defer a.Source.Close()
 	ctx := context.Background()
 	hostname := func() string {
@@ -172,7 +120,7 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 		return h
 	}
 
-	a.pickSource(ctx)
+	a.src.Pick(ctx)
 	if got := a.sourceAddr(); got != "r1:3307" {
 		t.Fatalf("at start the source is %s, want r1:3307 (r0 is down)", got)
 	}
@@ -182,13 +130,13 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	if id, err := a.ServerIdentity(ctx); err != nil || id != "server_id=r1" {
 		t.Fatalf("identity at start = %q, %v; want server_id=r1", id, err)
 	}
-	server := a.checkpointServer("server_id=r1")
+	server := a.src.CheckpointServer("server_id=r1")
 	if got := server(); got != "server_id=r1" {
 		t.Fatalf("checkpoints at start name %q, want server_id=r1", got)
 	}
 
 	// The binlog stream from r1 keeps failing: the reader asks choose.
-	host, port, err := s.choose(ctx, binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: "0-1-10"}, "r1:3307")
+	host, port, err := src.Failover()(ctx, binlog.Position{Flavor: binlog.FlavorMariaDB, GTIDSet: "0-1-10"}, "r1:3307")
 	if err != nil || host != "r2" || port != 3308 {
 		t.Fatalf("choose = %s:%d, %v; want r2:3308", host, port, err)
 	}
@@ -205,12 +153,11 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 	if got := server(); got != "server_id=r2" {
 		t.Errorf("checkpoints after the failover name %q, want server_id=r2 (the source streamed from)", got)
 	}
-	c := &checker{a: a}
-	c.checkSource(ctx)
-	if len(c.problems) == 0 {
+	problems, _ := preflight.CheckSource(ctx, a.servers())
+	if len(problems) == 0 {
 		t.Fatal("checkSource found nothing to say about a fake replica")
 	}
-	for _, p := range c.problems {
+	for _, p := range problems {
 		if p.Where != "source r2:3308" {
 			t.Errorf("a check names %q, want source r2:3308: %s", p.Where, p)
 		}
