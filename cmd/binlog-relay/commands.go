@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/app"
-	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/command"
+	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
 // An appCommand runs on an open App and returns the exit code.

@@ -28,6 +28,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -64,9 +65,10 @@ type App struct {
 
 	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
 
-	replica replicaWatch // source replica health and delay (replica.go)
-	guard   guards       // one relay per name and server_id, the gap policy (guards.go)
-	notice  ops.Notice   // /readyz: a gap taken, a server_id conflict, two relays with one name
+	replica        replica.Watch // source replica health and delay (replica.go)
+	conflictLogged atomic.Bool   // a server_id conflict was logged, once per process (serverid_watch.go)
+	guard          guards        // one relay per name and server_id, the gap policy (guards.go)
+	notice         ops.Notice    // /readyz: a gap taken, a server_id conflict, two relays with one name
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose

@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/source"
@@ -49,7 +48,6 @@ func (a *App) servers() *preflight.Servers {
 		Source:       a.Source,
 		SourceConfig: a.src.Current,
 		Flavor:       a.Flavor,
-		IsReplica:    func(ctx context.Context) bool { return isReplica(ctx, a.Source) },
 		StartPosition: func(ctx context.Context) (binlog.Position, bool, error) {
 			p, cp, err := startpos.Start(ctx, a.Store, appSource{a})
 			return p, cp != nil, err
@@ -69,12 +67,6 @@ func (a *App) servers() *preflight.Servers {
 		AfterStream:    []preflight.Extra{owned((*checker).checkDuplicates)}, // instance.go
 		AtEnd:          []preflight.Extra{owned((*checker).checkReconcile)},  // reconcile.go
 	}
-}
-
-// isReplica reports whether db replicates from another server.
-func isReplica(ctx context.Context, db *sql.DB) bool {
-	st, err := readReplicaState(ctx, db, "") // replica.go
-	return err == nil && st.IsReplica
 }
 
 // ConfigChecks are the checks of a config app owns, for preflight.Lint.

@@ -3,10 +3,15 @@ package app
 // The one-shot commands' view of the App (internal/command runs them).
 
 import (
+	"context"
+	"io"
+
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/command"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
+	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
 // Env is what internal/command's commands run on: the App's config,
@@ -21,6 +26,8 @@ func (a *App) Env() command.Env {
 		},
 		NewSweeper:    a.newSweeper,    // sweep.go
 		NewReconciler: a.newReconciler, // reconcile.go
-		ReplicaStatus: a.replicaStatus, // replica.go
+		ReplicaStatus: func(ctx context.Context, w io.Writer, cp checkpoint.Checkpoint, haveCP bool) (bool, error) {
+			return replica.PrintStatus(ctx, w, replicaServers{a}, cp, haveCP)
+		},
 	}
 }

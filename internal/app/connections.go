@@ -9,10 +9,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -143,23 +139,3 @@ func (a *App) CurrentPosition(ctx context.Context) (binlog.Position, error) {
 }
 
 func (a *App) sourceAddr() string { return a.src.Addr() }
-
-// primaryPosition reads the primary's GTID position: one variable, no
-// table. SHOW GLOBAL VARIABLES rather than SELECT @@: the same read, and the
-// primary's Com_select keeps counting only real queries (the relay sends the
-// primary none in steady state). Empty when the primary has GTIDs off.
-func (a *App) primaryPosition(ctx context.Context, flavor string) (string, error) {
-	name := "gtid_binlog_pos"
-	if flavor == binlog.FlavorMySQL {
-		name = "gtid_executed"
-	}
-	var n, v sql.NullString
-	err := a.Primary.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE '"+name+"'").Scan(&n, &v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the primary's GTID position: %w", err)
-	}
-	return strings.ReplaceAll(v.String, "\n", ""), nil
-}

@@ -163,11 +163,11 @@ func TestFailoverNamesTheSourceStreamedFrom(t *testing.T) {
 		}
 	}
 	// /readyz: r1's stopped IO thread must not be reported under r2's name.
-	a.pollReplica(ctx)
-	if st := a.replica.state.Load(); st == nil || st.Addr != "r2:3308" || st.IO != "Yes" {
+	a.replica.Poll(ctx, replicaServers{a}, a.Log)
+	if st, ok := a.replica.State(); !ok || st.Addr != "r2:3308" || st.IO != "Yes" {
 		t.Errorf("replica state after the failover = %+v, want r2:3308 replicating", st)
 	}
-	if why := a.replicaReasons(0); len(why) != 0 {
+	if why := a.replica.Reasons(replicaServers{a}, 0); len(why) != 0 {
 		t.Errorf("/readyz reasons after the failover to a healthy replica: %q", why)
 	}
 }

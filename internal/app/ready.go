@@ -24,7 +24,7 @@ func (a *App) Ready() (bool, []string) {
 	if !p.Connected() {
 		s.BrokerDown = a.brokerDownReason(p) // brokernodes.go
 	}
-	s.Others = append(a.replicaReasons(a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...) // replica.go; a gap taken, a server_id conflict
+	s.Others = append(a.replica.Reasons(replicaServers{a}, a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
 	if h, ok := a.holding(); ok {
 		s.Hold = &h
 	}

@@ -81,9 +81,8 @@ func (a *App) Run(ctx context.Context) error {
 // stream retries from its last checkpoint with backoff until the other one
 // goes.
 func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position) error {
-	ref := &streamRef{r: r, start: start}
-	a.replica.streaming.Store(ref)
-	defer func() { a.replica.streaming.CompareAndSwap(ref, nil) }()
+	ended := a.replica.StreamStarted(r, start)
+	defer func() { ended() }()
 	wait := backoff.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	for {
 		began := time.Now()
@@ -134,8 +133,7 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 		default:
 			return err
 		}
-		ref = &streamRef{r: r, start: start}
-		a.replica.streaming.Store(ref)
+		ended = a.replica.StreamStarted(r, start)
 	}
 }
 

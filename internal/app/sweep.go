@@ -96,7 +96,7 @@ func (c *precheckConnector) Driver() driver.Driver { return c.source.Driver() }
 // replicaDegraded reports whether the source replica is not replicating
 // or is further behind the primary than the sweeper's grace period.
 func (a *App) replicaDegraded() bool {
-	if a.replica.stopped.Load() != 0 {
+	if a.replica.Stopped() {
 		return true
 	}
 	d, ok := a.replica.Delay(time.Now())

@@ -103,7 +103,8 @@ type Servers struct {
 	// Flavor is the source's flavour (binlog.FlavorMySQL or
 	// binlog.FlavorMariaDB), or why it is not known.
 	Flavor func(ctx context.Context) (string, error)
-	// IsReplica reports whether the source replicates from another server.
+	// IsReplica reports whether the source replicates from another server
+	// (nil: its SHOW REPLICA STATUS says).
 	IsReplica func(ctx context.Context) bool
 	// StartPosition is where the relay would start, and whether that is
 	// a saved checkpoint.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
 	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -59,7 +60,7 @@ func (c *checker) checkSource(ctx context.Context) bool {
 	if v, ok := variable(ctx, s.Source, "binlog_row_metadata"); !ok || !strings.EqualFold(v, "FULL") {
 		c.add(Warning, where, "binlog_row_metadata is %q: set binlog_row_metadata=FULL so column names come with each row (otherwise they are read from information_schema and re-read after DDL)", v)
 	}
-	if s.IsReplica(ctx) {
+	if s.isReplica(ctx) {
 		v, ok := variable(ctx, s.Source, "log_slave_updates")
 		if !ok {
 			v, _ = variable(ctx, s.Source, "log_replica_updates")
@@ -116,6 +117,15 @@ func (c *checker) checkApplierOrder(ctx context.Context, where string) {
 		return
 	}
 	c.add(Info, where, "multi-threaded applier (replica_parallel_workers=%d) with replica_preserve_commit_order ON: the replica commits in the primary's order", n)
+}
+
+// isReplica reports whether the source replicates from another server.
+func (s *Servers) isReplica(ctx context.Context) bool {
+	if s.IsReplica != nil {
+		return s.IsReplica(ctx)
+	}
+	st, err := replica.ReadState(ctx, s.Source, "")
+	return err == nil && st.IsReplica
 }
 
 type grantNeed struct {

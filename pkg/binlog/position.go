@@ -199,9 +199,12 @@ func (t *Tracker) Position() Position {
 }
 
 // ContainsGTID reports whether have already covers every transaction of
-// want (used to tell whether a replica has caught up with a checkpoint).
-// For MariaDB that is, per domain of want, a sequence number at least as
-// high in have.
+// want (used to tell whether a replica has caught up with a checkpoint, and
+// a checkpoint with the primary). For MariaDB that is, per domain of want,
+// a sequence number at least as high in have, whatever the server id:
+// sequence numbers grow within a domain whichever server wrote them (a
+// switchover changes the server id, not the order), and a domain missing
+// from have is not covered. For MySQL have's executed set holds want's.
 func ContainsGTID(flavor, have, want string) (bool, error) {
 	h, err := parseGTIDSet(flavor, have)
 	if err != nil {

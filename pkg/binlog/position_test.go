@@ -44,19 +44,42 @@ func TestTrackerAppliesCommitsInOrder(t *testing.T) {
 	}
 }
 
+// A MariaDB position is one GTID per domain: a switchover changes the
+// server id, not the order, so only sequence numbers per domain count.
 func TestContainsGTID(t *testing.T) {
+	const sid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 	for _, c := range []struct {
-		have, want string
-		ok         bool
+		flavor, have, want string
+		ok, err            bool
 	}{
-		{"0-1-100", "0-1-99", true},
-		{"0-1-100", "0-1-101", false},
-		{"0-1-100,1-2-5", "1-2-5", true},
-		{"0-1-100", "1-2-5", false},
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "0-1-99", ok: true},
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "0-1-100", ok: true},
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "0-1-101"},
+		{flavor: FlavorMariaDB, have: "0-13-105", want: "0-11-100", ok: true}, // after a switchover
+		{flavor: FlavorMariaDB, have: "0-11-100", want: "0-13-105"},           // not streamed yet
+		{flavor: FlavorMariaDB, have: "0-1-100,1-2-5", want: "1-2-5", ok: true},
+		{flavor: FlavorMariaDB, have: "0-1-100,77-2-5", want: "0-1-90", ok: true}, // a replica-local domain
+		{flavor: FlavorMariaDB, have: "0-1-100, 1-2-5", want: "1-3-4,0-2-100", ok: true},
+		{flavor: FlavorMariaDB, have: "0-1-100,1-2-5", want: "0-1-100,1-2-6"},
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "1-2-5"},                           // a domain the relay never saw
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "0-1-90,1-1-3"},                    // one of want's domains missing
+		{flavor: FlavorMariaDB, have: "0-1-90872,0-2-90873", want: "0-1-90873", ok: true}, // an old relay's text, two GTIDs in a domain
+		{flavor: FlavorMariaDB, have: "0-1-100", want: "", ok: true},
+		{flavor: FlavorMariaDB, have: "", want: "0-1-1"},
+		{flavor: FlavorMariaDB, have: "0-1", want: "0-1-1", err: true},
+		{flavor: FlavorMariaDB, have: "0-1-1", want: "0-x-1", err: true},
+		{flavor: FlavorMariaDB, have: "0-1-1", want: sid + ":1-5", err: true},
+		{flavor: FlavorMySQL, have: sid + ":1-50", want: sid + ":1-40", ok: true},
+		{flavor: FlavorMySQL, have: sid + ":1-40", want: sid + ":1-50"},
+		{flavor: FlavorMySQL, have: sid + ":1-10:20-30", want: sid + ":5-8:25", ok: true},
+		{flavor: FlavorMySQL, have: sid + ":1-10:20-30", want: sid + ":15"},
+		{flavor: FlavorMySQL, have: sid + ":1-50", want: sid + ":1-40,8ba8e3d0-71ca-11e1-9e33-c80aa9429562:1"},
+		{flavor: FlavorMySQL, have: sid + ":1-50", want: "0-1-1", err: true},
+		{flavor: "postgres", have: "1", want: "1", err: true},
 	} {
-		ok, err := ContainsGTID(FlavorMariaDB, c.have, c.want)
-		if err != nil || ok != c.ok {
-			t.Errorf("ContainsGTID(%s, %s) = %v, %v; want %v", c.have, c.want, ok, err, c.ok)
+		ok, err := ContainsGTID(c.flavor, c.have, c.want)
+		if (err != nil) != c.err || ok != c.ok {
+			t.Errorf("ContainsGTID(%s, %q, %q) = %v, %v; want %v (error: %v)", c.flavor, c.have, c.want, ok, err, c.ok, c.err)
 		}
 	}
 }
