@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,60 @@ func TestUnknownCommandExitsTwo(t *testing.T) {
 	}
 }
 
-// lint accepts every relay config the documentation shows, without a server.
+// lint does not fail on a password or TLS file that exists only where the
+// relay is deployed: it says, one line each, which it did not check, by
+// key and path (never a path that could be a password), and exits 0;
+// check still refuses the config.
+func TestLintSaysWhatItDidNotRead(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	const config = `source: {host: db-replica.invalid, user: relay, password_file: /nonexistent/relay-db}
+primary: {host: db-primary.invalid, user: relay, password_file: "S3cr3tXYZ"}
+broker: {url: "amqps://relay@mq.invalid:5671/", password_file: /nonexistent/mq, tls: {enabled: true, ca_file: /nonexistent/ca.pem}}
+redis: {tls: {enabled: true, ca_file: %s, cert_file: %s, key_file: /nonexistent/redis.key}}
+tables:
+  - {preset: producer-message, schema: shop}
+`
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, config, pki.CAFile, pki.CertFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runIn(t, "lint", "--config", path)
+	if code != 0 || !strings.Contains(out, "OK:") {
+		t.Fatalf("lint exit %d:\n%s%s", code, out, errOut)
+	}
+	var notChecked []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "not checked") {
+			notChecked = append(notChecked, l)
+		}
+	}
+	want := []string{
+		"INFO config: source.password_file: not checked: /nonexistent/relay-db does not exist here",
+		"INFO config: primary.password_file: not checked: the file it names (not shown",
+		"INFO config: broker.password_file: not checked: /nonexistent/mq does not exist here",
+		"INFO config: broker.tls.ca_file: not checked: /nonexistent/ca.pem does not exist here",
+		"INFO config: redis.tls.key_file: not checked: /nonexistent/redis.key does not exist here",
+	}
+	if len(notChecked) != len(want) {
+		t.Errorf("not checked:\n%s\nwant %d lines", strings.Join(notChecked, "\n"), len(want))
+	}
+	for i := range min(len(want), len(notChecked)) {
+		if !strings.HasPrefix(notChecked[i], want[i]) {
+			t.Errorf("line %d: %q, want %q...", i, notChecked[i], want[i])
+		}
+	}
+	if strings.Contains(out, "S3cr3t") || strings.Contains(out, pki.CAFile) {
+		t.Errorf("lint showed a path it should not (a password, or a file it read):\n%s", out)
+	}
+	if code, _, errOut := runIn(t, "check", "--config", path); code != 2 || !strings.Contains(errOut, "source.password_file: reading /nonexistent/relay-db") {
+		t.Errorf("check: exit %d, want 2 and the missing file named:\n%s", code, errOut)
+	}
+}
+
+// lint accepts every relay config the documentation shows, without a
+// server: as written, where the password and TLS files it names are not
+// there (each said to be not checked), and with stand-ins that are, which
+// it checks.
 func TestLintAcceptsDocumentedConfigs(t *testing.T) {
 	configs := relaytest.DocConfigs(t)
 	if len(configs) < 10 {
@@ -61,13 +115,15 @@ func TestLintAcceptsDocumentedConfigs(t *testing.T) {
 		for k, v := range d.Env {
 			t.Setenv(k, v)
 		}
-		path := filepath.Join(t.TempDir(), "relay.yaml")
-		if err := os.WriteFile(path, d.YAML, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var out, errb bytes.Buffer
-		if code := run([]string{"lint", "--config", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), "OK:") {
-			t.Errorf("%s: lint exit %d\n%s%s\n%s", d.Where, code, out.String(), errb.String(), d.YAML)
+		for _, yaml := range [][]byte{d.AsWritten, d.YAML} {
+			path := filepath.Join(t.TempDir(), "relay.yaml")
+			if err := os.WriteFile(path, yaml, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if code := run([]string{"lint", "--config", path}, &out, &errb); code != 0 || !strings.Contains(out.String(), "OK:") {
+				t.Errorf("%s: lint exit %d\n%s%s\n%s", d.Where, code, out.String(), errb.String(), yaml)
+			}
 		}
 	}
 }
@@ -96,7 +152,9 @@ func TestLintAcceptsShippedConfigs(t *testing.T) {
 }
 
 // lint refuses each broken variant with exit 2, naming the field at fault,
-// without contacting a server (the hosts here do not exist).
+// without contacting a server (the hosts here do not exist). A file that
+// is there but bad is an error (one that is not there is not checked:
+// TestLintSaysWhatItDidNotRead).
 func TestLintNamesTheField(t *testing.T) {
 	const good = `source: {host: db-replica.invalid, user: relay}
 primary: {host: db-primary.invalid, user: relay}
@@ -104,6 +162,11 @@ broker: {url: "amqp://relay:x@mq.invalid:5672/"}
 tables:
   - {preset: producer-message, schema: shop}
 `
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() // a password_file that is a directory
 	cases := []struct{ name, yaml, want string }{
 		{"unknown key", good + "relay: {batch_sise: 3}\n", "relay.batch_sise: unknown key"},
 		{"missing host", strings.Replace(good, "host: db-primary.invalid, ", "", 1), "primary.host: required"},
@@ -114,8 +177,8 @@ tables:
 		{"two states one value", strings.Replace(good, "schema: shop}", "schema: shop, statuses: {failed: SENT}}", 1), "tables[0].statuses.failed"},
 		{"bad template", strings.Replace(good, "schema: shop}", `schema: shop, route: {routing_key: "{tag"}}`, 1), "tables[0].route.routing_key"},
 		{"bad log level", good + "log: {level: loud}\n", "log.level"},
-		{"missing CA file", good + "redis: {tls: {enabled: true, ca_file: /nonexistent/ca.pem}}\n", "redis.tls.ca_file"},
-		{"missing password file", strings.Replace(good, "user: relay}", "user: relay, password_file: /nonexistent/pw}", 1), "source.password_file"},
+		{"a CA file that is not PEM", good + "redis: {tls: {enabled: true, ca_file: " + notPEM + "}}\n", "redis.tls.ca_file"},
+		{"a password file that is a directory", strings.Replace(good, "user: relay}", "user: relay, password_file: "+dir+"}", 1), "source.password_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,6 +45,8 @@ type App struct {
 	Redis   redis.UniversalClient // one Redis, a Sentinel group's master or a Cluster (connections.go)
 	Store   checkpoint.Store
 
+	stages stages // the stage Configs, built and validated by Open (stages.go)
+
 	relay atomic.Pointer[relay.Relay]
 
 	stopMu    sync.Mutex
@@ -117,13 +119,13 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	sw := status.NewWriter(a.Primary, retryBackoff(cfg))
+	sw := status.NewWriter(a.Primary, a.stages.retry)
 	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
 	}
 	a.watch(reader, lanes)
-	rc := relayConfig(cfg) // stages.go; validated by Open
+	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
 	rc.Sent = status.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.seqScope()                     // streams.go
@@ -214,7 +216,7 @@ func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger
 	if err != nil {
 		return nil, err
 	}
-	pc := publisherConfig(cfg) // stages.go
+	pc := a.stages.publisher
 	pc.TLS, pc.ConnectionName, pc.Strict, pc.PerKey = btls, connName, strict, perKey
 	return publisher.New(pc, log)
 }

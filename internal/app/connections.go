@@ -21,12 +21,12 @@ import (
 
 // Open prepares connections; nothing is dialled until used.
 func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
-	if err := checkStages(cfg); err != nil { // stages.go
+	st, err := newStages(cfg) // stages.go
+	if err != nil {
 		return nil, err
 	}
-	a := &App{Cfg: cfg, Log: log}
+	a := &App{Cfg: cfg, Log: log, stages: st}
 	routeRedisLogs(log)
-	var err error
 	if a.Source, err = source.Open(cfg.Source, log.Named("source")); err != nil {
 		return nil, err
 	}

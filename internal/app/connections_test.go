@@ -122,7 +122,7 @@ redis: {wait_replicas: 1}
 		if err != nil {
 			t.Fatalf("%q: %v", tc.extra, err)
 		}
-		err = checkStages(cfg)
+		_, err = newStages(cfg)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%q: %v, want %q", tc.extra, err, tc.want)
 		}

@@ -22,7 +22,7 @@ func (a *App) setMemoryLimit() {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return
 	}
-	limit := memoryLimitFor(relayConfig(a.Cfg).MaxInflightBytes)
+	limit := memoryLimitFor(a.stages.relay.MaxInflightBytes)
 	if cur := debug.SetMemoryLimit(-1); cur < limit {
 		return // a lower limit was set already (another relay in this process)
 	}

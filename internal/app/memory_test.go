@@ -16,7 +16,9 @@ func TestMemoryLimitFollowsTheByteBudget(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 	app := func(budget int64) *App {
-		return &App{Cfg: &config.Config{Relay: config.Relay{MaxInflightBytes: budget}}, Log: zap.NewNop()}
+		cfg := &config.Config{Relay: config.Relay{MaxInflightBytes: budget}}
+		s, _ := newStages(cfg) // the relay's Config, whatever the rest lacks
+		return &App{Cfg: cfg, Log: zap.NewNop(), stages: s}
 	}
 
 	debug.SetMemoryLimit(math.MaxInt64)

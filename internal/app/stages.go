@@ -2,7 +2,6 @@ package app
 
 import (
 	"errors"
-	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
@@ -12,8 +11,36 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
-// The config leaves a key a stage owns at zero; these turn its sections into
-// the stages' Configs, with the stages' own defaults filled in.
+// The config leaves a key a stage owns at zero; newStages turns its
+// sections into the stages' Configs, with the stages' own defaults filled
+// in, once: Open keeps them on the App, and every stage is built from them.
+
+// stages are the stage Configs of one config.
+type stages struct {
+	sweeper sweeper.Config
+	lease   lease.Config
+	// relay is the pipeline's Config minus what only a run knows (the
+	// server identity, the observer, the guard).
+	relay relay.Config
+	// publisher is the publishers' Config minus what each publisher sets
+	// (its TLS config, connection name and ordering).
+	publisher publisher.Config
+	retry     status.Backoff // retry:, the status writer's backoff
+}
+
+// newStages converts cfg and validates each stage's Config, so a value
+// only a stage checks is refused before anything connects (Open) and by
+// lint, naming its YAML key as the stage does. The Configs come back with
+// the error too (a test may read one of an incomplete config).
+func newStages(cfg *config.Config) (stages, error) {
+	s := stages{sweeper: sweeperConfig(cfg.Sweeper), lease: leaseConfig(cfg), relay: relayConfig(cfg),
+		retry: retryBackoff(cfg)}
+	s.publisher = publisher.Config{URL: cfg.Broker.URL, URLs: cfg.Broker.URLs, Window: cfg.Broker.Window,
+		HoldBackoff:    holdBackoff(cfg.Relay.HoldBackoff, s.retry),
+		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}
+	s.publisher.Defaults()
+	return s, errors.Join(s.sweeper.Validate(), s.lease.Validate(), s.relay.Validate(), s.publisher.Validate())
+}
 
 func sweeperConfig(s config.Sweeper) sweeper.Config {
 	c := sweeper.Config{Interval: s.Interval, GracePeriod: s.GracePeriod, BatchSize: s.BatchSize,
@@ -31,8 +58,6 @@ func leaseConfig(cfg *config.Config) lease.Config {
 	return c
 }
 
-// relayConfig is the pipeline's Config minus what only a run knows (the
-// server identity, the observer, the guard).
 func relayConfig(cfg *config.Config) relay.Config {
 	c := relay.Config{BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval,
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer, DrainTimeout: cfg.Relay.DrainTimeout,
@@ -51,32 +76,19 @@ func retryBackoff(cfg *config.Config) status.Backoff {
 
 // holdBackoff is relay.hold_backoff, each unset bound following retry:
 // (their shared value before hold_backoff had a key of its own).
-func holdBackoff(cfg *config.Config) (base, max time.Duration) {
-	retry := retryBackoff(cfg)
-	base, max = cfg.Relay.HoldBackoff.Base, cfg.Relay.HoldBackoff.Max
-	if max == 0 {
-		max = retry.Max
+func holdBackoff(h config.HoldBackoff, retry status.Backoff) publisher.HoldBackoff {
+	b := publisher.HoldBackoff{Base: h.Base, Max: h.Max}
+	if b.Max == 0 {
+		b.Max = retry.Max
 	}
-	if base == 0 {
-		base = min(retry.Base, max)
+	if b.Base == 0 {
+		b.Base = min(retry.Base, b.Max)
 	}
-	return base, max
+	return b
 }
 
-// publisherConfig is the publishers' Config minus what each publisher sets
-// (its TLS config, connection name and ordering).
-func publisherConfig(cfg *config.Config) publisher.Config {
-	holdMin, holdMax := holdBackoff(cfg)
-	return publisher.Config{URL: cfg.Broker.URL, URLs: cfg.Broker.URLs, Window: cfg.Broker.Window,
-		StrictRetryMin: holdMin, StrictRetryMax: holdMax,
-		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}
-}
-
-// checkStages validates the stage Configs built from the config, so a value
-// only a stage checks is refused before anything connects (Open) and by
-// lint, naming its YAML key as the stage does.
+// checkStages is newStages for lint (ConfigChecks): the error alone.
 func checkStages(cfg *config.Config) error {
-	sc, lc, rc, pc := sweeperConfig(cfg.Sweeper), leaseConfig(cfg), relayConfig(cfg), publisherConfig(cfg)
-	pc.Defaults()
-	return errors.Join(sc.Validate(), lc.Validate(), rc.Validate(), pc.Validate())
+	_, err := newStages(cfg)
+	return err
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +12,15 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 )
 
+// parseStages parses a config of the stage keys in extra, with the
+// broker: section given unless extra has one.
 func parseStages(t *testing.T, extra string) *config.Config {
 	t.Helper()
 	base := "name: stages-test\ntables: [{preset: producer-message, schema: shop}]\n" +
-		"source: {host: 127.0.0.1, port: 3308, user: relay}\nprimary: {host: 127.0.0.1, port: 3307, user: relay}\n" +
-		`broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}` + "\n"
+		"source: {host: 127.0.0.1, port: 3308, user: relay}\nprimary: {host: 127.0.0.1, port: 3307, user: relay}\n"
+	if !strings.Contains(extra, "broker:") {
+		base += `broker: {url: "amqp://guest:guest@127.0.0.1:5672/"}` + "\n"
+	}
 	cfg, err := config.Parse([]byte(base+extra), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -26,22 +31,22 @@ func parseStages(t *testing.T, extra string) *config.Config {
 // Keys the config leaves at zero reach the stages as the stages' defaults,
 // the values the README's config reference gives.
 func TestStageDefaultsFromTheConfig(t *testing.T) {
-	cfg := parseStages(t, "")
-	if rc := relayConfig(cfg); rc.CheckpointInterval != time.Second || rc.MaxInflightBytes != 64<<20 ||
+	s, err := newStages(parseStages(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := s.relay; rc.CheckpointInterval != time.Second || rc.MaxInflightBytes != 64<<20 ||
 		rc.StoreOutageWindow != 30*time.Second || rc.BatchSize != 1000 {
 		t.Errorf("relay: %+v", rc)
 	}
-	if lc := leaseConfig(cfg); lc.TTL != 5*time.Second {
+	if lc := s.lease; lc.TTL != 5*time.Second {
 		t.Errorf("ha.lease_ttl: %s, want 5s", lc.TTL)
 	}
-	if sc := sweeperConfig(cfg.Sweeper); sc.GracePeriod != time.Minute || sc.Archive.Mode != "off" {
+	if sc := s.sweeper; sc.GracePeriod != time.Minute || sc.Archive.Mode != "off" {
 		t.Errorf("sweeper: %+v", sc)
 	}
-	if b := retryBackoff(cfg); b.Base != 5*time.Second || b.Max != 10*time.Minute {
+	if b := s.retry; b.Base != 5*time.Second || b.Max != 10*time.Minute {
 		t.Errorf("retry: %+v", b)
-	}
-	if err := checkStages(cfg); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -58,8 +63,12 @@ func TestHoldBackoffFollowsRetryUnlessSet(t *testing.T) {
 		{"retry: {base: 1m}\nrelay: {hold_backoff: {max: 10s}}\n", 10 * time.Second, 10 * time.Second},
 		{"relay: {hold_backoff: {base: 50ms}}\n", 50 * time.Millisecond, 10 * time.Minute},
 	} {
-		if base, max := holdBackoff(parseStages(t, tc.yaml)); base != tc.base || max != tc.max {
-			t.Errorf("%q: hold backoff %s..%s, want %s..%s", tc.yaml, base, max, tc.base, tc.max)
+		s, err := newStages(parseStages(t, tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if h := s.publisher.HoldBackoff; h.Base != tc.base || h.Max != tc.max {
+			t.Errorf("%q: hold backoff %s..%s, want %s..%s", tc.yaml, h.Base, h.Max, tc.base, tc.max)
 		}
 	}
 }
@@ -76,19 +85,55 @@ func TestStageConfigErrorsNameTheKey(t *testing.T) {
 		{"relay: {max_inflight_bytes: 4096}\n", "relay.max_inflight_bytes: 4096 is under 1 MiB"},
 		{"relay: {batch_size: -1}\n", "relay.batch_size: must be at least 1"},
 		{"checkpoint: {interval: -1s}\n", "checkpoint.interval: must be positive"},
+		{"checkpoint: {outage_window: -1s}\n", "checkpoint.outage_window:"},
 		// Only retry.max (10m) bounds it: base over the max it follows.
 		{"relay: {hold_backoff: {base: 20m}}\n", "relay.hold_backoff: base 20m0s and max 10m0s"},
+		{"relay: {hold_backoff: {base: -1s}}\n", "relay.hold_backoff.base: must not be negative"},
+		{"relay: {hold_backoff: {max: -1s}}\n", "relay.hold_backoff.max: must not be negative"},
+		{`broker: {url: "amqp://guest:guest@127.0.0.1:5672/", max_message_bytes: -1}` + "\n", "broker.max_message_bytes: -1 must be positive"},
+		{`broker: {url: "amqp://guest:guest@127.0.0.1:5672/", max_message_bytes: 1073741824}` + "\n", "broker.max_message_bytes: 1073741824 is over RabbitMQ's ceiling"},
 	} {
-		cfg := parseStages(t, tc.yaml)
-		if _, err := Open(cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open with %q: %v, want an error naming %q", tc.yaml, err, tc.want)
-		}
+		refusedByOpenAndLint(t, parseStages(t, tc.yaml), tc.yaml, tc.want)
+	}
+}
+
+// refusedByOpenAndLint checks that Open refuses cfg, before anything
+// connects, and lint too, with an error containing want.
+func refusedByOpenAndLint(t *testing.T, cfg *config.Config, yaml, want string) {
+	t.Helper()
+	if _, err := Open(cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Open with %q: %v, want an error naming %q", yaml, err, want)
+	}
+	var lint []string
+	for _, p := range preflight.Lint(cfg, ConfigChecks()) {
+		lint = append(lint, p.String())
+	}
+	if !preflight.HasErrors(preflight.Lint(cfg, ConfigChecks())) || !strings.Contains(strings.Join(lint, "\n"), want) {
+		t.Errorf("lint with %q: %v, want an error naming %q", yaml, lint, want)
+	}
+}
+
+// Each bad broker.url/urls value is named by its key and index, and no
+// error shows a password.
+func TestBrokerURLsRefused(t *testing.T) {
+	for yaml, want := range map[string]string{
+		`broker: {url: "amqp://mq-1/", urls: ["amqp://mq-2/"]}`: "broker.urls: set broker.url (one node) or broker.urls (the nodes of one cluster), not both",
+		`broker: {window: 8}`: "broker.url: required (or broker.urls",
+		`broker: {urls: []}`:  "broker.url: required (or broker.urls",
+		`broker: {urls: ["amqp://relay:s3cret@mq-1/", "http://relay:s3cret@mq-2/"]}`: "broker.urls[1]: must start with amqp:// or amqps://",
+		`broker: {urls: ["amqp://relay:s3cret@mq-1/", "amqp:///vh"]}`:                "broker.urls[1]: has no host",
+		`broker: {urls: ["amqp://mq-1/", "amqp://mq-2/", "amqp://mq-1/"]}`:           "broker.urls[2]: the same URL as broker.urls[0]",
+		`broker: {urls: ["amqps://mq-1/", "amqp://mq-2/"]}`:                          "broker.urls[1]: amqp:// where broker.urls[0] is amqps://",
+	} {
+		cfg := parseStages(t, yaml+"\n")
+		refusedByOpenAndLint(t, cfg, yaml, want)
+		_, err := newStages(cfg)
 		var lint []string
 		for _, p := range preflight.Lint(cfg, ConfigChecks()) {
 			lint = append(lint, p.String())
 		}
-		if !preflight.HasErrors(preflight.Lint(cfg, ConfigChecks())) || !strings.Contains(strings.Join(lint, "\n"), tc.want) {
-			t.Errorf("lint with %q: %v, want an error naming %q", tc.yaml, lint, tc.want)
+		if strings.Contains(fmt.Sprint(err, lint), "s3cret") {
+			t.Errorf("%s: the error shows the password: %v", yaml, err)
 		}
 	}
 }

@@ -48,8 +48,8 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := sweeper.New(sweeperConfig(cfg.Sweeper), cfg.Tables, precheck, a.Primary,
-		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(a.Primary, retryBackoff(cfg)), a.Log.Named("sweeper"))
+	s, err := sweeper.New(a.stages.sweeper, cfg.Tables, precheck, a.Primary,
+		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(a.Primary, a.stages.retry), a.Log.Named("sweeper"))
 	if err != nil {
 		return nil, err
 	}
@@ -100,5 +100,5 @@ func (a *App) replicaDegraded() bool {
 		return true
 	}
 	d, ok := a.replica.Delay(time.Now())
-	return ok && d > sweeperConfig(a.Cfg.Sweeper).GracePeriod
+	return ok && d > a.stages.sweeper.GracePeriod
 }

@@ -1,10 +1,6 @@
 package config
 
-import (
-	"errors"
-	"fmt"
-	"net/url"
-)
+import "fmt"
 
 // broker.url or broker.urls: one RabbitMQ node, or the nodes of one
 // cluster, which the publishers dial in turn (internal/publisher/nodes.go).
@@ -60,45 +56,4 @@ func (b Broker) urlPasswords() []string {
 		}
 	}
 	return out
-}
-
-// validateURLs checks broker.url and broker.urls: one of them, each an
-// amqp:// or amqps:// URL with a host, all of one scheme (broker.tls
-// applies to all).
-func (b Broker) validateURLs() []error {
-	var errs []error
-	switch {
-	case b.URL != "" && len(b.URLs) > 0:
-		errs = append(errs, errors.New("broker.urls: set broker.url (one node) or broker.urls (the nodes of one cluster), not both"))
-	case b.URL == "" && len(b.URLs) == 0:
-		errs = append(errs, errors.New("broker.url: required (or broker.urls, the nodes of one cluster)"))
-	}
-	if b.URL != "" {
-		if err := checkAMQPURL(b.URL); err != nil {
-			errs = append(errs, fmt.Errorf("broker.url: %w", err))
-		}
-	}
-	seen := map[string]int{}
-	for i, raw := range b.URLs {
-		if err := checkAMQPURL(raw); err != nil {
-			errs = append(errs, fmt.Errorf("broker.urls[%d]: %w", i, err))
-			continue
-		}
-		if j, dup := seen[raw]; dup {
-			errs = append(errs, fmt.Errorf("broker.urls[%d]: the same URL as broker.urls[%d]", i, j))
-		}
-		seen[raw] = i
-		if urlScheme(raw) != urlScheme(b.URLs[0]) {
-			errs = append(errs, fmt.Errorf("broker.urls[%d]: %s:// where broker.urls[0] is %s://: broker.tls applies to every node", i, urlScheme(raw), urlScheme(b.URLs[0])))
-		}
-	}
-	return errs
-}
-
-func urlScheme(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Scheme
 }

@@ -35,28 +35,6 @@ func TestBrokerURLs(t *testing.T) {
 	}
 }
 
-// Each bad broker.url/urls value is named by its key and index, and no
-// error shows a password.
-func TestBrokerURLsRefused(t *testing.T) {
-	for yaml, want := range map[string]string{
-		`broker: {url: "amqp://mq-1/", urls: ["amqp://mq-2/"]}`: "broker.urls: set broker.url (one node) or broker.urls (the nodes of one cluster), not both",
-		`broker: {window: 8}`: "broker.url: required (or broker.urls",
-		`broker: {urls: []}`:  "broker.url: required (or broker.urls",
-		`broker: {urls: ["amqp://relay:s3cret@mq-1/", "http://relay:s3cret@mq-2/"]}`: "broker.urls[1]: must start with amqp:// or amqps://",
-		`broker: {urls: ["amqp://relay:s3cret@mq-1/", "amqp:///vh"]}`:                "broker.urls[1]: has no host",
-		`broker: {urls: ["amqp://mq-1/", "amqp://mq-2/", "amqp://mq-1/"]}`:           "broker.urls[2]: the same URL as broker.urls[0]",
-		`broker: {urls: ["amqps://mq-1/", "amqp://mq-2/"]}`:                          "broker.urls[1]: amqp:// where broker.urls[0] is amqps://",
-	} {
-		_, err := parse(t, servers+yaml+"\n"+oneTable, nil)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want %q", yaml, err, want)
-		}
-		if err != nil && strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: the error shows the password: %v", yaml, err)
-		}
-	}
-}
-
 // broker.tls needs every node to be amqps://.
 func TestBrokerURLsTLS(t *testing.T) {
 	b := Broker{URLs: []string{"amqps://mq-1:5671/", "amqps://mq-2:5671/"}, TLS: TLS{Enabled: true}}

@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -221,27 +222,70 @@ type Log struct {
 
 // Load reads, expands, parses and validates a config file.
 func Load(path string) (*Config, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return Parse(raw, os.LookupEnv)
+	c, _, err := LoadWith(path, LoadOptions{})
+	return c, err
 }
 
 // Parse parses config text: YAML first, then ${VAR} expansion in string
 // values (expand.go), then presets, defaults, secrets and validation. Its
 // errors name the key and the line but never show a value (redact.go).
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
-	var r redactions
-	c, err := parseConfig(raw, lookup, &r)
-	if err != nil {
-		return nil, r.scrub(err)
-	}
-	return c, nil
+	c, _, err := ParseWith(raw, lookup, LoadOptions{})
+	return c, err
 }
 
-// parseConfig is Parse; it adds to r the values its errors must not show.
-func parseConfig(raw []byte, lookup func(string) (string, bool), r *redactions) (*Config, error) {
+// LoadOptions change what a load reads.
+type LoadOptions struct {
+	// SkipAbsentFiles is for lint, which checks a config where the relay
+	// is not deployed: a file the config names (a password_file, or with
+	// tls.enabled a ca_file, cert_file or key_file) that does not exist
+	// here is left out (no password, no such TLS setting) and returned as
+	// an AbsentFile instead of refused. A file that exists is read, and
+	// refused when bad, as by Load.
+	SkipAbsentFiles bool
+}
+
+// AbsentFile is a file the config names that a load with SkipAbsentFiles
+// did not find, and so did not check.
+type AbsentFile struct {
+	Key  string // its YAML key: source.password_file, redis.tls.ca_file
+	Path string
+}
+
+// String names the key and the path, shown as errors show a path
+// (showPath): a password mistaken for one is not.
+func (f AbsentFile) String() string {
+	return fmt.Sprintf("%s: not checked: %s does not exist here (check and run read it)", f.Key, showPath(f.Path))
+}
+
+// LoadWith is Load with options; it also returns the files it left out.
+func LoadWith(path string, o LoadOptions) (*Config, []AbsentFile, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading config: %w", err)
+	}
+	return ParseWith(raw, os.LookupEnv, o)
+}
+
+// ParseWith is Parse with options; it also returns the files it left out.
+func ParseWith(raw []byte, lookup func(string) (string, bool), o LoadOptions) (*Config, []AbsentFile, error) {
+	var r redactions
+	l := loader{LoadOptions: o}
+	c, err := l.parse(raw, lookup, &r)
+	if err != nil {
+		return nil, nil, r.scrub(err)
+	}
+	return c, l.absent, nil
+}
+
+// loader is one load: its options and the files it left out.
+type loader struct {
+	LoadOptions
+	absent []AbsentFile
+}
+
+// parse is ParseWith; it adds to r the values its errors must not show.
+func (l *loader) parse(raw []byte, lookup func(string) (string, bool), r *redactions) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
 		return nil, syntaxError(err, raw) // yamlerr.go
@@ -269,8 +313,11 @@ func parseConfig(raw []byte, lookup func(string) (string, bool), r *redactions) 
 		c.Tables = append(c.Tables, t)
 	}
 	c.applyDefaults()
-	if err := c.resolveSecrets(); err != nil {
+	if err := l.resolveSecrets(&c); err != nil {
 		return nil, err
+	}
+	if l.SkipAbsentFiles {
+		l.skipAbsentTLS(&c) // connect.go
 	}
 	r.secrets = append(r.secrets, c.Source.Password, c.Primary.Password, c.Redis.Password, c.Redis.Sentinel.Password, urlPassword(c.Broker.Stream.URI))
 	r.secrets = append(r.secrets, c.Broker.urlPasswords()...)
@@ -403,50 +450,58 @@ func (c *Config) applyDefaults() {
 }
 
 // resolveSecrets reads password files. A file's trailing newline is dropped.
-func (c *Config) resolveSecrets() error {
-	read := func(field, path string, into *string) error {
+// With SkipAbsentFiles one that does not exist is left out: the password
+// stays as it is.
+func (l *loader) resolveSecrets(c *Config) error {
+	// read reads path into *into; it reports whether it did.
+	read := func(field, path string, into *string) (bool, error) {
 		if path == "" {
-			return nil
+			return false, nil
 		}
 		b, err := os.ReadFile(path)
+		if err != nil && l.SkipAbsentFiles && errors.Is(err, fs.ErrNotExist) {
+			l.absent = append(l.absent, AbsentFile{Key: field, Path: path})
+			return false, nil
+		}
 		if err != nil {
-			return fmt.Errorf("%s: reading %s: %w", field, showPath(path), errors.Unwrap(err))
+			return false, fmt.Errorf("%s: reading %s: %w", field, showPath(path), errors.Unwrap(err))
 		}
 		*into = strings.TrimRight(string(b), "\r\n")
-		return nil
+		return true, nil
 	}
-	if err := read("source.password_file", c.Source.PasswordFile, &c.Source.Password); err != nil {
+	if _, err := read("source.password_file", c.Source.PasswordFile, &c.Source.Password); err != nil {
 		return err
 	}
-	if err := read("primary.password_file", c.Primary.PasswordFile, &c.Primary.Password); err != nil {
+	if _, err := read("primary.password_file", c.Primary.PasswordFile, &c.Primary.Password); err != nil {
 		return err
 	}
-	if err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
+	if _, err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
 		return err
 	}
-	if err := read("redis.sentinel.password_file", c.Redis.Sentinel.PasswordFile, &c.Redis.Sentinel.Password); err != nil {
+	if _, err := read("redis.sentinel.password_file", c.Redis.Sentinel.PasswordFile, &c.Redis.Sentinel.Password); err != nil {
 		return err
 	}
 	for i := range c.Reconcile.Consumers {
 		m := &c.Reconcile.Consumers[i].MySQL
-		if err := read(fmt.Sprintf("reconcile.consumers[%d].mysql.password_file", i), m.PasswordFile, &m.Password); err != nil {
+		if _, err := read(fmt.Sprintf("reconcile.consumers[%d].mysql.password_file", i), m.PasswordFile, &m.Password); err != nil {
 			return err
 		}
 	}
-	if c.Broker.PasswordFile != "" {
-		var pw string
-		if err := read("broker.password_file", c.Broker.PasswordFile, &pw); err != nil {
-			return err
-		}
+	var pw string
+	ok, err := read("broker.password_file", c.Broker.PasswordFile, &pw)
+	if err != nil {
+		return err
+	}
+	if ok {
 		if err := c.Broker.setPassword(pw); err != nil { // brokernodes.go
 			return err
 		}
 	}
-	if c.Broker.Stream.PasswordFile != "" {
-		var pw string
-		if err := read("broker.stream.password_file", c.Broker.Stream.PasswordFile, &pw); err != nil {
-			return err
-		}
+	ok, err = read("broker.stream.password_file", c.Broker.Stream.PasswordFile, &pw)
+	if err != nil {
+		return err
+	}
+	if ok {
 		u, err := withPassword(c.Broker.Stream.URI, pw)
 		if err != nil {
 			return fmt.Errorf("broker.stream.uri: %w", err)
@@ -457,8 +512,10 @@ func (c *Config) resolveSecrets() error {
 }
 
 // Validate checks every section; all problems are reported together, each
-// naming its YAML key. The sweeper: and ha: values are checked by their
-// stages (internal/app checks them at start-up and in lint).
+// naming its YAML key. It checks only what no stage owns: a key a stage
+// takes (sweeper:, ha:, most of relay: and checkpoint:, broker.url/urls,
+// window and max_message_bytes, relay.hold_backoff's bounds) is checked by
+// the stage's Validate, which internal/app runs at start-up and in lint.
 func (c *Config) Validate() error {
 	var errs []error
 	if err := ident.Check("name", strings.NewReplacer("-", "_", ".", "_").Replace(c.Name)); err != nil {
@@ -466,7 +523,6 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateServers()...)
 	errs = append(errs, c.Broker.validate()...)
-	errs = append(errs, c.Checkpoint.validate()...)
 	errs = append(errs, c.validateRedis()...) // redis.go
 	errs = append(errs, c.validateRelay()...)
 	if c.Log.Format != "json" && c.Log.Format != "console" {
@@ -527,15 +583,10 @@ func (c *Config) validateServers() []error {
 	return errs
 }
 
-// validate checks `broker:`.
+// validate checks `broker:`; url, urls, window and max_message_bytes are
+// the publisher's (publisher.Config.Validate).
 func (b Broker) validate() []error {
-	errs := b.validateURLs() // brokernodes.go
-	if b.MaxMessageBytes < 0 {
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", b.MaxMessageBytes))
-	} else if b.MaxMessageBytes > 512<<20 {
-		// RabbitMQ refuses max_message_size above 512 MiB.
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", b.MaxMessageBytes))
-	}
+	var errs []error
 	if err := checkExchangeName(b.DeadLetterExchange); err != nil {
 		errs = append(errs, fmt.Errorf("broker.dead_letter_exchange: %w", err))
 	}
@@ -597,19 +648,10 @@ func (b Broker) StreamURIs() ([]string, error) {
 	return out, nil
 }
 
-// validate checks `checkpoint:`.
-func (c Checkpoint) validate() []error {
-	var errs []error
-	if c.OutageWindow < 0 {
-		errs = append(errs, errors.New("checkpoint.outage_window: must be positive"))
-	}
-	return errs
-}
-
 // validateRelay checks `relay:`, whose lanes are checked against the tables.
 func (c *Config) validateRelay() []error {
 	var errs []error
-	r := c.Relay // batch_size and max_inflight_bytes: relay.Config.Validate
+	r := c.Relay // batch_size, max_inflight_bytes...: relay.Config.Validate
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
 		errs = append(errs, errors.New("relay.ordering: not relaxed or strict"))
 	}

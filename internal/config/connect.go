@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -47,6 +48,42 @@ func (t TLS) TLSConfig(field string) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// skipAbsentTLS leaves out, for lint (SkipAbsentFiles), each TLS file of
+// an enabled tls: section that does not exist here, and records it: a CA
+// alone, or the certificate and key together (one is no use without the
+// other). Present files stay, for TLSConfig to check.
+func (l *loader) skipAbsentTLS(c *Config) {
+	type section struct {
+		field string
+		t     *TLS
+	}
+	sections := []section{{"source", &c.Source.TLS}, {"primary", &c.Primary.TLS}, {"broker", &c.Broker.TLS}, {"redis", &c.Redis.TLS}}
+	for i := range c.Reconcile.Consumers {
+		sections = append(sections, section{fmt.Sprintf("reconcile.consumers[%d].mysql", i), &c.Reconcile.Consumers[i].MySQL.TLS})
+	}
+	for _, s := range sections {
+		if !s.t.Enabled { // TLSConfig refuses files without enabled: true, there or not
+			continue
+		}
+		absent := func(key, path string) bool {
+			if path == "" {
+				return false
+			}
+			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				return false
+			}
+			l.absent = append(l.absent, AbsentFile{Key: s.field + ".tls." + key, Path: path})
+			return true
+		}
+		if absent("ca_file", s.t.CAFile) {
+			s.t.CAFile = ""
+		}
+		if cert, key := absent("cert_file", s.t.CertFile), absent("key_file", s.t.KeyFile); cert || key {
+			s.t.CertFile, s.t.KeyFile = "", ""
+		}
+	}
 }
 
 // TLSConfig is the MySQL connection's TLS, with the server name defaulting

@@ -32,7 +32,6 @@ func TestHAAndSourceHosts(t *testing.T) {
 		{"source: {host: 10.0.0.1, hosts: [10.0.0.2], user: relay}", "source.host:"},
 		{"source: {hosts: [\"10.0.0.2:x\"], user: relay}", "source.hosts[0]:"},
 		{"source: {host: 10.0.0.1, user: relay}\nprimary: {hosts: [10.0.0.9]}", "primary.hosts:"},
-		{"source: {host: 10.0.0.1, user: relay}\ncheckpoint: {outage_window: -1s}", "checkpoint.outage_window:"},
 		{"source: {host: 10.0.0.1, user: relay}\nha: {enable: true}", "ha.enable:"},
 	} {
 		y := haBase + tc.yaml + "\n"

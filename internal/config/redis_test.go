@@ -110,7 +110,7 @@ func TestSentinelPasswordFile(t *testing.T) {
 	// What an error is scrubbed of includes the password read from the
 	// file (redact.go), as it does the master's.
 	var r redactions
-	if _, err := parseConfig([]byte(y), func(string) (string, bool) { return "", false }, &r); err != nil {
+	if _, err := (&loader{}).parse([]byte(y), func(string) (string, bool) { return "", false }, &r); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.scrub(errors.New("x sentinel-secret-1 master-secret-2 y")).Error(); got != "x <redacted> <redacted> y" {

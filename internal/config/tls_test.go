@@ -99,6 +99,67 @@ func errString[T any](_ T, err error) string {
 	return err.Error()
 }
 
+// A load for lint (SkipAbsentFiles) leaves out each password or TLS file
+// that is not there and returns it, keeps and checks the ones that are, and
+// still refuses one that is there but bad; Parse refuses an absent one.
+func TestSkipAbsentFiles(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw := servers + `broker:
+  url: "amqps://relay@mq:5671/"
+  password_file: /nonexistent/mq
+  tls: {enabled: true, ca_file: /nonexistent/ca.pem, cert_file: ` + pki.CertFile + `, key_file: ` + pki.KeyFile + `}
+redis: {password_file: ` + pw + `, tls: {enabled: true, ca_file: ` + pki.CAFile + `, cert_file: /nonexistent/c.pem, key_file: ` + pki.KeyFile + `}}
+reconcile: {consumers: [{name: c1, schema: shop, mysql: {host: h, user: u, password_file: relative-pw}}]}
+` + oneTable
+	none := func(string) (string, bool) { return "", false }
+	if _, err := Parse([]byte(raw), none); err == nil || !strings.Contains(err.Error(), "reconcile.consumers[0].mysql.password_file: reading the file it names") {
+		t.Fatalf("Parse: %v, want the absent file refused", err)
+	}
+	c, absent, err := ParseWith([]byte(raw), none, LoadOptions{SkipAbsentFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range absent {
+		got = append(got, f.String())
+	}
+	want := []string{
+		"reconcile.consumers[0].mysql.password_file: not checked: the file it names (not shown: not an absolute or ./ path; a password itself goes in password:) does not exist here (check and run read it)",
+		"broker.password_file: not checked: /nonexistent/mq does not exist here (check and run read it)",
+		"broker.tls.ca_file: not checked: /nonexistent/ca.pem does not exist here (check and run read it)",
+		"redis.tls.cert_file: not checked: /nonexistent/c.pem does not exist here (check and run read it)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("absent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if c.Broker.URL != "amqps://relay@mq:5671/" || c.Redis.Password != "s3cret" {
+		t.Errorf("broker URL %q (no password to put in it), redis password read: %v", c.Broker.URL, c.Redis.Password == "s3cret")
+	}
+	if b, r := c.Broker.TLS, c.Redis.TLS; b.CAFile != "" || b.CertFile != pki.CertFile || r.CAFile != pki.CAFile || r.CertFile != "" || r.KeyFile != "" {
+		t.Errorf("TLS left: broker %+v, redis %+v", b, r)
+	}
+	// There but bad: refused as by Parse.
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err = ParseWith([]byte(strings.Replace(raw, "/nonexistent/ca.pem", notPEM, 1)), none, LoadOptions{SkipAbsentFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Broker.TLSConfig(); err == nil || !strings.Contains(err.Error(), "broker.tls.ca_file") {
+		t.Errorf("a CA file that is not PEM: %v", err)
+	}
+	dir := t.TempDir()
+	if _, _, err := ParseWith([]byte(strings.Replace(raw, "/nonexistent/mq", dir, 1)), none, LoadOptions{SkipAbsentFiles: true}); err == nil || !strings.Contains(err.Error(), "broker.password_file: reading "+dir) {
+		t.Errorf("a password file that is a directory: %v", err)
+	}
+}
+
 // dsnOf is the source section's driver configuration as a DSN.
 func dsnOf(m MySQL) (string, error) {
 	c, err := m.DriverConfig("source")

@@ -5,20 +5,6 @@ import (
 	"net/url"
 )
 
-func checkAMQPURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("not a URL")
-	}
-	if u.Scheme != "amqp" && u.Scheme != "amqps" {
-		return errors.New("must start with amqp:// or amqps://")
-	}
-	if u.Host == "" {
-		return errors.New("has no host")
-	}
-	return nil
-}
-
 func withPassword(raw, password string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -12,12 +12,17 @@ import (
 )
 
 // Lint checks everything about a parsed config that needs no server: the
-// logger settings, connection strings, TLS files, route templates. The
-// config itself was validated by config.Load (tables, statuses, fields).
-// It is `binlog-relay lint`: what check does, minus the servers. owned
-// are the checks of the config that internal/app owns.
-func Lint(cfg *config.Config, owned ConfigChecks) []Problem {
+// logger settings, connection strings, TLS files, route templates, the
+// stages' Configs. The config itself was validated by config.Load
+// (tables, statuses, fields). It is `binlog-relay lint`: what check does,
+// minus the servers. owned are the checks of the config that internal/app
+// owns; absent are the files a load for lint left out
+// (config.LoadOptions.SkipAbsentFiles), each reported as not checked.
+func Lint(cfg *config.Config, owned ConfigChecks, absent ...config.AbsentFile) []Problem {
 	c := &checker{}
+	for _, f := range absent {
+		c.add(Info, "config", "%s", f)
+	}
 	if _, err := owned.NewLogger(cfg.Log); err != nil {
 		c.add(Error, "config", "%v", err)
 	}

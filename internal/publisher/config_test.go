@@ -21,8 +21,8 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 	_, err := New(Config{URL: "http://relay:s3cret@rabbit/", Window: -1, MaxMessageSize: -1,
-		StrictRetryMin: time.Minute, StrictRetryMax: time.Second}, zap.NewNop())
-	for _, want := range []string{"broker.url: http://relay:xxxxx@rabbit/ is not", "broker.window: must be at least 1",
+		HoldBackoff: HoldBackoff{Base: time.Minute, Max: time.Second}}, zap.NewNop())
+	for _, want := range []string{"broker.url: must start with amqp:// or amqps://", "broker.window: must be at least 1",
 		"broker.max_message_bytes: -1", "relay.hold_backoff: base 1m0s and max 1s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
@@ -42,12 +42,12 @@ func TestConfigDefaults(t *testing.T) {
 	var c Config
 	c.Defaults()
 	want := Config{Window: 1024, ReconnectMin: 200 * time.Millisecond, ReconnectMax: 10 * time.Second,
-		ConnectionName: "binlog-relay", StrictRetryMin: time.Second, StrictRetryMax: time.Minute}
+		ConnectionName: "binlog-relay", HoldBackoff: HoldBackoff{Base: time.Second, Max: time.Minute}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults: %+v, want %+v", c, want)
 	}
 	set := Config{Window: 8, MaxMessageSize: 1 << 10, ReconnectMin: time.Second, ReconnectMax: time.Minute,
-		ConnectionName: "relay-a", StrictRetryMin: time.Millisecond, StrictRetryMax: time.Second}
+		ConnectionName: "relay-a", HoldBackoff: HoldBackoff{Base: time.Millisecond, Max: time.Second}}
 	got := set
 	got.Defaults()
 	if !reflect.DeepEqual(got, set) {

@@ -102,8 +102,8 @@ type machine[T any] struct {
 	redialC <-chan time.Time
 	holdT   *time.Timer
 	holdC   <-chan time.Time
-	// holdBackoff spaces the retries of a held head (StrictRetryMin
-	// doubling to StrictRetryMax); a delivered head resets it. The pause
+	// holdBackoff spaces the retries of a held head (Config.HoldBackoff:
+	// Base doubling to Max); a delivered head resets it. The pause
 	// is a timer in wait's select, which also ends on ctx, so the loop
 	// keeps taking confirmations and returns while the head waits.
 	holdBackoff backoff.Backoff
@@ -111,7 +111,7 @@ type machine[T any] struct {
 
 func newMachine[T any](ctx context.Context, p *Publisher, in <-chan Job[T], out chan<- Result[T]) *machine[T] {
 	m := &machine[T]{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
-		holdBackoff: backoff.Backoff{Initial: p.cfg.StrictRetryMin, Max: p.cfg.StrictRetryMax}}
+		holdBackoff: backoff.Backoff{Initial: p.cfg.HoldBackoff.Base, Max: p.cfg.HoldBackoff.Max}}
 	m.node = int(p.nodeAt.Load()) % max(len(p.cfg.Nodes()), 1)
 	if p.cfg.Strict && p.cfg.PerKey {
 		m.keys = map[uint64]int{}

@@ -11,6 +11,12 @@ package publisher
 // replicate them; https://www.rabbitmq.com/docs/quorum-queues), so any node
 // of the cluster takes the publishes.
 
+import (
+	"errors"
+	"fmt"
+	"net/url"
+)
+
 // Nodes are the broker URLs the publisher dials in turn: URLs, or URL
 // alone.
 func (c *Config) Nodes() []string {
@@ -48,4 +54,59 @@ func (m *machine[T]) pickNode() string {
 	red := Redact(nodes[m.node])
 	m.p.node.Store(&red)
 	return nodes[m.node]
+}
+
+// validateNodes checks broker.url and broker.urls: one of them, each an
+// amqp:// or amqps:// URL with a host, all of one scheme (broker.tls
+// applies to all). No error shows a URL: it may hold a password.
+func (c *Config) validateNodes() []error {
+	var errs []error
+	switch {
+	case c.URL != "" && len(c.URLs) > 0:
+		errs = append(errs, errors.New("broker.urls: set broker.url (one node) or broker.urls (the nodes of one cluster), not both"))
+	case c.URL == "" && len(c.URLs) == 0:
+		errs = append(errs, errors.New("broker.url: required (or broker.urls, the nodes of one cluster)"))
+	}
+	if c.URL != "" {
+		if err := checkAMQPURL(c.URL); err != nil {
+			errs = append(errs, fmt.Errorf("broker.url: %w", err))
+		}
+	}
+	seen := map[string]int{}
+	for i, raw := range c.URLs {
+		if err := checkAMQPURL(raw); err != nil {
+			errs = append(errs, fmt.Errorf("broker.urls[%d]: %w", i, err))
+			continue
+		}
+		if j, dup := seen[raw]; dup {
+			errs = append(errs, fmt.Errorf("broker.urls[%d]: the same URL as broker.urls[%d]", i, j))
+		}
+		seen[raw] = i
+		if urlScheme(raw) != urlScheme(c.URLs[0]) {
+			errs = append(errs, fmt.Errorf("broker.urls[%d]: %s:// where broker.urls[0] is %s://: broker.tls applies to every node", i, urlScheme(raw), urlScheme(c.URLs[0])))
+		}
+	}
+	return errs
+}
+
+func checkAMQPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "amqp" && u.Scheme != "amqps" {
+		return errors.New("must start with amqp:// or amqps://")
+	}
+	if u.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+func urlScheme(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme
 }

@@ -135,9 +135,9 @@ func TestConfigNodes(t *testing.T) {
 		want string // "" for valid
 	}{
 		{Config{URLs: clusterNodes}, ""},
-		{Config{URL: clusterNodes[0], URLs: clusterNodes}, "broker.urls: set broker.url or broker.urls, not both"},
-		{Config{URLs: []string{clusterNodes[0], "http://relay:s3cret@mq-b/"}}, "broker.urls[1]: http://relay:xxxxx@mq-b/ is not"},
-		{Config{}, "broker.url: required (or broker.urls)"},
+		{Config{URL: clusterNodes[0], URLs: clusterNodes}, "broker.urls: set broker.url (one node) or broker.urls (the nodes of one cluster), not both"},
+		{Config{URLs: []string{clusterNodes[0], "http://relay:s3cret@mq-b/"}}, "broker.urls[1]: must start with amqp:// or amqps://"},
+		{Config{}, "broker.url: required (or broker.urls, the nodes of one cluster)"},
 	} {
 		c.cfg.Defaults()
 		err := c.cfg.Validate()

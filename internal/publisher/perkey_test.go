@@ -23,7 +23,7 @@ func TestStrictPerKeyHoldsOnlyItsKey(t *testing.T) {
 		return outcome{kind: ack, delay: time.Millisecond}
 	}
 	h := start(t, e, Config{Strict: true, PerKey: true, Window: 16,
-		StrictRetryMin: 5 * time.Millisecond, StrictRetryMax: 10 * time.Millisecond})
+		HoldBackoff: HoldBackoff{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}})
 	names := ids("m", n)
 	jobs := jobsTo(ex, names)
 	for i := range jobs {

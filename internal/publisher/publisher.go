@@ -58,7 +58,7 @@ type Config struct {
 	// ConnectionName shows in the RabbitMQ management UI.
 	ConnectionName string
 	// Strict holds the stream on a failed message and retries it in place
-	// (with backoff between StrictRetryMin and StrictRetryMax) instead of
+	// (with HoldBackoff) instead of
 	// reporting the failure: no later message overtakes it. Only one
 	// message is in flight at a time, which bounds throughput to one
 	// broker round trip per message.
@@ -68,14 +68,22 @@ type Config struct {
 	// failed message is never overtaken by one of its own key, only by
 	// messages of other keys already in flight. The stream still holds
 	// behind it. This is strict ordering per key, for one lane of several.
-	PerKey         bool
-	StrictRetryMin time.Duration
-	StrictRetryMax time.Duration
+	PerKey bool
+	// HoldBackoff spaces the attempts while the stream holds behind one
+	// message (relay.hold_backoff).
+	HoldBackoff HoldBackoff
 	// DeadLetterExchange receives a MustDeliver message the broker refused
 	// (with the reason and its original exchange and routing key in
 	// headers). Empty: such a message holds the stream and is retried with
-	// backoff (StrictRetryMin..StrictRetryMax) until the broker takes it.
+	// HoldBackoff until the broker takes it.
 	DeadLetterExchange string
+}
+
+// HoldBackoff is relay.hold_backoff: the wait between attempts at a held
+// message, doubling from Base up to Max; a delivered message resets it.
+type HoldBackoff struct {
+	Base time.Duration
+	Max  time.Duration
 }
 
 // Defaults fills unset fields.
@@ -84,48 +92,48 @@ func (c *Config) Defaults() {
 	c.ReconnectMin = cmp.Or(c.ReconnectMin, 200*time.Millisecond)
 	c.ReconnectMax = cmp.Or(c.ReconnectMax, 10*time.Second)
 	c.ConnectionName = cmp.Or(c.ConnectionName, "binlog-relay")
-	c.StrictRetryMin = cmp.Or(c.StrictRetryMin, time.Second)
-	c.StrictRetryMax = cmp.Or(c.StrictRetryMax, time.Minute)
+	c.HoldBackoff.Base = cmp.Or(c.HoldBackoff.Base, time.Second)
+	c.HoldBackoff.Max = cmp.Or(c.HoldBackoff.Max, time.Minute)
 	if c.Strict && !c.PerKey {
 		c.Window = 1
 	}
 }
 
-// Validate reports every bad field, by its YAML key (the strict retry
-// bounds are relay.hold_backoff); it expects Defaults to have filled the
-// zero ones. Errors never carry the URL's password.
+// Validate reports every bad field, by its YAML key; it expects Defaults
+// to have filled the zero ones. Errors never carry a URL (nor so its
+// password).
 func (c *Config) Validate() error {
-	var errs []error
-	switch {
-	case c.URL != "" && len(c.URLs) > 0:
-		errs = append(errs, errors.New("broker.urls: set broker.url or broker.urls, not both"))
-	case c.URL == "" && len(c.URLs) == 0:
-		errs = append(errs, errors.New("broker.url: required (or broker.urls)"))
-	}
-	if c.URL != "" && !isAMQPURL(c.URL) {
-		errs = append(errs, fmt.Errorf("broker.url: %s is not an amqp:// or amqps:// URL", Redact(c.URL)))
-	}
-	for i, raw := range c.URLs {
-		if !isAMQPURL(raw) {
-			errs = append(errs, fmt.Errorf("broker.urls[%d]: %s is not an amqp:// or amqps:// URL", i, Redact(raw)))
-		}
-	}
+	errs := c.validateNodes() // nodes.go
 	if c.Window < 1 {
 		errs = append(errs, errors.New("broker.window: must be at least 1"))
 	}
 	if c.MaxMessageSize < 0 {
-		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive (or 0: the broker's default)", c.MaxMessageSize))
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d must be positive", c.MaxMessageSize))
+	} else if c.MaxMessageSize > maxMessageCeiling {
+		errs = append(errs, fmt.Errorf("broker.max_message_bytes: %d is over RabbitMQ's ceiling of 512 MiB (536870912)", c.MaxMessageSize))
 	}
-	if c.StrictRetryMin <= 0 || c.StrictRetryMax < c.StrictRetryMin {
-		errs = append(errs, fmt.Errorf("relay.hold_backoff: base %s and max %s must be positive, base at most max",
-			c.StrictRetryMin, c.StrictRetryMax))
+	if err := c.HoldBackoff.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-func isAMQPURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "amqp" || u.Scheme == "amqps")
+// maxMessageCeiling is the largest max_message_size RabbitMQ accepts.
+const maxMessageCeiling = 512 << 20
+
+// validate checks relay.hold_backoff. A bound left unset follows retry:
+// (internal/app), so max is checked first: a base derived from a negative
+// max is not the user's mistake.
+func (h HoldBackoff) validate() error {
+	switch {
+	case h.Max < 0:
+		return errors.New("relay.hold_backoff.max: must not be negative")
+	case h.Base < 0:
+		return errors.New("relay.hold_backoff.base: must not be negative")
+	case h.Base == 0 || h.Max < h.Base:
+		return fmt.Errorf("relay.hold_backoff: base %s and max %s must be positive, base at most max", h.Base, h.Max)
+	}
+	return nil
 }
 
 // Redact hides the password of a URL, for logs and errors.

@@ -211,7 +211,7 @@ func testStrictHoldPlusReconnect(t *testing.T, e env) {
 		}
 		return outcome{code: -1}
 	}
-	h = start(t, e, Config{Strict: true, StrictRetryMin: 20 * time.Millisecond, StrictRetryMax: 100 * time.Millisecond})
+	h = start(t, e, Config{Strict: true, HoldBackoff: HoldBackoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
 	names := ids("m", 6)
 	rs := h.roundTrip(jobsTo(ex, names)...)
 	wantErrs(t, rs, nil)
@@ -233,7 +233,7 @@ func testStrictHoldPlusReconnect(t *testing.T, e env) {
 // every message behind it, on every retry.
 func testStrictHoldNothingOvertakes(t *testing.T, e env) {
 	f, _, rs := scripted{why: "return a message a chosen number of times", n: 6,
-		cfg: Config{Strict: true, StrictRetryMin: 10 * time.Millisecond, StrictRetryMax: 20 * time.Millisecond},
+		cfg: Config{Strict: true, HoldBackoff: HoldBackoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
 		script: func(p fakePub) outcome {
 			if p.msg.MessageId == "m-0002" && p.attempt <= 3 {
 				return outcome{kind: ret}
@@ -260,7 +260,7 @@ func testStrictHoldNothingOvertakes(t *testing.T, e env) {
 func testStrictHoldsInvalid(t *testing.T, e env) {
 	f := needFake(t, e, "list what was published")
 	ex := e.bound(t)
-	h := start(t, e, Config{Strict: true, StrictRetryMin: 5 * time.Millisecond, StrictRetryMax: 10 * time.Millisecond})
+	h := start(t, e, Config{Strict: true, HoldBackoff: HoldBackoff{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}})
 	h.send(msg("m1", ex, "k"), msg("bad", ex, strings.Repeat("k", 300)), msg("m2", ex, "k"), msg("m3", ex, "k"))
 	if rs := h.results(1); rs[0].Err != nil {
 		t.Fatalf("m1: %v", rs[0].Err)
@@ -573,7 +573,7 @@ func testMustDeliverDLX(t *testing.T, e env) {
 func testMustDeliverHold(t *testing.T, e env) {
 	ex := e.bound(t)
 	name := uniqueName("late_exchange")
-	h := start(t, e, Config{StrictRetryMin: 20 * time.Millisecond, StrictRetryMax: 200 * time.Millisecond})
+	h := start(t, e, Config{HoldBackoff: HoldBackoff{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	late := msg("late", name, "k")
 	late.MustDeliver = true
 	h.send(msg("m1", ex, "k"), late, msg("m2", ex, "k"))
@@ -649,7 +649,7 @@ func testReconnectBackoff(t *testing.T, e env) {
 func testMustDeliverDLXMissing(t *testing.T, e env) {
 	ex := e.bound(t)
 	dlx := uniqueName("late_dlx")
-	h := start(t, e, Config{DeadLetterExchange: dlx, StrictRetryMin: 20 * time.Millisecond, StrictRetryMax: 200 * time.Millisecond})
+	h := start(t, e, Config{DeadLetterExchange: dlx, HoldBackoff: HoldBackoff{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	lost := msg("lost", uniqueName("no_such_exchange"), "k")
 	lost.MustDeliver = true
 	h.send(lost, msg("m1", ex, "k"))

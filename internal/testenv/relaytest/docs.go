@@ -36,7 +36,10 @@ tables:
 type DocConfig struct {
 	Where string // file:line
 	YAML  []byte
-	Env   map[string]string
+	// AsWritten is YAML with the files the documentation names, which
+	// exist only where the relay is deployed.
+	AsWritten []byte
+	Env       map[string]string
 }
 
 // Lookup is an environment lookup over Env.
@@ -50,7 +53,7 @@ func DocConfigs(t testing.TB) []DocConfig {
 	var out []DocConfig
 	files := standInFiles(t)
 	for where, raw := range docBlocks(t) {
-		d := DocConfig{Where: where, Env: map[string]string{}}
+		d := DocConfig{Where: where, AsWritten: raw, Env: map[string]string{}}
 		for _, m := range EnvNameRe.FindAllSubmatch(raw, -1) {
 			d.Env[string(m[1])] = "dummy"
 		}
