@@ -27,6 +27,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/redisconn"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/source"
@@ -62,7 +63,7 @@ type App struct {
 
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
-	waitLog *shortSaves // checkpoint saves short of redis.wait_replicas (connections.go)
+	checkpoints *redisconn.Checkpoints // the checkpoint stores (a term's is fenced, ha.go)
 
 	replica        replica.Watch // source replica health and delay (replica.go)
 	conflictLogged atomic.Bool   // a server_id conflict was logged, once per process (serverid_watch.go)

@@ -108,7 +108,7 @@ func lostLease(err error) bool {
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
 	a.leader.set(true) // leader.go
 	defer a.endTerm(ctx)
-	store := a.checkpointStore(checkpoint.WithFence(l.Term()))
+	store := a.checkpoints.Store(checkpoint.WithFence(l.Term()))
 	r, err := a.build(ctx, store, l.Held)
 	if err != nil {
 		l.Release(ctx)

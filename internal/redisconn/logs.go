@@ -1,4 +1,4 @@
-package app
+package redisconn
 
 import (
 	"context"
@@ -61,8 +61,8 @@ func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn(msg)
 }
 
-// routeRedisLogs sends go-redis's messages to log. go-redis has one logger
+// RouteLogs sends go-redis's messages to log. go-redis has one logger
 // per process, so the last App opened owns it.
-func routeRedisLogs(log *zap.Logger) {
+func RouteLogs(log *zap.Logger) {
 	redis.SetLogger(&redisLogger{log: log.Named("redis"), every: redisRepeatEvery, now: time.Now, seen: map[string]*redisRepeat{}})
 }

@@ -1,4 +1,4 @@
-package app
+package redisconn
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 func TestRedisLogsGoThroughZap(t *testing.T) {
 	var buf bytes.Buffer
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
-	routeRedisLogs(zap.New(core))
-	t.Cleanup(func() { routeRedisLogs(zap.NewNop()) })
+	RouteLogs(zap.New(core))
+	t.Cleanup(func() { RouteLogs(zap.NewNop()) })
 
 	// Nothing listens on port 1: go-redis reports the failed dial itself.
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
