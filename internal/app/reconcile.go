@@ -6,49 +6,15 @@ package app
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
-	"github.com/go-sql-driver/mysql"
 )
 
-// newReconciler connects to the consumers' inbox replicas (lazily, as
-// database/sql does) and builds the reconciler; close releases them.
+// newReconciler connects to the consumers' inbox replicas and builds the
+// reconciler (reconcile.Open); close releases them.
 func (a *App) newReconciler() (*reconcile.Reconciler, func(), error) {
-	var inboxes []*sql.DB
-	closeAll := func() {
-		for _, db := range inboxes {
-			_ = db.Close()
-		}
-	}
-	for i, c := range a.Cfg.Reconcile.Consumers {
-		dc, err := c.ConsumerDriverConfig(fmt.Sprintf("reconcile.consumers[%d]", i))
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		conn, err := mysql.NewConnector(dc)
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("reconcile.consumers[%d] (%s): %w", i, c.Redacted(), err)
-		}
-		db := sql.OpenDB(conn)
-		db.SetMaxOpenConns(2)
-		db.SetConnMaxIdleTime(time.Minute)
-		inboxes = append(inboxes, db)
-	}
-	rc, err := reconcile.New(a.Cfg, a.Source.DB(), a.Primary, inboxes, a.Log.Named("reconcile"))
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	return rc, closeAll, nil
+	return reconcile.Open(a.Cfg, a.Source.DB(), a.Primary, a.Log.Named("reconcile"))
 }
 
 // checkReconcile is `check`'s look at the consumers' inboxes: warnings, as
@@ -87,20 +53,8 @@ func (a *App) reconcileService() service {
 			return err
 		}
 		defer closeInboxes()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-tick.C:
-			}
-			if !a.leading() {
-				a.Metrics().ReconcileCleared()
-				continue
-			}
-			a.reconcileOnce(ctx, rc)
-		}
+		return reconcile.Periodic{Reconciler: rc, Store: a.reconcileStore(), Every: every, Repair: a.Cfg.Reconcile.Repair,
+			Leading: a.leading, Metrics: a.Metrics(), Log: a.Log}.Run(ctx)
 	}
 }
 
@@ -111,37 +65,4 @@ func (a *App) leading() bool {
 	}
 	l := a.lease.Load()
 	return l != nil && l.Held() == nil
-}
-
-// reconcileOnce runs one periodic reconciliation: metrics, a log line and
-// the saved result for `status`.
-func (a *App) reconcileOnce(ctx context.Context, rc *reconcile.Reconciler) {
-	rep, err := rc.Run(ctx, reconcile.Options{Repair: a.Cfg.Reconcile.Repair})
-	if ctx.Err() != nil {
-		return
-	}
-	if serr := a.reconcileStore().Save(ctx, rep); serr != nil {
-		a.Log.Warn("reconciliation result not saved for status", zap.Error(serr))
-	}
-	if err != nil {
-		a.Log.Error("reconciliation failed", zap.Error(err))
-		return
-	}
-	var pairs []metrics.ReconcilePair
-	var missing, dups int64
-	for _, t := range rep.Tables {
-		for _, p := range t.Consumers {
-			pairs = append(pairs, metrics.ReconcilePair{Table: t.Table, Consumer: p.Consumer, Missing: p.Missing.Count, Duplicates: p.Duplicates.Count})
-			missing += p.Missing.Count
-			dups += p.Duplicates.Count
-		}
-	}
-	a.Metrics().Reconciled(pairs, rep.Differences, time.Now())
-	fields := []zap.Field{zap.Int64("differences", rep.Differences), zap.Int64("missing", missing),
-		zap.Int64("duplicates", dups), zap.Float64("seconds", rep.Seconds), zap.Bool("repair", rep.Repair)}
-	if rep.Differences > 0 {
-		a.Log.Warn("reconciliation found differences (binlog-relay status, or reconcile for the ids)", fields...)
-		return
-	}
-	a.Log.Info("reconciliation: no differences", fields...)
 }
