@@ -32,6 +32,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -202,7 +203,7 @@ func (ps publishers) relayLanes() []relay.Lane {
 		switch p := p.(type) {
 		case *publisher.Publisher:
 			out[i] = publisher.Stream[relay.Ticket]{Publisher: p}
-		case streamLane:
+		case streamlane.Restarting[relay.Ticket]:
 			out[i] = p
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/startpos"
+	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -119,7 +120,7 @@ func (a *App) stream(ctx context.Context, r *relay.Relay, start binlog.Position)
 			start = now
 		case errors.Is(err, binlog.ErrXABufferFull):
 			return xaBoundHint(err)
-		case errors.As(err, new(*streamFailure)): // streams.go
+		case errors.As(err, new(*streamlane.Failure)):
 			if time.Since(began) > time.Minute {
 				wait.Reset()
 			}

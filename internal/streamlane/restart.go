@@ -1,0 +1,91 @@
+package streamlane
+
+// The lanes as the relay's pipeline runs them: restarted from the
+// checkpoint after a failure, their producers named per lane, and the
+// scope of their publishing ids.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+)
+
+// Restarting is a Lane as the relay's pipeline runs it: its Run ends in a
+// *Failure when the lane fails, after which the pipeline starts again from
+// its checkpoint (a stream lane never reconnects by itself).
+type Restarting[T any] struct {
+	*Lane[T]
+}
+
+// Republished: a stream lane publishes again only under the same ids,
+// which the broker drops; none is a possible duplicate.
+func (Restarting[T]) Republished() uint64 { return 0 }
+
+// Run is the lane's Run, its failure marked as a *Failure.
+//
+// The messages a failed lane gives back unconfirmed are not handed on: they
+// are no failure of their rows (each may be on the stream already), and the
+// pipeline stops with the lane, so they are replayed from the checkpoint
+// under the same publishing ids.
+func (s Restarting[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<- publisher.Result[T]) error {
+	mid := make(chan publisher.Result[T])
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for res := range mid {
+			if errors.Is(res.Err, ErrUnconfirmed) {
+				continue
+			}
+			select {
+			case out <- res:
+			case <-ctx.Done():
+				for range mid { // the pipeline stops: let the lane finish
+				}
+				return
+			}
+		}
+	}()
+	err := s.Lane.Run(ctx, in, mid)
+	close(mid)
+	<-forwarded
+	if err != nil && ctx.Err() == nil {
+		return &Failure{err}
+	}
+	return err
+}
+
+// Failure is a stream lane that failed (the broker or the connection to
+// it): the binlog path starts again from its last checkpoint, and the rows
+// it replays keep their publishing ids, so the broker drops the ones it
+// stored.
+type Failure struct{ err error }
+
+func (e *Failure) Error() string { return "stream lane: " + e.err.Error() }
+func (e *Failure) Unwrap() error { return e.err }
+
+// ProducerName is lane i's producer name: the relay's name, and with
+// several lanes the lane and their number, so a change of relay.lanes gives
+// new names (a key's rows move to another lane: the old names' stored ids
+// would drop rows the new lane has not published).
+func ProducerName(name string, i, n int) string {
+	if n == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s-lane-%d-of-%d", name, i, n)
+}
+
+// Scope names what the publishing ids count: the tables read, the lanes
+// and the stream. A checkpoint saved under another scope does not resume
+// its ids.
+func Scope(tables []string, lanes int, stream string) string {
+	tables = slices.Clone(tables)
+	slices.Sort(tables)
+	h := sha256.Sum256(fmt.Appendf(nil, "tables=%s lanes=%d stream=%s", strings.Join(tables, ","), lanes, stream))
+	return hex.EncodeToString(h[:8])
+}
