@@ -54,8 +54,8 @@ type App struct {
 	stopMu    sync.Mutex
 	stopHooks []func()
 
-	ops    watched    // metrics and health (metrics.go, ready.go)
-	leader leadership // whether this relay streams now (leader.go)
+	ops    watched     // metrics and health (metrics.go, ready.go)
+	leader ops.Leading // whether this relay streams now
 
 	// Build names the running build in binlog_relay_build_info.
 	Build ops.BuildInfo

@@ -106,7 +106,7 @@ func lostLease(err error) bool {
 // through the fenced store and hands a row to the publisher only while the
 // lease is valid by this process's clock; losing the lease aborts it at once.
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
-	a.leader.set(true) // leader.go
+	a.leader.Set(true) // leader.go
 	defer a.endTerm(ctx)
 	store := a.checkpoints.Store(checkpoint.WithFence(l.Term()))
 	r, err := a.build(ctx, store, l.Held)
@@ -188,4 +188,31 @@ func (a *App) termStart(ctx context.Context, store checkpoint.Store, l *lease.Le
 			return binlog.Position{}, false, err
 		}
 	}
+}
+
+// standby reports a relay with ha.enabled that does not hold the lease.
+func (a *App) standby() bool { return a.Cfg.HA.Enabled && !a.leader.Is() }
+
+// leaderName is the holder of the lease as this relay last read it ("" when
+// none, or without ha.enabled).
+func (a *App) leaderName() string {
+	if l := a.lease.Load(); l != nil {
+		return l.Leader()
+	}
+	return ""
+}
+
+// endTerm is called when a term as HA leader ends. The relay goes back to
+// waiting, so what only a streaming relay reports is dropped: a standby
+// exporting its dead stream's lag, a source "down" or a stale checkpoint
+// would page people about a relay that is doing its job. At shutdown they
+// stay for the last scrape.
+func (a *App) endTerm(ctx context.Context) {
+	a.leader.Set(false)
+	if ctx.Err() != nil {
+		return
+	}
+	a.ops.reader.Store(nil)
+	a.ops.pub.Store(nil)
+	a.Metrics().ForgetStream()
 }

@@ -52,7 +52,7 @@ func (a *App) httpService() service {
 
 // leaderText is /leader's status and body.
 func (a *App) leaderText() (int, string) {
-	return ops.LeaderText(ops.Leadership{Leading: a.leader.is(), HAEnabled: a.Cfg.HA.Enabled, Leader: a.leaderName(), Name: a.Cfg.Name})
+	return ops.LeaderText(ops.Leadership{Leading: a.leader.Is(), HAEnabled: a.Cfg.HA.Enabled, Leader: a.leaderName(), Name: a.Cfg.Name})
 }
 
 // readyText is /readyz's status and body.

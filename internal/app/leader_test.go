@@ -72,7 +72,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 		t.Fatalf("standby without redis: /readyz = %d %q, want 503 naming redis", code, body)
 	}
 	a.ops.redisUp.Store(true)
-	a.leader.set(true)
+	a.leader.Set(true)
 	if code, body := get(t, leaderz(a)); code != http.StatusOK || body != "leader\n" {
 		t.Fatalf("leader /leader = %d %q, want 200", code, body)
 	}
@@ -87,7 +87,7 @@ func TestStandbyReadyzAndLeader(t *testing.T) {
 func TestEndTermForgetsTheStream(t *testing.T) {
 	a := haApp()
 	m := a.Metrics()
-	a.leader.set(true)
+	a.leader.Set(true)
 	r, err := binlog.New(binlog.Config{Host: "replica.test", Port: 3306, User: "relay", Flavor: binlog.FlavorMariaDB}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestPollersRunWhileLeading(t *testing.T) {
 	stopped := make(chan struct{}, 4)
 	resets := make(chan struct{}, 4)
 	poll := func(ctx context.Context) {
-		started <- a.leader.is()
+		started <- a.leader.Is()
 		<-ctx.Done()
 		stopped <- struct{}{}
 	}
@@ -137,10 +137,10 @@ func TestPollersRunWhileLeading(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.whileLeading(ctx, poll, func() { resets <- struct{}{} })
+		a.leader.While(ctx, poll, func() { resets <- struct{}{} })
 	}()
 	for term := range 2 {
-		a.leader.set(true)
+		a.leader.Set(true)
 		select {
 		case leading := <-started:
 			if !leading {
@@ -149,7 +149,7 @@ func TestPollersRunWhileLeading(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("term %d: the poller did not start on the leader", term)
 		}
-		a.leader.set(false)
+		a.leader.Set(false)
 		for _, ch := range []chan struct{}{stopped, resets} {
 			select {
 			case <-ch:

@@ -38,7 +38,7 @@ func (a *App) Metrics() *metrics.Metrics {
 		m.SetBuildInfo(b.Version, b.Commit)
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
-		m.WatchLeader(a.leader.is)
+		m.WatchLeader(a.leader.Is)
 		m.WatchHold(a.heldFor)
 		m.WatchRepublished(func() uint64 {
 			if p := a.ops.pub.Load(); p != nil {
@@ -77,7 +77,13 @@ func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
 		ops.PingRedis(ctx, a.Redis, a.Cfg.Redis.Endpoint(), &a.ops.redisUp, a.Log)
 	}}
 	for _, poll := range ops.BacklogPollers(a.Cfg, a.Source.DB(), m, a.Log) {
-		out = append(out, func(ctx context.Context) { a.whileLeading(ctx, poll, m.ResetBacklog) })
+		out = append(out, func(ctx context.Context) {
+			if !a.Cfg.HA.Enabled {
+				poll(ctx) // the only relay of its name
+				return
+			}
+			a.leader.While(ctx, poll, m.ResetBacklog)
+		})
 	}
 	return out
 }

@@ -48,8 +48,8 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.relay.Store(r)
-	a.leader.set(true) // the only relay of its name (leader.go)
-	defer a.leader.set(false)
+	a.leader.Set(true) // the only relay of its name (leader.go)
+	defer a.leader.Set(false)
 	start, cp, err := startpos.Start(ctx, a.Store, a.Source)
 	if err != nil {
 		return err
