@@ -15,7 +15,6 @@ package app
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -33,7 +32,6 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/streamlane"
-	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -60,7 +58,7 @@ type App struct {
 	// Build names the running build in binlog_relay_build_info.
 	Build ops.BuildInfo
 
-	headerWarned sync.Map // table and header of a header left out, warned once (headers.go)
+	wire *wiring // builds the stages (wiring.go)
 
 	lease atomic.Pointer[lease.Lease] // the leader lease with ha.enabled (ha.go)
 
@@ -87,37 +85,19 @@ func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 // Checkpoints go to store; guard (may be nil) is asked before each publish.
 func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() error) (*relay.Relay, error) {
 	cfg := a.Cfg
-	flavor, err := a.Source.Flavor(ctx)
-	if err != nil {
-		return nil, err
-	}
 	server, err := a.Source.Identity(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stls, err := cfg.Source.TLSConfig("source")
+	reader, err := a.wire.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	password, tokens, err := source.BinlogPassword(ctx, cfg.Source)
+	rt, err := a.wire.router()
 	if err != nil {
 		return nil, err
 	}
-	reader, err := binlog.New(binlog.Config{
-		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
-		Password: password, PasswordFunc: tokens, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
-		Heartbeat:    cfg.Relay.Heartbeat,
-		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
-	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: a.Source.DB()}),
-		binlog.WithLogger(slogOf(a.Log.Named("binlog"))), binlog.WithFailover(a.Source.Failover()))
-	if err != nil {
-		return nil, err
-	}
-	rt, err := a.newRouter() // headers.go
-	if err != nil {
-		return nil, err
-	}
-	lanes, err := a.newLanes()
+	lanes, err := a.wire.lanes()
 	if err != nil {
 		return nil, err
 	}
@@ -130,40 +110,15 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
 	rc.Sent = status.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
-	rc.SeqScope = a.seqScope()                     // streams.go
+	rc.SeqScope = a.wire.seqScope()
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
 	if err != nil {
 		return nil, err
 	}
-	if err := a.raiseSeqFloor(ctx, r, lanes); err != nil { // streams.go
+	if err := a.wire.raiseSeqFloor(ctx, r, lanes); err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-// newLanes builds the relay's publishers, one per lane (relay.lanes). With
-// several lanes each has its own connection, named after the lane, and
-// strict ordering holds per key (publisher.Config.PerKey).
-func (a *App) newLanes() (publishers, error) {
-	cfg := a.Cfg
-	if cfg.Broker.Stream.Enabled() {
-		return a.newStreamLanes() // streams.go
-	}
-	n := max(cfg.Relay.Lanes, 1)
-	strict := cfg.Relay.Ordering == "strict"
-	out := make(publishers, n)
-	for i := range out {
-		name, log := cfg.Name, a.Log.Named("publisher")
-		if n > 1 {
-			name, log = fmt.Sprintf("%s-lane-%d", cfg.Name, i), log.With(zap.Int("lane", i))
-		}
-		p, err := a.newPublisher(name, strict, n > 1, log)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = p
-	}
-	return out, nil
 }
 
 // publishers are the relay's lanes, seen as one broker client by the
@@ -208,17 +163,4 @@ func (ps publishers) relayLanes() []relay.Lane {
 		}
 	}
 	return out
-}
-
-// newPublisher builds a broker publisher (one ordered confirming channel)
-// from the broker config.
-func (a *App) newPublisher(connName string, strict, perKey bool, log *zap.Logger) (*publisher.Publisher, error) {
-	cfg := a.Cfg
-	btls, err := cfg.Broker.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	pc := a.stages.publisher
-	pc.TLS, pc.ConnectionName, pc.Strict, pc.PerKey = btls, connName, strict, perKey
-	return publisher.New(pc, log)
 }

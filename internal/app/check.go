@@ -39,7 +39,7 @@ func (a *App) servers() *preflight.Servers {
 		BinlogPassword: source.BinlogPassword,
 		Primary:        a.Primary,
 		Redis:          a.Redis,
-		StreamPort:     a.checkStreamPort,                   // streams.go
+		StreamPort:     a.wire.checkStreamPort,              // streams.go
 		AtEnd:          []preflight.Extra{a.checkReconcile}, // reconcile.go
 	}
 }

@@ -15,11 +15,11 @@ func (a *App) Env() command.Env {
 	return command.Env{
 		Cfg: a.Cfg, Log: a.Log, Source: a.Source, Primary: a.Primary, Redis: a.Redis, Store: a.Store,
 		Reports:   a.reconcileStore(),
-		NewRouter: a.newRouter, // headers.go
+		NewRouter: a.wire.router,
 		NewPublisher: func(connName string, log *zap.Logger) (*publisher.Publisher, error) {
-			return a.newPublisher(connName, false, false, log)
+			return a.wire.publisher(connName, false, false, log)
 		},
-		NewSweeper:    a.newSweeper,    // sweep.go
+		NewSweeper:    a.wire.sweeper,
 		NewReconciler: a.newReconciler, // reconcile.go
 
 	}

@@ -36,6 +36,8 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	if a.Redis, err = redisconn.New(cfg.Redis); err != nil {
 		return nil, err
 	}
+	a.wire = &wiring{cfg: cfg, stages: st, log: log, source: a.Source, primary: a.Primary, metrics: a.Metrics,
+		degraded: func() bool { return replicaDegraded(&a.replica, st.sweeper.GracePeriod) }}
 	a.checkpoints = redisconn.NewCheckpoints(a.Redis, cfg.Redis, cfg.Checkpoint.Key, log)
 	a.Store = a.checkpoints.Store()
 	return a, nil

@@ -15,8 +15,8 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 )
 
-func (a *App) newStreamLanes() (publishers, error) {
-	cfg := a.Cfg
+func (w *wiring) streamLanes() (publishers, error) {
+	cfg := w.cfg
 	uris, err := cfg.Broker.StreamURIs()
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func (a *App) newStreamLanes() (publishers, error) {
 	n := max(cfg.Relay.Lanes, 1)
 	out := make(publishers, n)
 	for i := range out {
-		log := a.Log.Named("stream")
+		log := w.log.Named("stream")
 		if n > 1 {
 			log = log.With(zap.Int("lane", i))
 		}
@@ -46,8 +46,8 @@ func (a *App) newStreamLanes() (publishers, error) {
 
 // seqScope names what the publishing ids count (streamlane.Scope); empty
 // without a stream.
-func (a *App) seqScope() string {
-	cfg := a.Cfg
+func (w *wiring) seqScope() string {
+	cfg := w.cfg
 	if !cfg.Broker.Stream.Enabled() {
 		return ""
 	}
@@ -61,7 +61,7 @@ func (a *App) seqScope() string {
 // raiseSeqFloor asks each stream lane's producer for the last publishing id
 // the broker stored: a Run that cannot resume the ids of a checkpoint
 // starts above them, so no row is dropped as a duplicate of another.
-func (a *App) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publishers) error {
+func (w *wiring) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publishers) error {
 	for _, p := range lanes {
 		l, ok := p.(streamlane.Restarting[relay.Ticket])
 		if !ok {
@@ -71,7 +71,7 @@ func (a *App) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publisher
 		last, err := l.LastPublishingID(qctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("broker.stream: reading the last publishing id stored on stream %s: %w", a.Cfg.Broker.Stream.Name, err)
+			return fmt.Errorf("broker.stream: reading the last publishing id stored on stream %s: %w", w.cfg.Broker.Stream.Name, err)
 		}
 		r.RaiseSeqFloor(last)
 	}
@@ -81,8 +81,8 @@ func (a *App) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publisher
 // checkStreamPort is `check`'s probe of broker.stream: the stream port
 // answers and tells the last publishing id stored for the first lane's
 // producer (the stream need not exist yet: the relay declares it).
-func (a *App) checkStreamPort(ctx context.Context) (uint64, error) {
-	lanes, err := a.newStreamLanes()
+func (w *wiring) checkStreamPort(ctx context.Context) (uint64, error) {
+	lanes, err := w.streamLanes()
 	if err != nil {
 		return 0, err
 	}

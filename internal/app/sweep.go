@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
@@ -23,7 +24,7 @@ func (a *App) sweeperService() service {
 		return nil
 	}
 	return func(ctx context.Context) error {
-		s, err := a.newSweeper()
+		s, err := a.wire.sweeper()
 		if err != nil {
 			return err
 		}
@@ -31,29 +32,29 @@ func (a *App) sweeperService() service {
 	}
 }
 
-// newSweeper wires a sweeper with a publisher of its own (one ordered
+// sweeper wires a sweeper with a publisher of its own (one ordered
 // confirming channel beside the binlog path's): the replica for its
 // pre-checks, the primary for claims and status writes.
-func (a *App) newSweeper() (*sweeper.Sweeper, error) {
-	cfg := a.Cfg
-	rt, err := a.newRouter() // headers.go
+func (w *wiring) sweeper() (*sweeper.Sweeper, error) {
+	cfg := w.cfg
+	rt, err := w.router() // headers.go
 	if err != nil {
 		return nil, err
 	}
-	pub, err := a.newPublisher(cfg.Name+"-sweeper", false, false, a.Log.Named("sweeper.publisher"))
+	pub, err := w.publisher(cfg.Name+"-sweeper", false, false, w.log.Named("sweeper.publisher"))
 	if err != nil {
 		return nil, err
 	}
-	precheck, err := a.precheckDB()
+	precheck, err := w.precheckDB()
 	if err != nil {
 		return nil, err
 	}
-	s, err := sweeper.New(a.stages.sweeper, cfg.Tables, precheck, a.Primary,
-		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(a.Primary, a.stages.retry), a.Log.Named("sweeper"))
+	s, err := sweeper.New(w.stages.sweeper, cfg.Tables, precheck, w.primary,
+		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(w.primary, w.stages.retry), w.log.Named("sweeper"))
 	if err != nil {
 		return nil, err
 	}
-	s.SetObserver(a.Metrics())
+	s.SetObserver(w.metrics())
 	return s, nil
 }
 
@@ -65,13 +66,13 @@ func (a *App) newSweeper() (*sweeper.Sweeper, error) {
 // sweeper.interval on the primary is the price of sending them after the
 // grace period. Each pre-check dials afresh (no idle connections) so it
 // follows the replica's state.
-func (a *App) precheckDB() (*sql.DB, error) {
-	c := &precheckConnector{a: a}
+func (w *wiring) precheckDB() (*sql.DB, error) {
+	c := &precheckConnector{degraded: w.degraded}
 	var err error
-	if c.source, err = a.Source.NewConnector(); err != nil {
+	if c.source, err = w.source.NewConnector(); err != nil {
 		return nil, err
 	}
-	if c.primary, err = source.Connector(a.Cfg.Primary, "primary"); err != nil {
+	if c.primary, err = source.Connector(w.cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(c)
@@ -80,12 +81,12 @@ func (a *App) precheckDB() (*sql.DB, error) {
 }
 
 type precheckConnector struct {
-	a               *App
+	degraded        func() bool
 	source, primary driver.Connector
 }
 
 func (c *precheckConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	if c.a.replicaDegraded() {
+	if c.degraded() {
 		return c.primary.Connect(ctx)
 	}
 	return c.source.Connect(ctx)
@@ -94,11 +95,11 @@ func (c *precheckConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c *precheckConnector) Driver() driver.Driver { return c.source.Driver() }
 
 // replicaDegraded reports whether the source replica is not replicating
-// or is further behind the primary than the sweeper's grace period.
-func (a *App) replicaDegraded() bool {
-	if a.replica.Stopped() {
+// or is further behind the primary than grace (sweeper.grace_period).
+func replicaDegraded(w *replica.Watch, grace time.Duration) bool {
+	if w.Stopped() {
 		return true
 	}
-	d, ok := a.replica.Delay(time.Now())
-	return ok && d > a.stages.sweeper.GracePeriod
+	d, ok := w.Delay(time.Now())
+	return ok && d > grace
 }

@@ -20,11 +20,12 @@ func TestHeaderOmittedCountedAndWarnedOnce(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	cfg := &config.Config{Name: "r"}
 	a := &App{Cfg: cfg, Log: zap.New(core), Source: testSource(t, cfg)}
+	a.wire = &wiring{cfg: cfg, log: a.Log, metrics: a.Metrics}
 	tb := &outbox.Table{Schema: "shop", Name: "outbox"}
 	for i := range 3 {
-		a.headerOmitted(tb, "m-"+strconv.Itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
+		a.wire.headerOmitted(tb, "m-"+strconv.Itoa(i), "traceparent", errors.New("traceparent \"x\": 1 characters"))
 	}
-	a.headerOmitted(tb, "m-9", "tracestate", errors.New("bad tracestate"))
+	a.wire.headerOmitted(tb, "m-9", "tracestate", errors.New("bad tracestate"))
 	lines := logs.FilterMessageSnippet("a header the table maps was left out").All()
 	if len(lines) != 2 {
 		t.Fatalf("%d warnings for 2 table/header pairs", len(lines))

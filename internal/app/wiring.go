@@ -1,0 +1,118 @@
+package app
+
+// The wiring: the relay's stages built from the stage Configs (stages.go)
+// and the App's connections — the binlog reader, the router, the broker
+// lanes (AMQP publishers, or stream lanes: streams.go) and the sweeper
+// (sweep.go).
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/source"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
+)
+
+// wiring builds the relay's stages. Open makes it.
+type wiring struct {
+	cfg     *config.Config
+	stages  stages
+	log     *zap.Logger
+	source  *source.Source
+	primary *sql.DB
+	metrics func() *metrics.Metrics
+	// degraded: the source replica lags or does not replicate, so the
+	// sweeper's pre-checks read the primary (sweep.go).
+	degraded func() bool
+
+	headerWarned sync.Map // table and header of a header left out, warned once
+}
+
+// reader is the binlog reader of the source read now.
+func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
+	cfg := w.cfg
+	flavor, err := w.source.Flavor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stls, err := cfg.Source.TLSConfig("source")
+	if err != nil {
+		return nil, err
+	}
+	password, tokens, err := source.BinlogPassword(ctx, cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	return binlog.New(binlog.Config{
+		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
+		Password: password, PasswordFunc: tokens, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
+		Heartbeat:    cfg.Relay.Heartbeat,
+		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
+	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
+		binlog.WithLogger(slogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover()))
+}
+
+// router builds the router of the binlog path or the sweeper, reporting
+// the trace context and CloudEvents headers it leaves out.
+func (w *wiring) router() (*router.Router, error) {
+	return router.New(w.cfg.Tables, router.WithAppID(w.cfg.Name), router.WithHeaderProblem(w.headerOmitted))
+}
+
+// headerOmitted counts a mapped header left out of a message and warns once
+// per table and header: a producer that writes a bad value writes it on
+// every row, and one line says what to fix. The row itself is published.
+func (w *wiring) headerOmitted(t *outbox.Table, messageID, header string, err error) {
+	w.metrics().HeaderOmitted(t.FullName(), header)
+	if _, seen := w.headerWarned.LoadOrStore(t.FullName()+"\x00"+header, true); seen {
+		return
+	}
+	w.log.Warn("a header the table maps was left out of a message: the row's value does not fit it; the row is published without it (logged once per table and header; binlog_relay_headers_omitted_total counts every one)",
+		zap.String("table", t.FullName()), zap.String("header", header), zap.String("message_id", messageID), zap.Error(err))
+}
+
+// lanes builds the relay's publishers, one per lane (relay.lanes). With
+// several lanes each has its own connection, named after the lane, and
+// strict ordering holds per key (publisher.Config.PerKey).
+func (w *wiring) lanes() (publishers, error) {
+	cfg := w.cfg
+	if cfg.Broker.Stream.Enabled() {
+		return w.streamLanes() // streams.go
+	}
+	n := max(cfg.Relay.Lanes, 1)
+	strict := cfg.Relay.Ordering == "strict"
+	out := make(publishers, n)
+	for i := range out {
+		name, log := cfg.Name, w.log.Named("publisher")
+		if n > 1 {
+			name, log = fmt.Sprintf("%s-lane-%d", cfg.Name, i), log.With(zap.Int("lane", i))
+		}
+		p, err := w.publisher(name, strict, n > 1, log)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// publisher builds a broker publisher (one ordered confirming channel)
+// from the broker config.
+func (w *wiring) publisher(connName string, strict, perKey bool, log *zap.Logger) (*publisher.Publisher, error) {
+	cfg := w.cfg
+	btls, err := cfg.Broker.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	pc := w.stages.publisher
+	pc.TLS, pc.ConnectionName, pc.Strict, pc.PerKey = btls, connName, strict, perKey
+	return publisher.New(pc, log)
+}
