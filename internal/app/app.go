@@ -15,7 +15,6 @@ package app
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"sync/atomic"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver
@@ -49,8 +48,7 @@ type App struct {
 
 	relay atomic.Pointer[relay.Relay]
 
-	stopMu    sync.Mutex
-	stopHooks []func()
+	stops stopHooks // run once the binlog path drained (services.go)
 
 	ops    watched     // metrics and health (metrics.go, ready.go)
 	leader ops.Leading // whether this relay streams now
@@ -64,10 +62,9 @@ type App struct {
 
 	checkpoints *redisconn.Checkpoints // the checkpoint stores (a term's is fenced, ha.go)
 
-	replica        replica.Watch // source replica health and delay (replica.go)
-	conflictLogged atomic.Bool   // a server_id conflict was logged, once per process (serverid_watch.go)
-	guard          guards        // one relay per name and server_id, the gap policy (guards.go)
-	notice         ops.Notice    // /readyz: a gap taken, a server_id conflict, two relays with one name
+	replica replica.Watch // source replica health and delay (replica.go)
+	guard   guards        // one relay per name and server_id, the gap policy (guards.go)
+	notice  ops.Notice    // /readyz: a gap taken, a server_id conflict, two relays with one name
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose

@@ -50,10 +50,10 @@ func (ps publishers) downNodes(cfg config.Broker) []string {
 	return out
 }
 
-// brokerDownReason is /readyz's reason when a lane is not connected.
-func (a *App) brokerDownReason(p *publishers) string {
-	why := "broker " + strings.Join(p.downNodes(a.Cfg.Broker), ", ") + " is not connected"
-	if n := len(a.Cfg.Broker.Nodes()); n > 1 {
+// downReason is /readyz's reason when a lane is not connected.
+func (ps publishers) downReason(cfg config.Broker) string {
+	why := "broker " + strings.Join(ps.downNodes(cfg), ", ") + " is not connected"
+	if n := len(cfg.Nodes()); n > 1 {
 		why += fmt.Sprintf(" (dialling the %d nodes of broker.urls in turn)", n)
 	}
 	return why

@@ -36,8 +36,7 @@ func TestBrokerNodesOfTheLanes(t *testing.T) {
 	if got := ps.downNodes(cfg); !slices.Equal(got, []string{b, a}) {
 		t.Errorf("down nodes %v, want [%s %s] (the stream lane named by the first URL)", got, b, a)
 	}
-	app := &App{Cfg: &config.Config{Broker: cfg}}
-	why := app.brokerDownReason(&ps)
+	why := ps.downReason(cfg)
 	if want := "broker " + b + ", " + a + " is not connected (dialling the 3 nodes of broker.urls in turn)"; why != want || strings.Contains(why, "s3cret") {
 		t.Errorf("reason %q, want %q", why, want)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/command"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 )
 
 // Env is what internal/command's commands run on: the App's config,
@@ -14,7 +15,7 @@ import (
 func (a *App) Env() command.Env {
 	return command.Env{
 		Cfg: a.Cfg, Log: a.Log, Source: a.Source, Primary: a.Primary, Redis: a.Redis, Store: a.Store,
-		Reports:   a.reconcileStore(),
+		Reports:   reconcile.Store{Client: a.Redis, Key: a.Cfg.Reconcile.Key},
 		NewRouter: a.wire.router,
 		NewPublisher: func(connName string, log *zap.Logger) (*publisher.Publisher, error) {
 			return a.wire.publisher(connName, false, false, log)

@@ -33,7 +33,7 @@ func (a *App) runLeader(ctx context.Context) error {
 		g.Go(func() error { return svc(gctx) })
 	}
 	g.Go(func() error {
-		defer a.stopServices()
+		defer a.stops.run()
 		return a.lead(gctx, l)
 	})
 	return g.Wait()

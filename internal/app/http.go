@@ -21,7 +21,7 @@ func (a *App) HTTPAddr() string {
 // httpService serves /metrics, /healthz, /readyz and /leader and runs the
 // pollers behind the metrics that need a query (backlog on the replica,
 // queue depth, Redis). It keeps serving while the binlog path drains and
-// stops after it (onStop), so the last scrape sees the final counts.
+// stops after it (stopHooks), so the last scrape sees the final counts.
 func (a *App) httpService() service {
 	addr, explicit := a.Cfg.HTTP.ListenAddr()
 	if addr == "" {
@@ -41,7 +41,7 @@ func (a *App) httpService() service {
 	a.ops.addr.Store(&bound)
 	m := a.Metrics()
 	srv := &ops.Server{Metrics: m.Handler(), Ready: a.readyText, Leader: a.leaderText, Pollers: a.pollers(m), Log: a.Log}
-	a.onStop(func() {
+	a.stops.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)

@@ -15,17 +15,17 @@ import (
 func memoryLimitFor(budget int64) int64 { return 2*budget + 64<<20 }
 
 // setMemoryLimit makes the garbage collector keep the heap near what the
-// byte budget allows. Without it the collector lets garbage grow to the size
+// byte budget (relay.max_inflight_bytes) allows. Without it the collector lets garbage grow to the size
 // of the live heap again before it runs, and a backlog of 1 MiB payloads
 // leaves a peak RSS several times the budget. GOMEMLIMIT, when set, wins.
-func (a *App) setMemoryLimit() {
+func setMemoryLimit(budget int64, log *zap.Logger) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return
 	}
-	limit := memoryLimitFor(a.stages.relay.MaxInflightBytes)
+	limit := memoryLimitFor(budget)
 	if cur := debug.SetMemoryLimit(-1); cur < limit {
 		return // a lower limit was set already (another relay in this process)
 	}
 	debug.SetMemoryLimit(limit)
-	a.Log.Debug("Go memory limit set from relay.max_inflight_bytes", zap.Int64("bytes", limit))
+	log.Debug("Go memory limit set from relay.max_inflight_bytes", zap.Int64("bytes", limit))
 }

@@ -15,25 +15,25 @@ import (
 func TestMemoryLimitFollowsTheByteBudget(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
-	app := func(budget int64) *App {
+	set := func(budget int64) {
 		cfg := &config.Config{Relay: config.Relay{MaxInflightBytes: budget}}
 		s, _ := newStages(cfg) // the relay's Config, whatever the rest lacks
-		return &App{Cfg: cfg, Log: zap.NewNop(), stages: s}
+		setMemoryLimit(s.relay.MaxInflightBytes, zap.NewNop())
 	}
 
 	debug.SetMemoryLimit(math.MaxInt64)
-	app(64 << 20).setMemoryLimit()
+	set(64 << 20)
 	if got := debug.SetMemoryLimit(-1); got != 192<<20 {
 		t.Fatalf("limit %d with a 64 MiB budget, want 192 MiB", got)
 	}
-	app(256 << 20).setMemoryLimit()
+	set(256 << 20)
 	if got := debug.SetMemoryLimit(-1); got != 192<<20 {
 		t.Fatalf("a larger budget raised the limit to %d", got)
 	}
 
 	debug.SetMemoryLimit(math.MaxInt64)
 	t.Setenv("GOMEMLIMIT", "1GiB")
-	app(64 << 20).setMemoryLimit()
+	set(64 << 20)
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("limit %d set although GOMEMLIMIT is", got)
 	}

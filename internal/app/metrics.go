@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -39,7 +40,12 @@ func (a *App) Metrics() *metrics.Metrics {
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))
 		m.WatchReady(func() bool { ok, _ := a.Ready(); return ok })
 		m.WatchLeader(a.leader.Is)
-		m.WatchHold(a.heldFor)
+		m.WatchHold(func() time.Duration { // 0 when not holding: a standby holds nothing, whatever its last term left
+			if h, ok := holding(a.Relay()); ok && !a.standby() {
+				return time.Since(h.Since)
+			}
+			return 0
+		})
 		m.WatchRepublished(func() uint64 {
 			if p := a.ops.pub.Load(); p != nil {
 				return p.Republished()

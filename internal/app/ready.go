@@ -7,6 +7,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
 
 // Ready reports whether the relay is connected to the source, the broker
@@ -22,31 +23,19 @@ func (a *App) Ready() (bool, []string) {
 	}
 	s.Running, s.SourceConnected, s.Lag = true, r.Connected(), r.Lag(now)
 	if !p.Connected() {
-		s.BrokerDown = a.brokerDownReason(p) // brokernodes.go
+		s.BrokerDown = p.downReason(a.Cfg.Broker) // brokernodes.go
 	}
 	s.Others = append(a.replica.Reasons(a.replicaServers(), a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
-	if h, ok := a.holding(); ok {
+	if h, ok := holding(a.Relay()); ok {
 		s.Hold = &h
 	}
 	return ops.Ready(s, now)
 }
 
-// holding is what the running relay's stream is held behind, if anything.
-func (a *App) holding() (publisher.Hold, bool) {
-	if rl := a.Relay(); rl != nil {
-		return rl.Holding()
+// holding is what r's stream is held behind, if anything (r may be nil).
+func holding(r *relay.Relay) (publisher.Hold, bool) {
+	if r != nil {
+		return r.Holding()
 	}
 	return publisher.Hold{}, false
-}
-
-// heldFor feeds binlog_relay_publish_held_seconds: 0 when not holding (a
-// standby holds nothing, whatever its last term left behind).
-func (a *App) heldFor() time.Duration {
-	if a.standby() {
-		return 0
-	}
-	if h, ok := a.holding(); ok {
-		return time.Since(h.Since)
-	}
-	return 0
 }

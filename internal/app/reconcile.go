@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 
+	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/reconcile"
 )
@@ -35,10 +36,6 @@ func (a *App) checkReconcile(ctx context.Context, r *preflight.Report) {
 	}
 }
 
-func (a *App) reconcileStore() reconcile.Store {
-	return reconcile.Store{Client: a.Redis, Key: a.Cfg.Reconcile.Key}
-}
-
 // reconcileService runs a reconciliation every reconcile.interval, on the
 // leader only (every relay without ha is its own leader), or nil when the
 // interval is 0.
@@ -53,16 +50,13 @@ func (a *App) reconcileService() service {
 			return err
 		}
 		defer closeInboxes()
-		return reconcile.Periodic{Reconciler: rc, Store: a.reconcileStore(), Every: every, Repair: a.Cfg.Reconcile.Repair,
-			Leading: a.leading, Metrics: a.Metrics(), Log: a.Log}.Run(ctx)
+		return reconcile.Periodic{Reconciler: rc, Store: reconcile.Store{Client: a.Redis, Key: a.Cfg.Reconcile.Key}, Every: every, Repair: a.Cfg.Reconcile.Repair,
+			Leading: func() bool { return holdsLease(a.Cfg.HA.Enabled, a.lease.Load()) }, Metrics: a.Metrics(), Log: a.Log}.Run(ctx)
 	}
 }
 
-// leading reports whether this relay holds the lease (always, without ha).
-func (a *App) leading() bool {
-	if !a.Cfg.HA.Enabled {
-		return true
-	}
-	l := a.lease.Load()
-	return l != nil && l.Held() == nil
+// holdsLease reports whether the relay holds the lease l (always without
+// ha).
+func holdsLease(ha bool, l *lease.Lease) bool {
+	return !ha || (l != nil && l.Held() == nil)
 }

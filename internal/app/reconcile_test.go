@@ -17,11 +17,11 @@ import (
 // term, not after losing it).
 func TestReconcileRunsOnTheLeaderOnly(t *testing.T) {
 	solo := &App{Cfg: &config.Config{}}
-	if !solo.leading() {
+	if !holdsLease(solo.Cfg.HA.Enabled, solo.lease.Load()) {
 		t.Fatal("a relay without ha does not count as its own leader")
 	}
 	a := &App{Cfg: &config.Config{Name: "t", HA: config.HA{Enabled: true}}}
-	if a.leading() {
+	if holdsLease(a.Cfg.HA.Enabled, a.lease.Load()) {
 		t.Fatal("leading before any lease exists")
 	}
 	if testing.Short() {
@@ -35,7 +35,7 @@ func TestReconcileRunsOnTheLeaderOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.lease.Store(l)
-	if a.leading() {
+	if holdsLease(a.Cfg.HA.Enabled, a.lease.Load()) {
 		t.Fatal("leading before the lease was acquired")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -44,11 +44,11 @@ func TestReconcileRunsOnTheLeaderOnly(t *testing.T) {
 		t.Fatalf("acquiring a lease in the stack's Redis (scripts/stack.sh up): %v", err)
 	}
 	defer rc.Del(context.Background(), lease.LeaderKey(name), lease.TokenKey(name))
-	if !a.leading() {
+	if !holdsLease(a.Cfg.HA.Enabled, a.lease.Load()) {
 		t.Fatal("not leading while holding the lease")
 	}
 	l.Release(ctx)
-	if a.leading() {
+	if holdsLease(a.Cfg.HA.Enabled, a.lease.Load()) {
 		t.Fatal("still leading after the lease was released")
 	}
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // replicaService polls replica health every replica.PollEvery, and looks
-// for a server_id conflict after each poll (serverid_watch.go).
+// for a server_id conflict after each poll while the stream is down
+// (instance.ServerIDs.Refused).
 func (a *App) replicaService() service {
 	return func(ctx context.Context) error {
 		a.Metrics().WatchReplica(a.replica.Metrics())
@@ -20,9 +21,11 @@ func (a *App) replicaService() service {
 		defer tick.Stop()
 		for {
 			a.replica.Poll(ctx, a.replicaServers(), a.Log)
-			qctx, cancel := context.WithTimeout(ctx, replica.PollEvery)
-			a.watchServerID(qctx)
-			cancel()
+			if r := a.ops.reader.Load(); r != nil && !r.Connected() && a.replica.Streaming() {
+				qctx, cancel := context.WithTimeout(ctx, replica.PollEvery)
+				a.guard.get(a).serverIDs.Refused(qctx, &a.notice, 2*replica.PollEvery+time.Second)
+				cancel()
+			}
 			select {
 			case <-ctx.Done():
 				return nil

@@ -26,7 +26,7 @@ import (
 // source no longer has is a gap (internal/startpos): taken when the sweeper covers it
 // or the operator accepted it, refused otherwise.
 func (a *App) Run(ctx context.Context) error {
-	a.setMemoryLimit() // memory.go
+	setMemoryLimit(a.stages.relay.MaxInflightBytes, a.Log) // memory.go
 	a.Source.Pick(ctx)
 	if err := a.guard.get(a).heartbeat.Claim(ctx); err != nil { // internal/instance
 		return err
@@ -70,7 +70,7 @@ func (a *App) Run(ctx context.Context) error {
 		g.Go(func() error { return svc(gctx) })
 	}
 	g.Go(func() error {
-		defer a.stopServices()
+		defer a.stops.run()
 		return a.stream(gctx, r, start)
 	})
 	return g.Wait()

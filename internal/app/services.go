@@ -1,6 +1,9 @@
 package app
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // A service runs beside the binlog path for the life of `run` (the sweeper,
 // the HTTP endpoints) and returns when ctx ends.
@@ -9,8 +12,8 @@ type service func(ctx context.Context) error
 // services lists what runs beside the binlog path.
 func (a *App) services() []service {
 	out := []service{a.replicaService(), a.guard.get(a).heartbeat.Run, a.guard.get(a).gaps.MarkFirstSave}
-	if svc := a.sweeperService(); svc != nil {
-		out = append(out, svc)
+	if a.Cfg.SweeperEnabled() {
+		out = append(out, a.sweep)
 	}
 	if svc := a.reconcileService(); svc != nil {
 		out = append(out, svc)
@@ -21,19 +24,24 @@ func (a *App) services() []service {
 	return out
 }
 
-// onStop registers work to do once the binlog path has drained (a service
+// stopHooks is work to do once the binlog path has drained (a service
 // that must outlive the drain, like the HTTP server, stops here).
-func (a *App) onStop(f func()) {
-	a.stopMu.Lock()
-	defer a.stopMu.Unlock()
-	a.stopHooks = append(a.stopHooks, f)
+type stopHooks struct {
+	mu    sync.Mutex
+	hooks []func()
 }
 
-func (a *App) stopServices() {
-	a.stopMu.Lock()
-	hooks := a.stopHooks
-	a.stopHooks = nil
-	a.stopMu.Unlock()
+func (s *stopHooks) add(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, f)
+}
+
+func (s *stopHooks) run() {
+	s.mu.Lock()
+	hooks := s.hooks
+	s.hooks = nil
+	s.mu.Unlock()
 	for _, f := range hooks {
 		f()
 	}

@@ -17,19 +17,13 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
-// sweeperService returns the sweeper to run inside `run`, or nil when
-// sweeper.enabled is false.
-func (a *App) sweeperService() service {
-	if !a.Cfg.SweeperEnabled() {
-		return nil
+// sweep runs the sweeper inside `run` (with sweeper.enabled).
+func (a *App) sweep(ctx context.Context) error {
+	s, err := a.wire.sweeper()
+	if err != nil {
+		return err
 	}
-	return func(ctx context.Context) error {
-		s, err := a.wire.sweeper()
-		if err != nil {
-			return err
-		}
-		return s.Run(ctx)
-	}
+	return s.Run(ctx)
 }
 
 // sweeper wires a sweeper with a publisher of its own (one ordered

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -35,6 +37,7 @@ type ServerIDs struct {
 	redis  redis.UniversalClient
 	source Source
 	log    *zap.Logger
+	logged atomic.Bool // a refused stream was logged (once per process)
 }
 
 // NewServerIDs makes the server_id checks of cfg.ServerID on src; rdb
@@ -138,5 +141,27 @@ func (s *ServerIDs) WaitFree(ctx context.Context) {
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// Refused looks, while the binlog stream is down, for another replica
+// registered on the source with this relay's source.server_id: the source
+// refuses or drops a second stream with one id (MariaDB: error 4052 or
+// 1236), so the reader would reconnect in vain. It is named on /readyz
+// (notice, for holdFor) and logged once; the reader keeps retrying from its
+// position, never ahead.
+func (s *ServerIDs) Refused(ctx context.Context, notice *ops.Notice, holdFor time.Duration) {
+	if s.cfg.ServerID == 0 {
+		return
+	}
+	others, err := s.Registered(ctx)
+	if err != nil || len(others) == 0 {
+		return
+	}
+	hint := s.Hint()
+	notice.Set("binlog stream from "+s.source.Addr()+" is refused: "+hint, holdFor)
+	if s.logged.CompareAndSwap(false, true) {
+		s.log.Error("binlog stream refused by the source: another replica is connected with this relay's server_id. The reader retries from its position; nothing is skipped",
+			zap.Uint32("server_id", s.cfg.ServerID), zap.Strings("registered_as", others), zap.String("fix", hint))
 	}
 }
