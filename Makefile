@@ -58,7 +58,7 @@ unit:
 # (drain, kill -9, positions, XA, the seed tables) on MariaDB 11.8 with
 # RabbitMQ 4.3. Packages run one at a time (-p 1): they share the servers,
 # and some tests read global server counters.
-FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/status ./pkg/inbox ./examples/embed ./internal/streamlane
+FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/rowstatus ./pkg/inbox ./examples/embed ./internal/streamlane
 CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test:
 	@# The deploy tests run helm and goreleaser with go run: compile them while

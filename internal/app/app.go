@@ -28,8 +28,8 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/redisconn"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/replica"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/source"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -98,7 +98,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	sw := status.NewWriter(a.Primary, a.stages.retry)
+	sw := rowstatus.NewWriter(a.Primary, a.stages.retry)
 	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
@@ -106,7 +106,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	a.watch(reader, lanes)
 	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
-	rc.Sent = status.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
+	rc.Sent = rowstatus.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.wire.seqScope()
 	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
 	if err != nil {

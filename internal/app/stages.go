@@ -7,7 +7,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
@@ -25,7 +25,7 @@ type stages struct {
 	// publisher is the publishers' Config minus what each publisher sets
 	// (its TLS config, connection name and ordering).
 	publisher publisher.Config
-	retry     status.Backoff // retry:, the status writer's backoff
+	retry     rowstatus.Retry // retry:, the status writer's backoff
 }
 
 // newStages converts cfg and validates each stage's Config, so a value
@@ -67,16 +67,16 @@ func relayConfig(cfg *config.Config) relay.Config {
 	return c
 }
 
-func retryBackoff(cfg *config.Config) status.Backoff {
+func retryBackoff(cfg *config.Config) rowstatus.Retry {
 	r := cfg.Retry
-	b := status.Backoff{Base: r.Base, Max: r.Max, Factor: r.Factor, Jitter: r.Jitter}
+	b := rowstatus.Retry{Base: r.Base, Max: r.Max, Factor: r.Factor, Jitter: r.Jitter}
 	b.Defaults()
 	return b
 }
 
 // holdBackoff is relay.hold_backoff, each unset bound following retry:
 // (their shared value before hold_backoff had a key of its own).
-func holdBackoff(h config.HoldBackoff, retry status.Backoff) publisher.HoldBackoff {
+func holdBackoff(h config.HoldBackoff, retry rowstatus.Retry) publisher.HoldBackoff {
 	b := publisher.HoldBackoff{Base: h.Base, Max: h.Max}
 	if b.Max == 0 {
 		b.Max = retry.Max

@@ -12,8 +12,8 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/replica"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/source"
-	"github.com/binlog-relay/binlog-relay/internal/status"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
@@ -44,7 +44,7 @@ func (w *wiring) sweeper() (*sweeper.Sweeper, error) {
 		return nil, err
 	}
 	s, err := sweeper.New(w.stages.sweeper, cfg.Tables, precheck, w.primary,
-		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, status.NewWriter(w.primary, w.stages.retry), w.log.Named("sweeper"))
+		publisher.Stream[*sweeper.Claimed]{Publisher: pub}, rt, rowstatus.NewWriter(w.primary, w.stages.retry), w.log.Named("sweeper"))
 	if err != nil {
 		return nil, err
 	}

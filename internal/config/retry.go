@@ -8,7 +8,7 @@ import (
 // Backoff is the `retry:` section: exponential backoff with jitter for rows
 // that failed to publish (base * factor^retries, capped at max, randomised
 // by +/- jitter). A zero field means the status writer's default
-// (internal/status.Backoff: 5s, x2, 10m, 0.2).
+// (internal/rowstatus.Retry: 5s, x2, 10m, 0.2).
 type Backoff struct {
 	Base   time.Duration `yaml:"base"`
 	Factor float64       `yaml:"factor"`

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -29,7 +29,7 @@ type committer struct {
 	// and the stop came: later results only give their budget back.
 	discard  bool
 	tracker  *binlog.Tracker
-	pending  map[*outbox.Table]*status.Marks
+	pending  map[*outbox.Table]*rowstatus.Marks
 	fails    []*failGroup // failures to record, in the order they came
 	count    int          // marks and failures waiting for the next batch
 	advanced bool         // commits applied since the last batch
@@ -46,7 +46,7 @@ type committer struct {
 
 // batch is one hand-over from the committer to the recorder.
 type batch struct {
-	marks map[*outbox.Table]*status.Marks
+	marks map[*outbox.Table]*rowstatus.Marks
 	// fails are the failed rows to record, grouped by identical attempt.
 	fails []*failGroup
 	// pos is the position after the last commit applied before the batch,
@@ -110,7 +110,7 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 	batches := make(chan batch, 2)
 	rec := &recorder{r: r, latest: start, latestSeq: seq}
 	g.Go(func() error { return rec.run(gctx, batches) })
-	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*status.Marks{}, batches: batches}
+	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches}
 	g.Go(func() error {
 		defer close(batches)
 		return c.run(gctx, results)
@@ -222,7 +222,7 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 	}
 	m := c.pending[row.Table]
 	if m == nil {
-		m = &status.Marks{}
+		m = &rowstatus.Marks{}
 		c.pending[row.Table] = m
 	}
 	// Copies: go-mysql's strings share the binlog event's buffer, and the
@@ -241,7 +241,7 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	}
 	b := batch{save: save, final: final}
 	if c.count > 0 {
-		b.marks, c.pending, c.count = c.pending, map[*outbox.Table]*status.Marks{}, 0
+		b.marks, c.pending, c.count = c.pending, map[*outbox.Table]*rowstatus.Marks{}, 0
 		b.fails, c.fails = c.fails, nil
 	}
 	switch {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -21,7 +21,7 @@ func TestFailuresAreGroupedInOrder(t *testing.T) {
 	p.Schema = "shop"
 	tb := &p
 	r, _ := testRelay(t, debeziumTable(t), "")
-	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*status.Marks{}, batches: make(chan batch, 4)}
+	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*rowstatus.Marks{}, batches: make(chan batch, 4)}
 	gone := fmt.Errorf("%w: %q (404 NOT_FOUND)", publisher.ErrNoExchange, "gone")
 	row := func(id int, retries int) *outbox.Row {
 		return &outbox.Row{Table: tb, ID: id, Values: map[string]any{"id": id, "message_id": fmt.Sprint("m-", id), "retry_count": retries, "max_retry_count": 5}}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -23,7 +23,7 @@ import (
 // not one per row.
 type failGroup struct {
 	t        *outbox.Table
-	attempt  status.Attempt // ID unused
+	attempt  rowstatus.Attempt // ID unused
 	exchange string
 	kind     string
 	ids      []any
@@ -38,7 +38,7 @@ func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, 
 	c.r.Stats.Failed.Add(1)
 	c.r.cfg.Observer.Failed(row.Table, exchange, cause)
 	t := row.Table
-	a := status.Attempt{
+	a := rowstatus.Attempt{
 		Retries:      intValue(row.Values[t.Columns.RetryCount]),
 		MaxRetries:   t.MaxRetries,
 		Reason:       cause.Error(),
@@ -65,7 +65,7 @@ func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, 
 // throttled.
 func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
 	var (
-		outcome  status.Outcome
+		outcome  rowstatus.Outcome
 		recorded int64
 	)
 	err := retry(ctx, w.r.log, "recording failed publishes", func() error {
@@ -91,11 +91,11 @@ func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
 	return nil
 }
 
-func outcomeName(o status.Outcome) string {
+func outcomeName(o rowstatus.Outcome) string {
 	switch o {
-	case status.Retrying:
+	case rowstatus.Retrying:
 		return "retry scheduled"
-	case status.Failed:
+	case rowstatus.Failed:
 		return "FAILED"
 	default:
 		// The row left its publishable status meanwhile (the sweeper sent

@@ -19,7 +19,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -30,7 +30,7 @@ import (
 var (
 	_ Reader          = (*binlog.Reader)(nil)
 	_ Lane            = publisher.Stream[Ticket]{}
-	_ Marker          = (*status.Writer)(nil)
+	_ Marker          = (*rowstatus.Writer)(nil)
 	_ CheckpointStore = checkpoint.Store(nil)
 
 	_ Reader          = (*fakeReader)(nil)
@@ -253,7 +253,7 @@ func (j *journal) last() uint32 {
 // fakeMarker takes every status write.
 type fakeMarker struct{ j *journal }
 
-func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks status.Marks) (int64, error) {
+func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks rowstatus.Marks) (int64, error) {
 	ids := marks.IDs
 	for _, id := range ids {
 		m.j.add(entry{kind: "sent", id: id})
@@ -261,11 +261,11 @@ func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks status.M
 	return int64(len(ids)), nil
 }
 
-func (m *fakeMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ status.Attempt, ids []any) (status.Outcome, int64, error) {
+func (m *fakeMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ rowstatus.Attempt, ids []any) (rowstatus.Outcome, int64, error) {
 	for _, id := range ids {
 		m.j.add(entry{kind: "retry", id: id})
 	}
-	return status.Retrying, int64(len(ids)), nil
+	return rowstatus.Retrying, int64(len(ids)), nil
 }
 
 // fakeStore records every checkpoint saved.

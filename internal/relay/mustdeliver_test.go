@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -84,7 +84,7 @@ func TestStatuslessUnroutableRowGoesToDeadLetterExchange(t *testing.T) {
 
 	// Settling it counts a dead-lettered row, not a published or failed one,
 	// and gives its budget back.
-	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*status.Marks{}, batches: make(chan batch, 4)}
+	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*rowstatus.Marks{}, batches: make(chan batch, 4)}
 	if err := s.handle(context.Background(), publisher.Result[Ticket]{Job: jobs[0]}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestStatuslessFailedResultHoldsTheSettler(t *testing.T) {
 	tb := debeziumTable(t)
 	r, _ := testRelay(t, tb, "")
 	stop, cancel := context.WithCancel(context.Background())
-	s := &committer{r: r, stop: stop, pending: map[*outbox.Table]*status.Marks{}, batches: make(chan batch, 4)}
+	s := &committer{r: r, stop: stop, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: make(chan batch, 4)}
 	row := debeziumRow(tb, "e-9", "orders")
 	w, _ := r.budget.acquire(context.Background(), 100)
 	res := publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Msg: &router.Message{Exchange: "orders"}, Tag: &inflightRow{row: row, weight: w}, MustDeliver: true},

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -70,7 +70,7 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 
 // markSent moves one table's confirmed rows to SENT, retried until the
 // primary takes it.
-func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m status.Marks) error {
+func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) error {
 	ids := m.IDs
 	return retry(ctx, w.r.log, "marking rows sent", func() error {
 		n, err := w.r.marker.MarkSent(ctx, t, m)

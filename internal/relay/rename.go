@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -95,7 +95,7 @@ type recentList struct {
 
 type recentMark struct {
 	at    time.Time
-	marks status.Marks
+	marks rowstatus.Marks
 }
 
 const (
@@ -103,7 +103,7 @@ const (
 	recentFor  = 10 * time.Minute
 )
 
-func (m *recentMarks) note(t *outbox.Table, marks status.Marks) {
+func (m *recentMarks) note(t *outbox.Table, marks rowstatus.Marks) {
 	if *m == nil {
 		*m = recentMarks{}
 	}

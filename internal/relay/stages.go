@@ -3,7 +3,7 @@ package relay
 import (
 	"context"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -22,10 +22,10 @@ type Reader interface {
 }
 
 // Marker records the outcome of published rows in their outbox table: SENT,
-// or back to the retry path (status.Writer).
+// or back to the retry path (rowstatus.Writer).
 type Marker interface {
-	MarkSent(ctx context.Context, t *outbox.Table, m status.Marks) (int64, error)
-	MarkRetryMany(ctx context.Context, t *outbox.Table, a status.Attempt, ids []any) (status.Outcome, int64, error)
+	MarkSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) (int64, error)
+	MarkRetryMany(ctx context.Context, t *outbox.Table, a rowstatus.Attempt, ids []any) (rowstatus.Outcome, int64, error)
 }
 
 // CheckpointStore saves the position the relay resumes from
@@ -35,7 +35,7 @@ type CheckpointStore interface {
 }
 
 // SentLookup tells, of some rows of a table, which are SENT now, reading the
-// source replica (status.SentReader): keyed by colval.ValueString of the id, with the
+// source replica (rowstatus.SentReader): keyed by colval.ValueString of the id, with the
 // message id's, "" when the table has no message-id column of its own.
 type SentLookup interface {
 	Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -20,7 +20,7 @@ func TestCheckpointStaysBeforeAnOpenXABranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := make(chan batch, 8)
-	s := &committer{r: r, stop: context.Background(), tracker: tracker, pending: map[*outbox.Table]*status.Marks{}, batches: batches}
+	s := &committer{r: r, stop: context.Background(), tracker: tracker, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches}
 	ctx := context.Background()
 	commit := func(pos uint32, openXA bool) {
 		t.Helper()

@@ -12,7 +12,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -239,7 +239,7 @@ func (s *Sweeper) publish(ctx context.Context, rows []*Claimed) (sent []*Claimed
 
 // finishClaim marks the confirmed rows SENT and sends the failed ones to the
 // retry path, all version-checked against the claim.
-func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, sent []*Claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
+func (s *Sweeper) finishClaim(ctx context.Context, ex rowstatus.Execer, p *plan, sent []*Claimed, failed []failure) (nSent, nRetrying, nFailed int, err error) {
 	t := p.T
 	byVersion := map[int64][]any{}
 	for _, c := range sent {
@@ -266,7 +266,7 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, se
 		nSent += int(n)
 	}
 	for _, f := range failed {
-		out, err := s.status.MarkRetryOn(ctx, ex, t, status.Attempt{
+		out, err := s.status.MarkRetryOn(ctx, ex, t, rowstatus.Attempt{
 			ID: f.c.row.ID, Retries: f.c.retries, MaxRetries: f.c.maxRetries, Reason: f.err.Error(),
 			FromStatuses: p.Claimed, Version: f.c.version, HasVersion: t.Columns.Version != "",
 			Permanent: errors.Is(f.err, router.ErrNullField),
@@ -276,10 +276,10 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex status.Execer, p *plan, se
 		}
 		outcome := "not recorded (the row changed meanwhile)"
 		switch out {
-		case status.Retrying:
+		case rowstatus.Retrying:
 			nRetrying++
 			outcome = "retry scheduled"
-		case status.Failed:
+		case rowstatus.Failed:
 			nFailed++
 			outcome = "FAILED"
 		}

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -75,7 +75,7 @@ func TestSweeperCountsRowsTheBinlogPathMarkedFirst(t *testing.T) {
 	}
 	pub := &racingPublisher{db: db, race: map[string]bool{"dup-1": true, "dup-4": true}}
 	s, err := New(Config{BatchSize: 10}, []*outbox.Table{tb}, db.Primary, db.Primary, pub, rt,
-		status.NewWriter(db.Primary, status.Backoff{}), zap.NewNop())
+		rowstatus.NewWriter(db.Primary, rowstatus.Retry{}), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

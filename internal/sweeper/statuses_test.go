@@ -13,11 +13,11 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
-// recorder is a status.Execer that keeps the statements instead of running
+// recorder is a rowstatus.Execer that keeps the statements instead of running
 // them, and reports one row changed.
 type recorder struct{ stmts []stmt }
 
@@ -41,7 +41,7 @@ func lifecycleStatements(t *testing.T, tb *outbox.Table) []stmt {
 	t.Helper()
 	ctx := context.Background()
 	rec := &recorder{}
-	w := status.NewWriter(nil, status.Backoff{})
+	w := rowstatus.NewWriter(nil, rowstatus.Retry{})
 	if tb.Columns.Error != "" {
 		// No server to read the column's length from: FitError falls back
 		// to the relay's cap. Reading it is TestErrorTextFitsTheColumn's.
@@ -52,7 +52,7 @@ func lifecycleStatements(t *testing.T, tb *outbox.Table) []stmt {
 		t.Fatal(err)
 	}
 	for _, retries := range []int{0, 4} {
-		a := status.Attempt{ID: 1, Retries: retries, MaxRetries: 5, Reason: "no route", FromStatuses: tb.Statuses.Publishable}
+		a := rowstatus.Attempt{ID: 1, Retries: retries, MaxRetries: 5, Reason: "no route", FromStatuses: tb.Statuses.Publishable}
 		if _, err := w.MarkRetryOn(ctx, rec, tb, a); err != nil {
 			t.Fatalf("MarkRetry with %d retries: %v", retries, err)
 		}

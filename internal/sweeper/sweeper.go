@@ -29,7 +29,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
@@ -62,7 +62,7 @@ type Sweeper struct {
 	primary  *sql.DB
 	pub      Publisher
 	router   *router.Router
-	status   *status.Writer
+	status   *rowstatus.Writer
 	log      *zap.Logger
 	observer Observer
 
@@ -77,7 +77,7 @@ type Sweeper struct {
 // source); primary takes the claims and status writes. Tables the sweeper
 // cannot serve (no status column, no created_at) are logged and skipped.
 func New(cfg Config, tables []*outbox.Table, replica, primary *sql.DB, pub Publisher, rt *router.Router,
-	sw *status.Writer, log *zap.Logger) (*Sweeper, error) {
+	sw *rowstatus.Writer, log *zap.Logger) (*Sweeper, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -1,7 +1,7 @@
-// Package status writes outbox row statuses on the primary: batched SENT
+// Package rowstatus writes outbox row statuses on the primary: batched SENT
 // marks for the binlog path, and the retry/FAILED bookkeeping for rows that
 // could not be published.
-package status
+package rowstatus
 
 import (
 	"context"
@@ -16,16 +16,16 @@ import (
 
 // Writer runs status statements against the primary.
 type Writer struct {
-	DB      *sql.DB
-	Backoff Backoff
+	DB    *sql.DB
+	Retry Retry
 
 	limits errorLimits // the error columns' lengths (errtext.go)
 }
 
 // NewWriter builds a writer.
-func NewWriter(db *sql.DB, b Backoff) *Writer {
+func NewWriter(db *sql.DB, b Retry) *Writer {
 	b.Defaults()
-	return &Writer{DB: db, Backoff: b}
+	return &Writer{DB: db, Retry: b}
 }
 
 // MarkSent marks rows SENT in one statement. Only rows still in a
@@ -195,7 +195,7 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 	}
 	r := outboxsql.Retry{Status: status, Retrying: out == Retrying, IDs: ids, From: a.FromStatuses}
 	if r.Retrying {
-		r.Delay = w.Backoff.Delay(a.Retries)
+		r.Delay = w.Retry.Delay(a.Retries)
 	}
 	if c.Error != "" {
 		r.Reason = w.FitError(ctx, t, a.Reason)

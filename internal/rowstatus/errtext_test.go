@@ -1,4 +1,4 @@
-package status_test
+package rowstatus_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -31,7 +31,7 @@ func TestErrorTextFitsTheColumn(t *testing.T) {
 	if _, err := db.Primary.Exec("UPDATE short_err SET err = ? WHERE id = 1", reason); err == nil {
 		t.Fatal("strict mode took an over-long value: this test would prove nothing")
 	}
-	w := status.NewWriter(db.Primary, status.Backoff{})
+	w := rowstatus.NewWriter(db.Primary, rowstatus.Retry{})
 	for _, c := range []struct {
 		table     string
 		wantChars int // at most
@@ -45,9 +45,9 @@ func TestErrorTextFitsTheColumn(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		out, err := w.MarkRetry(ctx, tb, status.Attempt{ID: 1, Retries: 0, MaxRetries: 1, Reason: reason, FromStatuses: []string{"NEW"}})
+		out, err := w.MarkRetry(ctx, tb, rowstatus.Attempt{ID: 1, Retries: 0, MaxRetries: 1, Reason: reason, FromStatuses: []string{"NEW"}})
 		cancel()
-		if err != nil || out != status.Failed {
+		if err != nil || out != rowstatus.Failed {
 			t.Fatalf("%s: outcome %v, error %v", c.table, out, err)
 		}
 		var st, got string

@@ -1,4 +1,4 @@
-package status
+package rowstatus
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestBackoffGrowsAndCaps(t *testing.T) {
-	b := Backoff{Base: time.Second, Factor: 2, Max: 10 * time.Second}
+	b := Retry{Base: time.Second, Factor: 2, Max: 10 * time.Second}
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
 		if got := b.Delay(i); got != w {

@@ -1,10 +1,10 @@
-package status_test
+package rowstatus_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/binlog-relay/binlog-relay/internal/status"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 )
@@ -17,8 +17,8 @@ func TestMarkSentMatchesTheMessageID(t *testing.T) {
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	db.Exec(t, "INSERT INTO producer_message (id, message_id, exchange, content) VALUES (1, 'new-1', 'ex', '{}'), (2, 'old-2', 'ex', '{}')")
 	tb := outboxtest.Preset(t, "producer-message", db.Name, nil)
-	w := status.NewWriter(db.Primary, status.Backoff{})
-	var m status.Marks
+	w := rowstatus.NewWriter(db.Primary, rowstatus.Retry{})
+	var m rowstatus.Marks
 	m.Add(int64(1), "old-1") // a mark of another table's row 1
 	m.Add(int64(2), "old-2")
 	n, err := w.MarkSent(context.Background(), tb, m)
@@ -29,7 +29,7 @@ func TestMarkSentMatchesTheMessageID(t *testing.T) {
 		t.Fatalf("marked %d rows; want 1, and row 1 (another message) still PENDING", n)
 	}
 	// Without message ids (a table whose message id is its id) the ids alone decide.
-	n, err = w.MarkSent(context.Background(), tb, status.Marks{IDs: []any{int64(1)}})
+	n, err = w.MarkSent(context.Background(), tb, rowstatus.Marks{IDs: []any{int64(1)}})
 	if err != nil || n != 1 {
 		t.Fatalf("marked %d rows (%v); want 1", n, err)
 	}
