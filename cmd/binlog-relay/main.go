@@ -87,7 +87,7 @@ func runOnApp(cmd appCommand, o *options, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
 		return exitUsage
 	}
-	log, err := app.NewLogger(cfg.Log)
+	log, err := ops.NewLogger(cfg.Log)
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)
 		return exitUsage

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/binlog-relay/binlog-relay/internal/instance"
+	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/preflight"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/internal/startpos"
@@ -53,5 +54,5 @@ type instances struct {
 
 // ConfigChecks are the checks of a config app owns, for preflight.Lint.
 func ConfigChecks() preflight.ConfigChecks {
-	return preflight.ConfigChecks{NewLogger: NewLogger, CheckStages: checkStages}
+	return preflight.ConfigChecks{NewLogger: ops.NewLogger, CheckStages: checkStages}
 }

@@ -1,4 +1,4 @@
-package app
+package ops
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // the caller, like the relay's own lines.
 func TestSlogLinesGoThroughZap(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	log := slogOf(zap.New(core).Named("binlog"))
+	log := SlogOf(zap.New(core).Named("binlog"))
 	log.Warn("binlog stream lost, reconnecting", "error", errors.New("connection reset"), "gtid", "0-1-42", "attempts", 3)
 	log.Debug("below the level")
 	entries := logs.All()

@@ -1,4 +1,4 @@
-package app
+package ops
 
 import (
 	"fmt"
@@ -27,9 +27,9 @@ func NewLogger(c config.Log) (*zap.Logger, error) {
 	return zc.Build()
 }
 
-// slogOf hands a zap logger to the public packages, which log through
+// SlogOf hands a zap logger to the public packages, which log through
 // log/slog: the records go to l's core under l's name, so they read like
 // the rest of the relay's lines.
-func slogOf(l *zap.Logger) *slog.Logger {
+func SlogOf(l *zap.Logger) *slog.Logger {
 	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name()), zapslog.WithCaller(true)))
 }
