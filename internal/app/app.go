@@ -24,13 +24,11 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
 	"github.com/binlog-relay/binlog-relay/internal/ops"
-	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/redisconn"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/replica"
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/source"
-	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
 
@@ -94,7 +92,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	lanes, err := a.wire.lanes()
+	set, err := a.wire.lanes()
 	if err != nil {
 		return nil, err
 	}
@@ -103,61 +101,17 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 		// Read again at the first failed publish; meanwhile reasons are capped.
 		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
 	}
-	a.watch(reader, lanes)
+	a.watch(reader, set)
 	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
 	rc.Sent = rowstatus.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
 	rc.SeqScope = a.wire.seqScope()
-	r, err := relay.New(rc, reader, rt, lanes.relayLanes(), sw, store, a.Log.Named("relay"))
+	r, err := relay.New(rc, reader, rt, set.Relay(), sw, store, a.Log.Named("relay"))
 	if err != nil {
 		return nil, err
 	}
-	if err := a.wire.raiseSeqFloor(ctx, r, lanes); err != nil {
+	if err := a.wire.raiseSeqFloor(ctx, r, set); err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-// publishers are the relay's lanes, seen as one broker client by the
-// health and metrics endpoints: AMQP publishers, or stream lanes.
-type publishers []brokerLane
-
-// brokerLane is one lane's broker client.
-type brokerLane interface {
-	Connected() bool
-	// Republished counts the messages published again after a lost
-	// connection (possible duplicates).
-	Republished() uint64
-}
-
-// Connected reports whether every lane is connected.
-func (ps publishers) Connected() bool {
-	for _, p := range ps {
-		if !p.Connected() {
-			return false
-		}
-	}
-	return len(ps) > 0
-}
-
-// Republished adds up the lanes' possible duplicates.
-func (ps publishers) Republished() uint64 {
-	var n uint64
-	for _, p := range ps {
-		n += p.Republished()
-	}
-	return n
-}
-
-func (ps publishers) relayLanes() []relay.Lane {
-	out := make([]relay.Lane, len(ps))
-	for i, p := range ps {
-		switch p := p.(type) {
-		case *publisher.Publisher:
-			out[i] = publisher.Stream[relay.Ticket]{Publisher: p}
-		case streamlane.Restarting[relay.Ticket]:
-			out[i] = p
-		}
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -30,7 +31,7 @@ func TestReadyzReasonsNameEachConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.watch(r, publishers{p})
+	a.watch(r, lanes.Set{p})
 	ok, why := a.Ready()
 	text := strings.Join(why, "; ")
 	if ok || len(why) != 3 {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -96,7 +97,7 @@ func TestEndTermForgetsTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.watch(r, publishers{p})
+	a.watch(r, lanes.Set{p})
 	for _, name := range []string{"binlog_relay_connection_up", "binlog_relay_binlog_lag_seconds", "binlog_relay_leader"} {
 		if n, err := testutil.GatherAndCount(m.Registry(), name); err != nil || n == 0 {
 			t.Fatalf("%s: %d series while leading (%v)", name, n, err)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -22,7 +23,7 @@ type watched struct {
 	once    sync.Once
 	metrics *metrics.Metrics
 	reader  atomic.Pointer[binlog.Reader]
-	pub     atomic.Pointer[publishers]
+	pub     atomic.Pointer[lanes.Set]
 	redisUp atomic.Bool
 	addr    atomic.Pointer[string]
 }
@@ -65,13 +66,13 @@ func (a *App) Metrics() *metrics.Metrics {
 
 // watch tells the metrics and /readyz which stages to look at (build calls
 // it with the ones it made).
-func (a *App) watch(r *binlog.Reader, p publishers) {
+func (a *App) watch(r *binlog.Reader, p lanes.Set) {
 	a.ops.reader.Store(r)
 	a.ops.pub.Store(&p)
 	m := a.Metrics()
 	m.WatchStream(r)
 	m.WatchConn(metrics.TargetBroker, p)
-	m.WatchBrokerNodes(p.connectedNodes) // brokernodes.go
+	m.WatchBrokerNodes(p.ConnectedNodes)
 }
 
 // pollers are the loops behind the metrics that need a query. The outbox

@@ -23,7 +23,7 @@ func (a *App) Ready() (bool, []string) {
 	}
 	s.Running, s.SourceConnected, s.Lag = true, r.Connected(), r.Lag(now)
 	if !p.Connected() {
-		s.BrokerDown = p.downReason(a.Cfg.Broker) // brokernodes.go
+		s.BrokerDown = p.DownReason(a.Cfg.Broker)
 	}
 	s.Others = append(a.replica.Reasons(a.replicaServers(), a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
 	if h, ok := holding(a.Relay()); ok {

@@ -11,11 +11,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 )
 
-func (w *wiring) streamLanes() (publishers, error) {
+func (w *wiring) streamLanes() (lanes.Set, error) {
 	cfg := w.cfg
 	uris, err := cfg.Broker.StreamURIs()
 	if err != nil {
@@ -26,7 +27,7 @@ func (w *wiring) streamLanes() (publishers, error) {
 		return nil, err
 	}
 	n := max(cfg.Relay.Lanes, 1)
-	out := make(publishers, n)
+	out := make(lanes.Set, n)
 	for i := range out {
 		log := w.log.Named("stream")
 		if n > 1 {
@@ -61,8 +62,8 @@ func (w *wiring) seqScope() string {
 // raiseSeqFloor asks each stream lane's producer for the last publishing id
 // the broker stored: a Run that cannot resume the ids of a checkpoint
 // starts above them, so no row is dropped as a duplicate of another.
-func (w *wiring) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publishers) error {
-	for _, p := range lanes {
+func (w *wiring) raiseSeqFloor(ctx context.Context, r *relay.Relay, set lanes.Set) error {
+	for _, p := range set {
 		l, ok := p.(streamlane.Restarting[relay.Ticket])
 		if !ok {
 			continue
@@ -82,11 +83,11 @@ func (w *wiring) raiseSeqFloor(ctx context.Context, r *relay.Relay, lanes publis
 // answers and tells the last publishing id stored for the first lane's
 // producer (the stream need not exist yet: the relay declares it).
 func (w *wiring) checkStreamPort(ctx context.Context) (uint64, error) {
-	lanes, err := w.streamLanes()
+	set, err := w.streamLanes()
 	if err != nil {
 		return 0, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return lanes[0].(streamlane.Restarting[relay.Ticket]).LastPublishingID(qctx)
+	return set[0].(streamlane.Restarting[relay.Ticket]).LastPublishingID(qctx)
 }

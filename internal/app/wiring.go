@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
@@ -83,14 +84,14 @@ func (w *wiring) headerOmitted(t *outbox.Table, messageID, header string, err er
 // lanes builds the relay's publishers, one per lane (relay.lanes). With
 // several lanes each has its own connection, named after the lane, and
 // strict ordering holds per key (publisher.Config.PerKey).
-func (w *wiring) lanes() (publishers, error) {
+func (w *wiring) lanes() (lanes.Set, error) {
 	cfg := w.cfg
 	if cfg.Broker.Stream.Enabled() {
 		return w.streamLanes() // streams.go
 	}
 	n := max(cfg.Relay.Lanes, 1)
 	strict := cfg.Relay.Ordering == "strict"
-	out := make(publishers, n)
+	out := make(lanes.Set, n)
 	for i := range out {
 		name, log := cfg.Name, w.log.Named("publisher")
 		if n > 1 {

@@ -1,4 +1,4 @@
-package app
+package lanes
 
 import (
 	"slices"
@@ -28,15 +28,15 @@ func (noNodeLane) Republished() uint64 { return 0 }
 // binlog_relay_broker_node_info the nodes the connected lanes are on.
 func TestBrokerNodesOfTheLanes(t *testing.T) {
 	const a, b = "amqp://relay:xxxxx@mq-1:5672/", "amqp://relay:xxxxx@mq-2:5672/"
-	ps := publishers{fakeLane{true, a}, fakeLane{false, b}, fakeLane{true, a}, fakeLane{false, b}, noNodeLane{}}
+	ps := Set{fakeLane{true, a}, fakeLane{false, b}, fakeLane{true, a}, fakeLane{false, b}, noNodeLane{}}
 	cfg := config.Broker{URLs: []string{"amqp://relay:s3cret@mq-1:5672/", "amqp://relay:s3cret@mq-2:5672/", "amqp://relay:s3cret@mq-3:5672/"}}
-	if got := ps.connectedNodes(); !slices.Equal(got, []string{a}) {
+	if got := ps.ConnectedNodes(); !slices.Equal(got, []string{a}) {
 		t.Errorf("connected nodes %v, want [%s]", got, a)
 	}
-	if got := ps.downNodes(cfg); !slices.Equal(got, []string{b, a}) {
+	if got := ps.DownNodes(cfg); !slices.Equal(got, []string{b, a}) {
 		t.Errorf("down nodes %v, want [%s %s] (the stream lane named by the first URL)", got, b, a)
 	}
-	why := ps.downReason(cfg)
+	why := ps.DownReason(cfg)
 	if want := "broker " + b + ", " + a + " is not connected (dialling the 3 nodes of broker.urls in turn)"; why != want || strings.Contains(why, "s3cret") {
 		t.Errorf("reason %q, want %q", why, want)
 	}
