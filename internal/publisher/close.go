@@ -34,19 +34,19 @@ func (m *machine[T]) channelEnded() error {
 		m.onConfirm(s, c)
 	}
 	inflight := m.unsend()
-	connClosed := m.conn == nil || m.conn.IsClosed()
+	connClosed := m.link.conn == nil || m.link.conn.IsClosed()
 	if refusalCode(cerr, connClosed) && len(inflight) > 0 {
 		m.refused(cerr, inflight)
 		if !connClosed {
-			m.check = s.check // still open on this connection
-			return nil        // step reopens the channel at once
+			m.link.check = s.check // still open on this connection
+			return nil             // step reopens the channel at once
 		}
 	} else {
 		m.p.warn.warn("broker connection lost; unconfirmed messages will be republished",
 			zap.String("broker", m.p.Node()), zap.String("reason", closeReason(cerr)), zap.Int("unconfirmed", len(inflight)))
 	}
-	m.dropConn()
-	m.scheduleRedial()
+	m.link.drop()
+	m.link.scheduleRedial()
 	return nil
 }
 
@@ -54,9 +54,9 @@ func (m *machine[T]) channelEnded() error {
 // close shuts the channel down, and channelEnded drains and classifies it.
 func (m *machine[T]) connectionFailed(err error) error {
 	m.p.warn.warn("broker connection failed", zap.String("broker", m.p.Node()), zap.Error(err))
-	m.dropConn()
+	m.link.drop()
 	if m.sess == nil {
-		m.scheduleRedial()
+		m.link.scheduleRedial()
 		return nil
 	}
 	return m.channelEnded()
@@ -72,7 +72,7 @@ func (m *machine[T]) unsend() []*entry[T] {
 			inflight = append(inflight, e)
 		}
 	}
-	m.sent, m.next, m.probes = 0, 0, 0
+	m.sent, m.next, m.gate.probes = 0, 0, 0
 	if m.keys != nil {
 		clear(m.keys)
 	}
@@ -85,11 +85,11 @@ func (m *machine[T]) refused(cerr *amqp.Error, inflight []*entry[T]) {
 		for _, e := range inflight {
 			if !e.suspect {
 				e.suspect = true
-				m.suspects++
+				m.gate.suspects++
 			}
 		}
 		m.p.warn.warn("the broker refused one of several messages in flight; sending them one at a time to find it",
-			zap.Int("code", cerr.Code), zap.String("reason", cerr.Reason), zap.Int("suspects", m.suspects))
+			zap.Int("code", cerr.Code), zap.String("reason", cerr.Reason), zap.Int("suspects", m.gate.suspects))
 		return
 	}
 	e := inflight[0]

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -8,34 +9,46 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
 
+// link is the broker connection a Run publishes on, across the sessions
+// (channels) opened on it, and the redial when it is lost.
+type link struct {
+	p   *Publisher
+	cfg *Config
+	// conn is kept when only the channel is reopened.
+	conn amqpConn
+	// check is the exchange-check channel kept across a channel reopen.
+	check amqpChannel
+	// streak counts connections opened since the last confirmation: it
+	// drives the reconnect backoff.
+	streak int
+	// node indexes Config.Nodes: the node of the current connection, or
+	// the one dialled last; dialled says whether this Run dialled yet
+	// (nodes.go).
+	node    int
+	dialled bool
+	redial  *time.Timer
+	redialC <-chan time.Time
+}
+
 // connect opens the publishing channel, dialling first when there is no
 // open connection. On failure it schedules the next attempt.
 func (m *machine[T]) connect() {
 	dialled := false
-	if m.conn == nil || m.conn.IsClosed() {
-		m.streak++
-		url := m.pickNode() // nodes.go
-		conn, err := m.p.dial(m.ctx, url)
-		if err != nil {
-			if m.ctx.Err() != nil {
-				return
-			}
-			m.p.warn.warn("broker connect failed, retrying", zap.String("broker", Redact(url)),
-				zap.Error(err), zap.Duration("backoff", m.redialDelay()))
-			m.scheduleRedial()
+	if m.link.conn == nil || m.link.conn.IsClosed() {
+		if !m.link.dial(m.ctx) {
 			return
 		}
-		m.conn, dialled = conn, true
-		m.forgetProofs()
+		dialled = true
+		m.gate.forgetProofs()
 	}
-	s, err := openChannel[T](m.conn, m.cfg.Window)
+	s, err := openChannel[T](m.link.conn, m.cfg.Window)
 	if err != nil {
 		m.p.warn.warn("opening the publishing channel failed, reconnecting", zap.String("broker", m.p.Node()), zap.Error(err))
-		m.dropConn()
-		m.scheduleRedial()
+		m.link.drop()
+		m.link.scheduleRedial()
 		return
 	}
-	s.check, m.check = m.check, nil
+	s.check, m.link.check = m.link.check, nil
 	m.sess, m.next = s, 0
 	m.p.connected.Store(true)
 	msg := "publishing channel reopened after a refusal"
@@ -44,11 +57,30 @@ func (m *machine[T]) connect() {
 	}
 	again, queued := m.backlog()
 	fields := []zap.Field{zap.String("broker", m.p.Node()),
-		zap.Int("republishing", again), zap.Int("queued", queued), zap.Int("suspects", m.suspects)}
+		zap.Int("republishing", again), zap.Int("queued", queued), zap.Int("suspects", m.gate.suspects)}
 	if n := len(m.cfg.Nodes()); n > 1 {
-		fields = append(fields, zap.Int("node", m.node+1), zap.Int("nodes", n))
+		fields = append(fields, zap.Int("node", m.link.node+1), zap.Int("nodes", n))
 	}
 	m.log.Info(msg, fields...)
+}
+
+// dial opens a connection to the next node (nodes.go) and reports whether
+// it did; on failure it schedules the next attempt.
+func (l *link) dial(ctx context.Context) bool {
+	l.streak++
+	url := l.pickNode() // nodes.go
+	conn, err := l.p.dial(ctx, url)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		l.p.warn.warn("broker connect failed, retrying", zap.String("broker", Redact(url)),
+			zap.Error(err), zap.Duration("backoff", l.redialDelay()))
+		l.scheduleRedial()
+		return false
+	}
+	l.conn = conn
+	return true
 }
 
 // redialDelay: the first connection after a healthy one is immediate, the
@@ -59,16 +91,16 @@ func (m *machine[T]) connect() {
 // round is dialled at once (a node stopped for maintenance costs no wait
 // when the next one is up), and the wait comes between rounds, so at most
 // one connection per node a second.
-func (m *machine[T]) redialDelay() time.Duration {
-	n := max(len(m.cfg.Nodes()), 1)
-	if m.streak%n != 0 {
+func (l *link) redialDelay() time.Duration {
+	n := max(len(l.cfg.Nodes()), 1)
+	if l.streak%n != 0 {
 		return 0 // the rest of this round
 	}
-	rounds := m.streak / n
+	rounds := l.streak / n
 	if rounds == 0 {
 		return 0
 	}
-	b := backoff.Backoff{Initial: m.cfg.ReconnectMin, Max: m.cfg.ReconnectMax}
+	b := backoff.Backoff{Initial: l.cfg.ReconnectMin, Max: l.cfg.ReconnectMax}
 	d := b.Delay(rounds - 1)
 	if rounds >= 3 && d < time.Second {
 		d = time.Second
@@ -76,16 +108,24 @@ func (m *machine[T]) redialDelay() time.Duration {
 	return d
 }
 
-func (m *machine[T]) scheduleRedial() {
-	m.redialC = arm(&m.redial, m.redialDelay())
+func (l *link) scheduleRedial() {
+	l.redialC = arm(&l.redial, l.redialDelay())
 }
 
-// dropConn closes the connection.
-func (m *machine[T]) dropConn() {
-	conn := m.conn
-	m.conn, m.check = nil, nil
-	m.p.connected.Store(false)
+// drop closes the connection.
+func (l *link) drop() {
+	conn := l.conn
+	l.conn, l.check = nil, nil
+	l.p.connected.Store(false)
 	closeWithin(conn)
+}
+
+// close stops the redial and closes the connection, at the end of a Run.
+func (l *link) close() {
+	if l.redial != nil {
+		l.redial.Stop()
+	}
+	closeWithin(l.conn)
 }
 
 // closeWithin closes conn (if any), waiting a bounded time: a close on a dead

@@ -79,3 +79,20 @@ func (c *exchangeCache) len() int {
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
+
+// exists answers from the cache, or asks check (a session's passive
+// declare) and caches it. The default exchange ("") always exists.
+func (c *exchangeCache) exists(name string, check func(string) (bool, error)) (bool, error) {
+	if name == "" {
+		return true, nil
+	}
+	if exists, ok := c.get(name); ok {
+		return exists, nil
+	}
+	exists, err := check(name)
+	if err != nil {
+		return false, err
+	}
+	c.put(name, exists)
+	return exists, nil
+}

@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/backoff"
+	"github.com/binlog-relay/binlog-relay/pkg/router"
 )
 
 // handOverHead hands over the results at the head of the queue, in job order.
@@ -15,7 +18,7 @@ func (m *machine[T]) handOverHead() error {
 		if e.job.Msg != nil && e.state != done {
 			return nil
 		}
-		if e.job.Msg != nil && e.err != nil && m.mustRetry(e) {
+		if e.job.Msg != nil && e.err != nil && e.mustRetry(m.cfg.Strict) {
 			m.retryHead(e)
 			return nil
 		}
@@ -27,7 +30,7 @@ func (m *machine[T]) handOverHead() error {
 		if m.next > 0 {
 			m.next--
 		}
-		m.recycle(e)
+		m.pool.recycle(e)
 	}
 	return nil
 }
@@ -43,10 +46,7 @@ func (m *machine[T]) emit(e *entry[T]) error {
 			m.p.warn.warn("message dead-lettered", zap.String("exchange", e.job.Msg.Exchange),
 				zap.String("dead_letter_exchange", m.cfg.DeadLetterExchange), zap.String("reason", e.reason))
 		}
-		if m.p.hold.Load() != nil {
-			m.p.hold.Store(nil)
-			m.holdBackoff.Reset()
-		}
+		m.hold.clear()
 	}
 	select {
 	case m.out <- r:
@@ -69,23 +69,11 @@ func (m *machine[T]) retryHead(e *entry[T]) {
 		return
 	}
 	reason := e.err.Error()
-	wait := m.holdBackoff.Next()
 	e.attempts++
 	e.viaDLX, e.reason = false, ""
 	e.state, e.err = waiting, nil
-	e.holdUntil = time.Now().Add(wait)
+	e.holdUntil = time.Now().Add(m.hold.start(e.job.Msg, reason, e.attempts))
 	m.next = 0
-	since := time.Now()
-	if h := m.p.hold.Load(); h != nil {
-		since = h.Since
-	}
-	msg := e.job.Msg
-	m.p.hold.Store(&Hold{MessageID: msg.Publishing.MessageId, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey,
-		Reason: reason, Since: since, Attempts: e.attempts})
-	m.p.warn.warn("publish failed; the stream holds behind this message and retries it",
-		zap.String("message_id", msg.Publishing.MessageId), zap.String("exchange", msg.Exchange),
-		zap.String("reason", reason), zap.Duration("retry_in", wait))
-	m.holdC = arm(&m.holdT, wait)
 }
 
 // releaseHold lets the held head be published again.
@@ -94,4 +82,48 @@ func (m *machine[T]) releaseHold() {
 		m.q[0].holdUntil = time.Time{}
 	}
 	m.next = 0
+}
+
+// headHold is the pause before a held head is retried, and the Hold it
+// shows (Publisher.Holding) meanwhile.
+type headHold struct {
+	p *Publisher
+	t *time.Timer
+	c <-chan time.Time // fires when the held head may be published again
+	// backoff spaces the retries of a held head (Config.HoldBackoff:
+	// Base doubling to Max); a delivered head resets it. The pause
+	// is a timer in wait's select, which also ends on ctx, so the loop
+	// keeps taking confirmations and returns while the head waits.
+	backoff backoff.Backoff
+}
+
+// start holds the stream behind msg after its attempts-th failure, for
+// reason: it shows the Hold, warns and arms the timer. It returns the wait.
+func (h *headHold) start(msg *router.Message, reason string, attempts int) time.Duration {
+	wait := h.backoff.Next()
+	since := time.Now()
+	if cur := h.p.hold.Load(); cur != nil {
+		since = cur.Since
+	}
+	h.p.hold.Store(&Hold{MessageID: msg.Publishing.MessageId, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey,
+		Reason: reason, Since: since, Attempts: attempts})
+	h.p.warn.warn("publish failed; the stream holds behind this message and retries it",
+		zap.String("message_id", msg.Publishing.MessageId), zap.String("exchange", msg.Exchange),
+		zap.String("reason", reason), zap.Duration("retry_in", wait))
+	h.c = arm(&h.t, wait)
+	return wait
+}
+
+// clear ends the hold, if any: a message was delivered.
+func (h *headHold) clear() {
+	if h.p.hold.Load() != nil {
+		h.p.hold.Store(nil)
+		h.backoff.Reset()
+	}
+}
+
+func (h *headHold) stop() {
+	if h.t != nil {
+		h.t.Stop()
+	}
 }

@@ -38,7 +38,7 @@ type entry[T any] struct {
 	// outcome is known.
 	suspect bool
 	// probe: the first publish to an exchange not yet proven on this
-	// connection, sent alone (see probeGate).
+	// connection, sent alone (see gate.admit).
 	probe bool
 	// unknown: in flight on a channel that ended, so the broker may have
 	// routed it; publishing it again may deliver it twice.
@@ -69,52 +69,33 @@ type machine[T any] struct {
 	q      []*entry[T] // in job order; q[0] is the oldest unsettled job
 	next   int         // q[next:] have not been offered to the current session
 	sent   int         // entries in state sent
-	// suspects counts unresolved suspects; while there are any, one
-	// message at a time is in flight so the next refusal names its culprit.
-	suspects int
-	// probes counts probes in flight (0 or 1): while one is, it is the
-	// only message in flight.
-	probes int
-	// proven holds the exchanges that took a publish from this user on
-	// the current connection (probeGate).
-	proven *exchangeCache
+	// gate narrows the window to one message while suspects or a probe
+	// are out (probe.go).
+	gate gate
 	// requeued: handOverHead put the head back to be published again.
 	requeued bool
-	// free holds settled entries for reuse (recycle).
-	free []*entry[T]
+	// pool holds settled entries for reuse.
+	pool entryPool[T]
 	// keys counts the unconfirmed messages per Job.Key (Config.PerKey in
 	// strict mode only; nil otherwise).
-	keys map[uint64]int
+	keys keyCounts
 
 	sess *session[T]
-	conn amqpConn // kept when only the channel is reopened
-	// check is the exchange-check channel kept across a channel reopen.
-	check amqpChannel
-	// streak counts connections opened since the last confirmation: it
-	// drives the reconnect backoff.
-	streak int
-	// node indexes Config.Nodes: the node of the current connection, or
-	// the one dialled last; dialled says whether this Run dialled yet
-	// (nodes.go).
-	node    int
-	dialled bool
-	redial  *time.Timer
-	redialC <-chan time.Time
-	holdT   *time.Timer
-	holdC   <-chan time.Time
-	// holdBackoff spaces the retries of a held head (Config.HoldBackoff:
-	// Base doubling to Max); a delivered head resets it. The pause
-	// is a timer in wait's select, which also ends on ctx, so the loop
-	// keeps taking confirmations and returns while the head waits.
-	holdBackoff backoff.Backoff
+	// link is the connection the sessions are opened on, and the redial
+	// (connect.go).
+	link link
+	// hold is the pause before a held head is retried (head.go).
+	hold headHold
 }
 
 func newMachine[T any](ctx context.Context, p *Publisher, in <-chan Job[T], out chan<- Result[T]) *machine[T] {
 	m := &machine[T]{p: p, cfg: &p.cfg, log: p.log, ctx: ctx, in: in, out: out, inOpen: true,
-		holdBackoff: backoff.Backoff{Initial: p.cfg.HoldBackoff.Base, Max: p.cfg.HoldBackoff.Max}}
-	m.node = int(p.nodeAt.Load()) % max(len(p.cfg.Nodes()), 1)
+		pool: entryPool[T]{max: 4 * p.cfg.Window},
+		link: link{p: p, cfg: &p.cfg},
+		hold: headHold{p: p, backoff: backoff.Backoff{Initial: p.cfg.HoldBackoff.Base, Max: p.cfg.HoldBackoff.Max}}}
+	m.link.node = int(p.nodeAt.Load()) % max(len(p.cfg.Nodes()), 1)
 	if p.cfg.Strict && p.cfg.PerKey {
-		m.keys = map[uint64]int{}
+		m.keys = keyCounts{}
 	}
 	return m
 }
@@ -143,7 +124,7 @@ func (m *machine[T]) run() error {
 // in flight, or held until its timer).
 func (m *machine[T]) step() error {
 	for {
-		if m.sess == nil && m.redialC == nil {
+		if m.sess == nil && m.link.redialC == nil {
 			m.connect()
 		}
 		if m.sess != nil {
@@ -160,7 +141,7 @@ func (m *machine[T]) step() error {
 
 func (m *machine[T]) wait() error {
 	var in <-chan Job[T]
-	if m.inOpen && len(m.q) < 4*m.cfg.Window && m.sent < m.window() {
+	if m.inOpen && len(m.q) < 4*m.cfg.Window && m.sent < m.gate.window(m.cfg.Window) {
 		in = m.in
 	}
 	var confirms <-chan amqp.Confirmation
@@ -188,11 +169,11 @@ func (m *machine[T]) wait() error {
 	case cerr := <-closes:
 		m.sess.closeErr, m.sess.closeSeen = cerr, true
 		return m.channelEnded()
-	case <-m.redialC:
-		m.redialC = nil
+	case <-m.link.redialC:
+		m.link.redialC = nil
 		m.connect()
-	case <-m.holdC:
-		m.holdC = nil
+	case <-m.hold.c:
+		m.hold.c = nil
 		m.releaseHold()
 	}
 	return nil
@@ -203,41 +184,42 @@ func (m *machine[T]) intake(job Job[T], ok bool) {
 		m.inOpen = false
 		return
 	}
-	var e *entry[T]
-	if n := len(m.free); n > 0 {
-		e, m.free = m.free[n-1], m.free[:n-1]
-	} else {
-		e = &entry[T]{}
-	}
+	e := m.pool.get()
 	e.job = job
 	m.q = append(m.q, e)
 }
 
-// recycle keeps a settled entry for the next job: once its result is
-// handed over nothing refers to it (a confirmation removes it from the
-// session's delivery tags before it settles, and a session that ended is
-// dropped whole), and a drain of a backlog then allocates no entry per
-// message.
-func (m *machine[T]) recycle(e *entry[T]) {
-	if len(m.free) < 4*m.cfg.Window {
-		*e = entry[T]{}
-		m.free = append(m.free, e)
-	}
+// entryPool keeps settled entries for the next jobs: once an entry's
+// result is handed over nothing refers to it (a confirmation removes it
+// from the session's delivery tags before it settles, and a session that
+// ended is dropped whole), and a drain of a backlog then allocates no entry
+// per message. It keeps at most max (4 windows).
+type entryPool[T any] struct {
+	free []*entry[T]
+	max  int
 }
 
-// window is how many messages may be unconfirmed: one while suspects are
-// being resolved or a probe is out (or in strict mode, where Defaults sets
-// Window to 1).
-func (m *machine[T]) window() int {
-	if m.suspects > 0 || m.probes > 0 {
-		return 1
+// get returns a cleared entry, reused if one is free.
+func (p *entryPool[T]) get() *entry[T] {
+	if n := len(p.free); n > 0 {
+		e := p.free[n-1]
+		p.free = p.free[:n-1]
+		return e
 	}
-	return m.cfg.Window
+	return &entry[T]{}
+}
+
+// recycle keeps a settled entry for the next job.
+func (p *entryPool[T]) recycle(e *entry[T]) {
+	if len(p.free) < p.max {
+		*e = entry[T]{}
+		p.free = append(p.free, e)
+	}
 }
 
 // pump publishes waiting entries in job order while the window allows.
 func (m *machine[T]) pump() error {
-	for m.sess != nil && m.next < len(m.q) && m.sent < m.window() {
+	for m.sess != nil && m.next < len(m.q) && m.sent < m.gate.window(m.cfg.Window) {
 		e := m.q[m.next]
 		if e.retryPending {
 			return nil // nothing overtakes a message that will be retried
@@ -249,10 +231,10 @@ func (m *machine[T]) pump() error {
 		if !e.holdUntil.IsZero() {
 			return nil // held: nothing overtakes it
 		}
-		if m.keys != nil && m.keys[e.job.Key] > 0 {
+		if m.keys.busy(e.job.Key) {
 			return nil // strict per key: one of its key is unconfirmed
 		}
-		ok, probe := m.probeGate(e)
+		ok, probe := m.gate.admit(e.nextExchange(m.cfg.DeadLetterExchange), m.sent)
 		if !ok {
 			return nil // the probe waits for everything in flight
 		}
@@ -261,7 +243,7 @@ func (m *machine[T]) pump() error {
 		}
 		if probe && e.state == sent {
 			e.probe = true
-			m.probes++
+			m.gate.probes++
 		}
 		if m.sess == nil || e.retryPending {
 			return nil // the session ended, or e failed and will be retried
@@ -285,11 +267,6 @@ func arm(t **time.Timer, d time.Duration) <-chan time.Time {
 // shutdown closes the connection without waiting long for a dead peer.
 func (m *machine[T]) shutdown() {
 	m.p.connected.Store(false)
-	if m.redial != nil {
-		m.redial.Stop()
-	}
-	if m.holdT != nil {
-		m.holdT.Stop()
-	}
-	closeWithin(m.conn)
+	m.hold.stop()
+	m.link.close()
 }

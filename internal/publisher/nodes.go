@@ -44,16 +44,16 @@ func (p *Publisher) Node() string {
 
 // pickNode returns the URL to dial: the node the last Run ended on for a
 // machine's first dial, else the one after the node that failed.
-func (m *machine[T]) pickNode() string {
-	nodes := m.cfg.Nodes()
-	if m.dialled {
-		m.node = (m.node + 1) % len(nodes)
+func (l *link) pickNode() string {
+	nodes := l.cfg.Nodes()
+	if l.dialled {
+		l.node = (l.node + 1) % len(nodes)
 	}
-	m.dialled = true
-	m.p.nodeAt.Store(int32(m.node))
-	red := Redact(nodes[m.node])
-	m.p.node.Store(&red)
-	return nodes[m.node]
+	l.dialled = true
+	l.p.nodeAt.Store(int32(l.node))
+	red := Redact(nodes[l.node])
+	l.p.node.Store(&red)
+	return nodes[l.node]
 }
 
 // validateNodes checks broker.url and broker.urls: one of them, each an

@@ -120,8 +120,8 @@ func TestRedialDelayPerRound(t *testing.T) {
 		if c.nodes == 1 {
 			cfg = Config{URL: clusterNodes[0], ReconnectMin: 100 * ms, ReconnectMax: 10 * time.Second}
 		}
-		m := &machine[string]{cfg: &cfg, streak: c.streak}
-		if got := m.redialDelay(); got != c.want {
+		l := &link{cfg: &cfg, streak: c.streak}
+		if got := l.redialDelay(); got != c.want {
 			t.Errorf("%d nodes, %d dials: wait %s, want %s", c.nodes, c.streak, got, c.want)
 		}
 	}

@@ -20,19 +20,47 @@ import "time"
 // provenFor is how long an exchange stays proven without a new probe.
 const provenFor = 30 * time.Second
 
-// probeGate reports whether e may be published now, and whether that
-// publish is a probe (its exchange is not proven on this connection).
-func (m *machine[T]) probeGate(e *entry[T]) (ok, probe bool) {
-	if m.isProven(m.exchangeOf(e)) {
-		return true, false
-	}
-	return m.sent == 0, true
+// gate is the bookkeeping that narrows the window to one message in
+// flight: the suspects of a refusal that named no culprit (close.go) and
+// the probes of exchanges not yet proven. The counts follow the entries'
+// suspect and probe flags.
+type gate struct {
+	// suspects counts unresolved suspects; while there are any, one
+	// message at a time is in flight so the next refusal names its culprit.
+	suspects int
+	// probes counts probes in flight (0 or 1): while one is, it is the
+	// only message in flight.
+	probes int
+	// proven holds the exchanges that took a publish from this user on
+	// the current connection.
+	proven *exchangeCache
 }
 
-// exchangeOf is the exchange e's next publish goes to.
-func (m *machine[T]) exchangeOf(e *entry[T]) string {
+// window is how many messages may be unconfirmed, of n (Config.Window):
+// one while suspects are being resolved or a probe is out (or in strict
+// mode, where Defaults sets Window to 1).
+func (g *gate) window(n int) int {
+	if g.suspects > 0 || g.probes > 0 {
+		return 1
+	}
+	return n
+}
+
+// admit reports whether a publish to exchange may go now, with sent
+// messages in flight, and whether that publish is a probe (the exchange is
+// not proven on this connection).
+func (g *gate) admit(exchange string, sent int) (ok, probe bool) {
+	if g.isProven(exchange) {
+		return true, false
+	}
+	return sent == 0, true
+}
+
+// nextExchange is the exchange e's next publish goes to: dlx, the
+// dead-letter exchange, for its dead-letter copy.
+func (e *entry[T]) nextExchange(dlx string) string {
 	if e.viaDLX {
-		return m.cfg.DeadLetterExchange
+		return dlx
 	}
 	return e.job.Msg.Exchange
 }
@@ -46,24 +74,24 @@ func provenKey(exchange string) string {
 	return exchange
 }
 
-func (m *machine[T]) isProven(exchange string) bool {
-	if m.proven == nil {
+func (g *gate) isProven(exchange string) bool {
+	if g.proven == nil {
 		return false
 	}
-	ok, _ := m.proven.get(provenKey(exchange))
+	ok, _ := g.proven.get(provenKey(exchange))
 	return ok
 }
 
 // prove records that the broker took a publish to exchange on this
 // connection.
-func (m *machine[T]) prove(exchange string) {
-	if m.proven == nil {
-		m.proven = newExchangeCache(4096)
-		m.proven.positive = provenFor
+func (g *gate) prove(exchange string) {
+	if g.proven == nil {
+		g.proven = newExchangeCache(4096)
+		g.proven.positive = provenFor
 	}
-	m.proven.put(provenKey(exchange), true)
+	g.proven.put(provenKey(exchange), true)
 }
 
 // forgetProofs starts a new connection with nothing proven: permissions
 // may have changed while it was away.
-func (m *machine[T]) forgetProofs() { m.proven = nil }
+func (g *gate) forgetProofs() { g.proven = nil }

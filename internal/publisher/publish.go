@@ -19,13 +19,13 @@ func (m *machine[T]) send(e *entry[T]) error {
 	msg := e.job.Msg
 	exchange, key, pub := msg.Exchange, msg.RoutingKey, msg.Publishing
 	if e.viaDLX {
-		exchange, key, pub = m.deadLetter(e)
+		exchange, key, pub = e.deadLetter(m.cfg.DeadLetterExchange)
 	}
 	if err := checkLimits(exchange, key, &pub, m.sess.frameMax, cmp.Or(m.cfg.MaxMessageSize, m.sess.maxBody)); err != nil {
 		m.fail(e, err)
 		return nil
 	}
-	exists, err := m.exchangeExists(exchange)
+	exists, err := m.p.exchanges.exists(exchange, m.sess.exchangeExists)
 	if err != nil {
 		return m.connectionFailed(err)
 	}
@@ -58,21 +58,33 @@ func (m *machine[T]) send(e *entry[T]) error {
 	}
 	m.sess.bySeq[seq] = e
 	m.sent++
-	if m.keys != nil {
-		m.keys[e.job.Key]++
-	}
+	m.keys.add(e.job.Key)
 	return nil
 }
 
-// unconfirmedKey forgets one unconfirmed message of e's key.
-func (m *machine[T]) unconfirmedKey(e *entry[T]) {
-	if m.keys == nil {
+// keyCounts counts the unconfirmed messages per Job.Key (strict per key);
+// nil counts nothing.
+type keyCounts map[uint64]int
+
+// busy reports whether a message of key is unconfirmed.
+func (k keyCounts) busy(key uint64) bool { return k != nil && k[key] > 0 }
+
+// add counts one more unconfirmed message of key.
+func (k keyCounts) add(key uint64) {
+	if k != nil {
+		k[key]++
+	}
+}
+
+// release forgets one unconfirmed message of key.
+func (k keyCounts) release(key uint64) {
+	if k == nil {
 		return
 	}
-	if n := m.keys[e.job.Key]; n > 1 {
-		m.keys[e.job.Key] = n - 1
+	if n := k[key]; n > 1 {
+		k[key] = n - 1
 	} else {
-		delete(m.keys, e.job.Key)
+		delete(k, key)
 	}
 }
 
@@ -80,18 +92,18 @@ func (m *machine[T]) unconfirmedKey(e *entry[T]) {
 func (m *machine[T]) fail(e *entry[T], err error) {
 	if e.state == sent {
 		m.sent--
-		m.unconfirmedKey(e)
+		m.keys.release(e.job.Key)
 	}
 	if e.suspect {
 		e.suspect = false
-		m.suspects--
+		m.gate.suspects--
 	}
 	if e.probe {
 		e.probe = false
-		m.probes--
+		m.gate.probes--
 	}
 	e.state, e.err, e.unknown = done, err, false
-	if err != nil && m.mustRetry(e) {
+	if err != nil && e.mustRetry(m.cfg.Strict) {
 		// Nothing behind it may be published until it is retried: move
 		// the publish cursor back to it, where pump stops.
 		e.retryPending = true
@@ -105,9 +117,10 @@ func (m *machine[T]) fail(e *entry[T], err error) {
 }
 
 // mustRetry: a failure of this message is not a result but a retry (at the
-// dead-letter exchange or in place) that nothing behind it may overtake.
-func (m *machine[T]) mustRetry(e *entry[T]) bool {
-	return e.job.MustDeliver || m.cfg.Strict
+// dead-letter exchange or in place) that nothing behind it may overtake;
+// strict is Config.Strict.
+func (e *entry[T]) mustRetry(strict bool) bool {
+	return e.job.MustDeliver || strict
 }
 
 // onConfirm settles the entry a confirmation is for. amqp091-go hands
@@ -121,7 +134,7 @@ func (m *machine[T]) onConfirm(s *session[T], c amqp.Confirmation) {
 	delete(s.bySeq, c.DeliveryTag)
 	if e.probe {
 		// Acked, nacked or returned: the broker took the publish.
-		m.prove(e.exchange)
+		m.gate.prove(e.exchange)
 	}
 	var err error
 	switch {
@@ -130,7 +143,7 @@ func (m *machine[T]) onConfirm(s *session[T], c amqp.Confirmation) {
 	case !c.Ack:
 		err = fmt.Errorf("%w (exchange %q, routing key %q)", ErrNacked, e.exchange, e.key)
 	default:
-		m.streak = 0 // the connection works
+		m.link.streak = 0 // the connection works
 		e.deadLettered = e.viaDLX
 	}
 	if err != nil && e.viaDLX {
@@ -201,7 +214,8 @@ const (
 // original routing key. A routing key or property over the 255-byte limit
 // (which may be why it is here) cannot be sent as it is: the key is left
 // empty and such a property moves to an x-relay-original-<name> header.
-func (m *machine[T]) deadLetter(e *entry[T]) (string, string, amqp.Publishing) {
+// dlx is the dead-letter exchange.
+func (e *entry[T]) deadLetter(dlx string) (string, string, amqp.Publishing) {
 	msg := e.job.Msg
 	pub := msg.Publishing
 	pub.Headers = make(amqp.Table, len(msg.Publishing.Headers)+3)
@@ -222,22 +236,5 @@ func (m *machine[T]) deadLetter(e *entry[T]) (string, string, amqp.Publishing) {
 	if len(key) > shortstrMax {
 		key = ""
 	}
-	return m.cfg.DeadLetterExchange, key, pub
-}
-
-// exchangeExists answers from the cache, or asks the broker and caches it.
-// The default exchange ("") always exists.
-func (m *machine[T]) exchangeExists(name string) (bool, error) {
-	if name == "" {
-		return true, nil
-	}
-	if exists, ok := m.p.exchanges.get(name); ok {
-		return exists, nil
-	}
-	exists, err := m.sess.exchangeExists(name)
-	if err != nil {
-		return false, err
-	}
-	m.p.exchanges.put(name, exists)
-	return exists, nil
+	return dlx, key, pub
 }
