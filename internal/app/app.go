@@ -1,15 +1,15 @@
-// Package app owns one relay process: the App, its connections, the source
-// it streams from and the pipeline it wires from the config, the commands
-// cmd/binlog-relay dispatches to, and what it reports over HTTP.
+// Package app owns one relay process: opening its connections, the stage
+// Configs converted once from the config (stages.go), the wiring of the
+// stages from them (wiring.go, streams.go, sweep.go), running the binlog
+// path and the services beside it (run.go, services.go), and HA terms
+// under the leader lease (ha.go). It is the composition root: the checks
+// are internal/preflight's, the one-shot commands internal/command's, the
+// source internal/source's, replica health internal/replica's, where to
+// start internal/startpos's, one relay per name internal/instance's, and
+// what the relay reports over HTTP internal/ops's; app hands each the
+// connections and config values it needs (check.go, commands.go,
+// replica.go, guards.go, http.go, ready.go, metrics.go).
 // cmd/binlog-relay is a thin shell over it; tests drive it in-process.
-//
-// The files follow the data flow: connections.go opens the servers and
-// reads their positions, source.go picks the replica to read (and fails
-// over), app.go wires the stages, run.go streams (ha.go under a lease), its
-// flags in options.go; the other commands are check.go and lint.go, and
-// internal/command's one-shot commands (status, sweep, requeue, replay,
-// reconcile), run on the App's Env (commands.go); http.go, ready.go,
-// metrics.go and observer.go report.
 package app
 
 import (

@@ -1,7 +1,7 @@
 package app
 
 // High availability (docs/ha.md): the leader lease around the binlog path.
-// Failover between the replicas listed in source.hosts is source.go's.
+// Failover between the replicas listed in source.hosts is internal/source's.
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func lostLease(err error) bool {
 // through the fenced store and hands a row to the publisher only while the
 // lease is valid by this process's clock; losing the lease aborts it at once.
 func (a *App) term(ctx context.Context, l *lease.Lease, last **checkpoint.Checkpoint) error {
-	a.leader.Set(true) // leader.go
+	a.leader.Set(true)
 	defer a.endTerm(ctx)
 	store := a.checkpoints.Store(checkpoint.WithFence(l.Term()))
 	r, err := a.build(ctx, store, l.Held)

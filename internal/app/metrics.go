@@ -77,7 +77,7 @@ func (a *App) watch(r *binlog.Reader, p lanes.Set) {
 
 // pollers are the loops behind the metrics that need a query. The outbox
 // backlog and the queue depths are the same whichever relay of a name reads
-// them: with ha.enabled only the leader does (leader.go), so standbys add no
+// them: with ha.enabled only the leader does (ops.Leading), so standbys add no
 // load and the relays of a name do not export N copies of one number.
 func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
 	out := []func(context.Context){func(ctx context.Context) {

@@ -48,7 +48,7 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.relay.Store(r)
-	a.leader.Set(true) // the only relay of its name (leader.go)
+	a.leader.Set(true) // the only relay of its name
 	defer a.leader.Set(false)
 	start, cp, err := startpos.Start(ctx, a.Store, a.Source)
 	if err != nil {

@@ -31,7 +31,7 @@ func (a *App) sweep(ctx context.Context) error {
 // pre-checks, the primary for claims and status writes.
 func (w *wiring) sweeper() (*sweeper.Sweeper, error) {
 	cfg := w.cfg
-	rt, err := w.router() // headers.go
+	rt, err := w.router()
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,7 @@
 package preflight
 
 // The broker's nodes (broker.urls): a probe of each, for check and for
-// status (internal/app/brokernodes.go). URLs are always shown with the
+// status (internal/command/brokers.go). URLs are always shown with the
 // password redacted.
 
 import (

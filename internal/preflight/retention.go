@@ -2,7 +2,7 @@ package preflight
 
 // The start-up check of the source's binlog retention. The relay resumes
 // from its checkpoint only while the source still has that binlog; once it
-// is purged, the position is a gap (internal/app/gap.go): the rows
+// is purged, the position is a gap (internal/startpos): the rows
 // committed in it go to the sweeper, and tables without a status column
 // stop the relay. So `check` warns when the source keeps its binlog for
 // less than source.min_binlog_retention (24h by default): a relay stopped
