@@ -432,7 +432,8 @@ func (c *Config) applyDefaults() {
 		m.Flavor = cmp.Or(m.Flavor, "auto")
 	}
 	if len(c.Source.Hosts) > 0 && c.Source.Host == "" {
-		c.Source.Host, c.Source.Port = SplitHost(c.Source.Hosts[0], c.Source.Port)
+		first := c.Source.HostEntries()[0]
+		c.Source.Host, c.Source.Port = first.Host, first.Port
 	}
 	c.Redis.defaults() // redis.go
 	c.Checkpoint.Key = cmp.Or(c.Checkpoint.Key, c.RedisKeys().Checkpoint())
@@ -563,12 +564,13 @@ func (c *Config) validateServers() []error {
 		}
 		errs = append(errs, validateManaged(s.field, s.m, s.field == "source")...) // managed.go
 	}
-	for i, h := range c.Source.Hosts {
-		if host, port := SplitHost(h, c.Source.Port); host == "" || port < 0 {
+	entries := c.Source.HostEntries()
+	for i, e := range entries {
+		if e.Host == "" || e.Port < 0 {
 			errs = append(errs, fmt.Errorf("source.hosts[%d]: not host or host:port (a port from 1 to 65535)", i))
 		}
 	}
-	if len(c.Source.Hosts) > 0 && net.JoinHostPort(SplitHostString(c.Source.Hosts[0], c.Source.Port)) != c.Source.Addr() {
+	if len(entries) > 0 && entries[0].Port > 0 && entries[0].Addr() != c.Source.Addr() {
 		errs = append(errs, errors.New("source.host: set source.host/port or source.hosts, not both"))
 	}
 	if len(c.Primary.Hosts) > 0 {
@@ -694,21 +696,23 @@ func checkExchangeName(name string) error {
 	return nil
 }
 
-// SplitHost parses one source.hosts entry, host or host:port, with def as
-// the port when none is given; the port is -1 when it is not a number.
-func SplitHost(hostport string, def int) (string, int) {
-	host, port := SplitHostString(hostport, def)
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return host, -1
+// HostEntries is source.hosts, each entry (host or host:port, the
+// section's port when it has none) as a section of its own: the one
+// parse of the list. An entry's port is -1 when it is not a number from 1
+// to 65535.
+func (m MySQL) HostEntries() []MySQL {
+	out := make([]MySQL, len(m.Hosts))
+	for i, h := range m.Hosts {
+		e := m
+		e.Hosts = nil
+		e.Host, e.Port = strings.Trim(h, "[]"), m.Port
+		if host, port, err := net.SplitHostPort(h); err == nil {
+			e.Host, e.Port = host, -1
+			if n, err := strconv.Atoi(port); err == nil && n >= 1 && n <= 65535 {
+				e.Port = n
+			}
+		}
+		out[i] = e
 	}
-	return host, n
-}
-
-// SplitHostString is SplitHost with the port as text.
-func SplitHostString(hostport string, def int) (string, string) {
-	if host, port, err := net.SplitHostPort(hostport); err == nil {
-		return host, port
-	}
-	return strings.Trim(hostport, "[]"), strconv.Itoa(def)
+	return out
 }

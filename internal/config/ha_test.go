@@ -25,8 +25,8 @@ func TestHAAndSourceHosts(t *testing.T) {
 	if c.HA.Enabled || c.HA.LeaseTTL != 0 || c.Checkpoint.OutageWindow != 30*time.Second {
 		t.Fatalf("defaults: ha %+v, outage window %s", c.HA, c.Checkpoint.OutageWindow)
 	}
-	if h, p := SplitHost(c.Source.Hosts[1], c.Source.Port); h != "10.0.0.3" || p != 3307 {
-		t.Fatalf("second host %s:%d", h, p)
+	if e := c.Source.HostEntries()[1]; e.Host != "10.0.0.3" || e.Port != 3307 {
+		t.Fatalf("second host %s:%d", e.Host, e.Port)
 	}
 	for _, tc := range []struct{ yaml, field string }{
 		{"source: {host: 10.0.0.1, hosts: [10.0.0.2], user: relay}", "source.host:"},

@@ -35,10 +35,7 @@ type hosts struct {
 
 func newHosts(cfg config.MySQL, log *zap.Logger, dial Dial) (*hosts, error) {
 	s := &hosts{log: log, behind: map[int]string{}}
-	for i, h := range cfg.Hosts {
-		m := cfg
-		m.Hosts = nil
-		m.Host, m.Port = config.SplitHost(h, cfg.Port)
+	for i, m := range cfg.HostEntries() {
 		c, err := dial(m, fmt.Sprintf("source.hosts[%d]", i))
 		if err != nil {
 			return nil, err
