@@ -34,45 +34,58 @@ func dialChannel(url string, confirm bool) (*amqp.Connection, *amqp.Channel, err
 	return conn, ch, nil
 }
 
-// setupBroker declares the run's topic exchange and a durable queue bound to
-// it with "#", and starts the consumer that every step reads deliveries from.
-// It also declares the quorum queue of the quorum drain (quorum.go), unbound.
-func (e *env) setupBroker() error {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
-	if err != nil {
-		return fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
-	}
-	defer conn.Close()
-	e.stack.broker = brokerVersion(conn)
-	if err := ch.ExchangeDeclare(e.exchange, "topic", true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring exchange: %w", err)
-	}
-	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring queue: %w", err)
-	}
-	if err := ch.QueueBind(e.queue, "#", e.exchange, false, nil); err != nil {
-		return fmt.Errorf("binding queue: %w", err)
-	}
-	if err := e.declareQuorumQueue(ch); err != nil {
+// topology is the run's exchange and queues on the broker at amqpURL.
+type topology struct {
+	amqpURL         string
+	exchange, queue string
+}
+
+// setupBroker declares the run's topology and starts the consumer that
+// every step reads deliveries from.
+func (e *env) setupBroker() (err error) {
+	if e.stack.broker, err = e.topo.declare(); err != nil {
 		return err
 	}
 	if e.o.noConsumer {
 		return nil
 	}
-	e.consumer, err = startConsumer(e.o.amqpURL, e.queue, true)
+	e.consumer, err = startConsumer(e.topo.amqpURL, e.topo.queue, true)
 	return err
 }
 
-func (e *env) teardownBroker() {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
+// declare declares the topic exchange and a durable queue bound to it with
+// "#", and the quorum queue of the quorum drain (quorum.go), unbound. It
+// returns what the broker says it is.
+func (t topology) declare() (version string, err error) {
+	conn, ch, err := dialChannel(t.amqpURL, false)
+	if err != nil {
+		return "", fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
+	}
+	defer conn.Close()
+	version = brokerVersion(conn)
+	if err := ch.ExchangeDeclare(t.exchange, "topic", true, false, false, false, nil); err != nil {
+		return version, fmt.Errorf("declaring exchange: %w", err)
+	}
+	if _, err := ch.QueueDeclare(t.queue, true, false, false, false, nil); err != nil {
+		return version, fmt.Errorf("declaring queue: %w", err)
+	}
+	if err := ch.QueueBind(t.queue, "#", t.exchange, false, nil); err != nil {
+		return version, fmt.Errorf("binding queue: %w", err)
+	}
+	return version, t.declareQuorumQueue(ch)
+}
+
+// remove deletes the queues and the exchange.
+func (t topology) remove() {
+	conn, ch, err := dialChannel(t.amqpURL, false)
 	if err != nil {
 		progress("removing exchange and queue: %v", err)
 		return
 	}
 	defer conn.Close()
-	_, _ = ch.QueueDelete(e.queue, false, false, false)
-	_, _ = ch.QueueDelete(e.quorumQueue(), false, false, false)
-	_ = ch.ExchangeDelete(e.exchange, false, false)
+	_, _ = ch.QueueDelete(t.queue, false, false, false)
+	_, _ = ch.QueueDelete(t.quorumQueue(), false, false, false)
+	_ = ch.ExchangeDelete(t.exchange, false, false)
 }
 
 // consumer reads a queue with auto-ack and hands each delivery to the
@@ -341,7 +354,7 @@ func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idP
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := p.ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
+		err := p.ch.PublishWithContext(ctx, e.topo.exchange, "bench.created", true, false, amqp.Publishing{
 			MessageId: idPrefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
 			Timestamp: time.Now(), AppId: "bench", Body: body,
 		})

@@ -164,18 +164,19 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 	if err := <-done; err != nil {
 		return st, err
 	}
-	if err := e.purgeQueue(); err != nil {
+	if err := e.topo.purge(); err != nil {
 		return st, err
 	}
 	return st, e.reset(ctx)
 }
 
-func (e *env) purgeQueue() error {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
+// purge removes every message from the run's classic queue.
+func (t topology) purge() error {
+	conn, ch, err := dialChannel(t.amqpURL, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	_, err = ch.QueuePurge(e.queue, false)
+	_, err = ch.QueuePurge(t.queue, false)
 	return err
 }

@@ -141,7 +141,7 @@ func (e *env) insertKeyedRows(ctx context.Context, prefix string, n int) error {
 			if j > i {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, "('%s%d','%s','k%d','%s','PENDING',NOW(3))", prefix, j, e.exchange, rand.IntN(e.o.lanesKeys), content)
+			fmt.Fprintf(&b, "('%s%d','%s','k%d','%s','PENDING',NOW(3))", prefix, j, e.topo.exchange, rand.IntN(e.o.lanesKeys), content)
 		}
 		if _, err := e.primary.ExecContext(ctx, b.String()); err != nil {
 			return fmt.Errorf("inserting rows: %w", err)

@@ -56,7 +56,7 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 	saved := e.o.tableYAML
 	e.o.tableYAML = "{preset: producer-message, name: " + bigTable + "}"
 	defer func() { e.o.tableYAML = saved }()
-	spec := rowSpec{table: bigTable, exchange: e.exchange, size: payloadBytes}
+	spec := rowSpec{table: bigTable, exchange: e.topo.exchange, size: payloadBytes}
 
 	name := fmt.Sprintf("bench-payload-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
 	if err := e.checkpointAt(ctx, name, spec); err != nil {
@@ -191,11 +191,11 @@ func (e *env) missingExchangeStep(ctx context.Context, rep *report) error {
 	}
 	progress("  normal: %.0f msg/s", normal.rate)
 
-	missing := e.exchange + ".missing"
+	missing := e.topo.exchange + ".missing"
 	n := e.o.backlog
 	progress("missing exchange: binlog-relay drain of %d rows to %s", n, missing)
 	name := fmt.Sprintf("bench-missing-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
-	if err := e.checkpointAt(ctx, name, rowSpec{table: "producer_message", exchange: e.exchange, size: e.o.payload}); err != nil {
+	if err := e.checkpointAt(ctx, name, rowSpec{table: "producer_message", exchange: e.topo.exchange, size: e.o.payload}); err != nil {
 		return err
 	}
 	prefix := e.nextPrefix("mx")
@@ -283,7 +283,7 @@ func (e *env) purgeBinlogs() {
 	defer cancel()
 	if e.primary != nil {
 		pos, _ := e.primaryPos(ctx)
-		e.catchUpExtras(ctx, pos, 300*time.Second)
+		e.extras.catchUp(ctx, pos, 300*time.Second)
 	}
 	// Every replica of the primary must be among these: one left out could
 	// lose the files it has not fetched yet.

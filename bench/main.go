@@ -219,7 +219,7 @@ func run(ctx context.Context, o *options, rep *report) error {
 	defer e.close()
 	rep.stack = e.stack
 	progress("flavour %s: primary %s, replica %s; broker %s", e.stack.flavor, e.stack.primary, e.stack.replica, e.stack.broker)
-	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.exchange, e.queue, e.quorumQueue())
+	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.topo.exchange, e.topo.queue, e.topo.quorumQueue())
 
 	if o.phases["broker"] {
 		if err := e.brokerLimit(ctx, rep); err != nil {

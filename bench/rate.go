@@ -183,7 +183,7 @@ func (e *env) produce(ctx context.Context, prefix string, total int) (time.Durat
 				if lag := now.Sub(j.due); lag > time.Duration(behind.Load()) {
 					behind.Store(int64(lag))
 				}
-				if _, err := e.producer.ExecContext(ctx, q, fmt.Sprintf("%s%d", prefix, j.seq), e.exchange, payload(now, e.o.payload)); err != nil {
+				if _, err := e.producer.ExecContext(ctx, q, fmt.Sprintf("%s%d", prefix, j.seq), e.topo.exchange, payload(now, e.o.payload)); err != nil {
 					errOnce.Do(func() { werr = fmt.Errorf("producer: %w", err); close(failed) })
 					return
 				}

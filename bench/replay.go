@@ -90,7 +90,7 @@ func (e *env) runReplay(ctx context.Context, name, db string) (float64, time.Dur
 	}
 	_, _, _, ppw, _ := hostPort(e.o.primaryDSN)
 	cmd := exec.CommandContext(ctx, e.relayBin, "replay", "--config", cfg, "--table", db+".producer_message",
-		"--exchange", e.exchange, "--rate", "0", "--chunk-size", "1000", "--progress-interval", "5s")
+		"--exchange", e.topo.exchange, "--rate", "0", "--chunk-size", "1000", "--progress-interval", "5s")
 	cmd.Env = append(os.Environ(), "BENCH_SOURCE_PASSWORD="+rpw, "BENCH_PRIMARY_PASSWORD="+ppw, "BENCH_AMQP_URL="+e.o.amqpURL)
 	var out, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &stderr

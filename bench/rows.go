@@ -20,7 +20,7 @@ func payload(t time.Time, size int) string {
 // message ids prefix + sequence number. status is PENDING or SENT.
 // Each statement commits on its own unless tx is given.
 func (e *env) insertRows(ctx context.Context, ex execer, prefix string, n, per int, status string) error {
-	return e.insertRowsInto(ctx, ex, rowSpec{table: "producer_message", exchange: e.exchange, size: e.o.payload}, prefix, n, per, status)
+	return e.insertRowsInto(ctx, ex, rowSpec{table: "producer_message", exchange: e.topo.exchange, size: e.o.payload}, prefix, n, per, status)
 }
 
 type execer interface {
