@@ -253,9 +253,9 @@ func (s *sink) percentiles() (p50, p99, mx time.Duration, n int) {
 // default broker.window), to the run's exchange, and times them from the
 // first publish to the last delivery at the consumer: the ceiling any relay
 // can reach on this stack.
-func (e *env) brokerLimit(ctx context.Context, rep *report) error {
+func brokerLimit(ctx context.Context, e *env, rep *report) error {
 	n := e.o.brokerMsgs
-	r, err := e.brokerRun(ctx, n, 1)
+	r, err := brokerRun(ctx, e, n, 1)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ type brokerResult struct {
 // brokerRun publishes n messages split over channels publishers, each on
 // its own connection (as the relay's lanes are) with up to window
 // unconfirmed, and times them to the last confirm and the last delivery.
-func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, error) {
+func brokerRun(ctx context.Context, e *env, n, channels int) (brokerResult, error) {
 	const window = 1024
 	var r brokerResult
 	prefix := e.nextPrefix("b")
@@ -305,7 +305,7 @@ func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, err
 			if c < n%channels {
 				mine++
 			}
-			return e.publishShare(ctx, p, &t, prefix+strconv.Itoa(c)+"-", mine, body)
+			return p.publishShare(ctx, e.topo.exchange, &t, prefix+strconv.Itoa(c)+"-", mine, body)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -340,9 +340,10 @@ type brokerTally struct {
 	lastConfirmNs atomic.Int64
 }
 
-// publishShare publishes one publisher's n messages, with message ids
-// idPrefix followed by a sequence number, and waits for their confirms.
-func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idPrefix string, n int, body []byte) error {
+// publishShare publishes one publisher's n messages to exchange, with
+// message ids idPrefix followed by a sequence number, and waits for their
+// confirms.
+func (p brokerPub) publishShare(ctx context.Context, exchange string, t *brokerTally, idPrefix string, n int, body []byte) error {
 	confirmed := make(chan struct{})
 	go func() {
 		defer close(confirmed)
@@ -354,7 +355,7 @@ func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idP
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := p.ch.PublishWithContext(ctx, e.topo.exchange, "bench.created", true, false, amqp.Publishing{
+		err := p.ch.PublishWithContext(ctx, exchange, "bench.created", true, false, amqp.Publishing{
 			MessageId: idPrefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
 			Timestamp: time.Now(), AppId: "bench", Body: body,
 		})

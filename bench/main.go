@@ -222,7 +222,7 @@ func run(ctx context.Context, o *options, rep *report) error {
 	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.topo.exchange, e.topo.queue, e.topo.quorumQueue())
 
 	if o.phases["broker"] {
-		if err := e.brokerLimit(ctx, rep); err != nil {
+		if err := brokerLimit(ctx, e, rep); err != nil {
 			return fmt.Errorf("broker limit: %w", err)
 		}
 	}
@@ -233,12 +233,12 @@ func run(ctx context.Context, o *options, rep *report) error {
 		}
 	}
 	if o.phases["drain"] {
-		if err := e.drainStep(ctx, rep, base); err != nil {
+		if err := drainStep(ctx, e, rep, base); err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
 	}
 	if o.phases["latency"] {
-		if err := e.latencyStep(ctx, rep, base); err != nil {
+		if err := latencyStep(ctx, e, rep, base); err != nil {
 			return fmt.Errorf("latency: %w", err)
 		}
 	}
@@ -247,13 +247,13 @@ func run(ctx context.Context, o *options, rep *report) error {
 			if err := e.growTo(ctx, size); err != nil {
 				return err
 			}
-			if err := e.scaleStep(ctx, rep, size); err != nil {
+			if err := scaleStep(ctx, e, rep, size); err != nil {
 				return fmt.Errorf("scale %d: %w", size, err)
 			}
 		}
 	}
 	if o.phases["memory"] {
-		if err := e.bigTxStep(ctx, rep); err != nil {
+		if err := bigTxStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("memory: %w", err)
 		}
 	}
@@ -262,33 +262,33 @@ func run(ctx context.Context, o *options, rep *report) error {
 		// server, and the stack keeps its data in memory: clear what the
 		// earlier steps left first, and what this one left after it.
 		e.purgeBinlogs()
-		if err := e.payloadStep(ctx, rep); err != nil {
+		if err := payloadStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("payload: %w", err)
 		}
 		e.purgeBinlogs()
 	}
 	if o.phases["missing"] {
-		if err := e.missingExchangeStep(ctx, rep); err != nil {
+		if err := missingExchangeStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("missing exchange: %w", err)
 		}
 	}
 	if o.phases["reconcile"] {
-		if err := e.reconcileStep(ctx, rep); err != nil {
+		if err := reconcileStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("reconcile: %w", err)
 		}
 	}
 	if o.phases["lanes"] {
-		if err := e.lanesStep(ctx, rep); err != nil {
+		if err := lanesStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("lanes: %w", err)
 		}
 	}
 	if o.phases["replay"] {
-		if err := e.replayStep(ctx, rep); err != nil {
+		if err := replayStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 	}
 	if o.phases["kill"] {
-		if err := e.killStep(ctx, rep); err != nil {
+		if err := killStep(ctx, e, rep); err != nil {
 			return fmt.Errorf("sigkill: %w", err)
 		}
 	}

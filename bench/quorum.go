@@ -51,7 +51,7 @@ func (t topology) rebind(from, to string) error {
 
 // drainQuorum is drainRelay into the quorum queue, read by a consumer of
 // its own; the classic queue and its consumer are back when it returns.
-func (e *env) drainQuorum(ctx context.Context) (drainResult, error) {
+func drainQuorum(ctx context.Context, e *env) (drainResult, error) {
 	progress("drain: binlog-relay again into a quorum queue, %d rows", e.o.backlog)
 	// Not an exclusive consumer: the queue is the run's own, so exclusivity
 	// would buy nothing, and the drain should not depend on a consumer
@@ -66,7 +66,7 @@ func (e *env) drainQuorum(ctx context.Context) (drainResult, error) {
 	}
 	classic := e.consumer
 	e.consumer = c
-	r, err := e.drainRelay(ctx)
+	r, err := drainRelay(ctx, e)
 	e.consumer = classic
 	c.close()
 	if rerr := e.topo.rebind(e.topo.quorumQueue(), e.topo.queue); rerr != nil && err == nil {
