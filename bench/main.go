@@ -220,7 +220,26 @@ func run(ctx context.Context, o *options, rep *report) error {
 	rep.stack = e.stack
 	progress("flavour %s: primary %s, replica %s; broker %s", e.stack.flavor, e.stack.primary, e.stack.replica, e.stack.broker)
 	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.topo.exchange, e.topo.queue, e.topo.quorumQueue())
+	if err := runComparisonSteps(ctx, e, rep); err != nil {
+		return err
+	}
+	for _, s := range relaySteps {
+		if !o.phases[s.phase] {
+			continue
+		}
+		if err := s.run(ctx, e, rep); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
 
+// runComparisonSteps runs the steps that compare binlog-relay with the
+// poller: the broker's limit (the ceiling of both), the drains and the
+// fixed-rate runs at the main table size, then the scale step at the
+// larger ones.
+func runComparisonSteps(ctx context.Context, e *env, rep *report) error {
+	o := e.o
 	if o.phases["broker"] {
 		if err := brokerLimit(ctx, e, rep); err != nil {
 			return fmt.Errorf("broker limit: %w", err)
@@ -252,45 +271,33 @@ func run(ctx context.Context, o *options, rep *report) error {
 			}
 		}
 	}
-	if o.phases["memory"] {
-		if err := bigTxStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("memory: %w", err)
-		}
+	return nil
+}
+
+// relaySteps are the steps that measure binlog-relay alone, in the order
+// they run: each with its -only name and the name its errors carry.
+var relaySteps = []struct {
+	phase, what string
+	run         func(ctx context.Context, e *env, rep *report) error
+}{
+	{"memory", "memory", bigTxStep},
+	{"payload", "payload", payloadBetweenPurges},
+	{"missing", "missing exchange", missingExchangeStep},
+	{"reconcile", "reconcile", reconcileStep},
+	{"lanes", "lanes", lanesStep},
+	{"replay", "replay", replayStep},
+	{"kill", "sigkill", killStep},
+}
+
+// payloadBetweenPurges is the payload step between two purges of the
+// binary logs. The large-payload step writes about 3 GB of row images to
+// each server, and the stack keeps its data in memory: clear what the
+// earlier steps left first, and what this one left after it.
+func payloadBetweenPurges(ctx context.Context, e *env, rep *report) error {
+	e.purgeBinlogs()
+	if err := payloadStep(ctx, e, rep); err != nil {
+		return err
 	}
-	if o.phases["payload"] {
-		// The large-payload step writes about 3 GB of row images to each
-		// server, and the stack keeps its data in memory: clear what the
-		// earlier steps left first, and what this one left after it.
-		e.purgeBinlogs()
-		if err := payloadStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("payload: %w", err)
-		}
-		e.purgeBinlogs()
-	}
-	if o.phases["missing"] {
-		if err := missingExchangeStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("missing exchange: %w", err)
-		}
-	}
-	if o.phases["reconcile"] {
-		if err := reconcileStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("reconcile: %w", err)
-		}
-	}
-	if o.phases["lanes"] {
-		if err := lanesStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("lanes: %w", err)
-		}
-	}
-	if o.phases["replay"] {
-		if err := replayStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-	}
-	if o.phases["kill"] {
-		if err := killStep(ctx, e, rep); err != nil {
-			return fmt.Errorf("sigkill: %w", err)
-		}
-	}
+	e.purgeBinlogs()
 	return nil
 }
