@@ -34,45 +34,58 @@ func dialChannel(url string, confirm bool) (*amqp.Connection, *amqp.Channel, err
 	return conn, ch, nil
 }
 
-// setupBroker declares the run's topic exchange and a durable queue bound to
-// it with "#", and starts the consumer that every step reads deliveries from.
-// It also declares the quorum queue of the quorum drain (quorum.go), unbound.
-func (e *env) setupBroker() error {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
-	if err != nil {
-		return fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
-	}
-	defer conn.Close()
-	e.stack.broker = brokerVersion(conn)
-	if err := ch.ExchangeDeclare(e.exchange, "topic", true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring exchange: %w", err)
-	}
-	if _, err := ch.QueueDeclare(e.queue, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring queue: %w", err)
-	}
-	if err := ch.QueueBind(e.queue, "#", e.exchange, false, nil); err != nil {
-		return fmt.Errorf("binding queue: %w", err)
-	}
-	if err := e.declareQuorumQueue(ch); err != nil {
+// topology is the run's exchange and queues on the broker at amqpURL.
+type topology struct {
+	amqpURL         string
+	exchange, queue string
+}
+
+// setupBroker declares the run's topology and starts the consumer that
+// every step reads deliveries from.
+func (e *env) setupBroker() (err error) {
+	if e.stack.broker, err = e.topo.declare(); err != nil {
 		return err
 	}
 	if e.o.noConsumer {
 		return nil
 	}
-	e.consumer, err = startConsumer(e.o.amqpURL, e.queue, true)
+	e.consumer, err = startConsumer(e.topo.amqpURL, e.topo.queue, true)
 	return err
 }
 
-func (e *env) teardownBroker() {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
+// declare declares the topic exchange and a durable queue bound to it with
+// "#", and the quorum queue of the quorum drain (quorum.go), unbound. It
+// returns what the broker says it is.
+func (t topology) declare() (version string, err error) {
+	conn, ch, err := dialChannel(t.amqpURL, false)
+	if err != nil {
+		return "", fmt.Errorf("RabbitMQ is not reachable (scripts/stack.sh up): %w", err)
+	}
+	defer conn.Close()
+	version = brokerVersion(conn)
+	if err := ch.ExchangeDeclare(t.exchange, "topic", true, false, false, false, nil); err != nil {
+		return version, fmt.Errorf("declaring exchange: %w", err)
+	}
+	if _, err := ch.QueueDeclare(t.queue, true, false, false, false, nil); err != nil {
+		return version, fmt.Errorf("declaring queue: %w", err)
+	}
+	if err := ch.QueueBind(t.queue, "#", t.exchange, false, nil); err != nil {
+		return version, fmt.Errorf("binding queue: %w", err)
+	}
+	return version, t.declareQuorumQueue(ch)
+}
+
+// remove deletes the queues and the exchange.
+func (t topology) remove() {
+	conn, ch, err := dialChannel(t.amqpURL, false)
 	if err != nil {
 		progress("removing exchange and queue: %v", err)
 		return
 	}
 	defer conn.Close()
-	_, _ = ch.QueueDelete(e.queue, false, false, false)
-	_, _ = ch.QueueDelete(e.quorumQueue(), false, false, false)
-	_ = ch.ExchangeDelete(e.exchange, false, false)
+	_, _ = ch.QueueDelete(t.queue, false, false, false)
+	_, _ = ch.QueueDelete(t.quorumQueue(), false, false, false)
+	_ = ch.ExchangeDelete(t.exchange, false, false)
 }
 
 // consumer reads a queue with auto-ack and hands each delivery to the
@@ -240,9 +253,9 @@ func (s *sink) percentiles() (p50, p99, mx time.Duration, n int) {
 // default broker.window), to the run's exchange, and times them from the
 // first publish to the last delivery at the consumer: the ceiling any relay
 // can reach on this stack.
-func (e *env) brokerLimit(ctx context.Context, rep *report) error {
+func brokerLimit(ctx context.Context, e *env, rep *report) error {
 	n := e.o.brokerMsgs
-	r, err := e.brokerRun(ctx, n, 1)
+	r, err := brokerRun(ctx, e, n, 1)
 	if err != nil {
 		return err
 	}
@@ -264,7 +277,7 @@ type brokerResult struct {
 // brokerRun publishes n messages split over channels publishers, each on
 // its own connection (as the relay's lanes are) with up to window
 // unconfirmed, and times them to the last confirm and the last delivery.
-func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, error) {
+func brokerRun(ctx context.Context, e *env, n, channels int) (brokerResult, error) {
 	const window = 1024
 	var r brokerResult
 	prefix := e.nextPrefix("b")
@@ -292,7 +305,7 @@ func (e *env) brokerRun(ctx context.Context, n, channels int) (brokerResult, err
 			if c < n%channels {
 				mine++
 			}
-			return e.publishShare(ctx, p, &t, prefix+strconv.Itoa(c)+"-", mine, body)
+			return p.publishShare(ctx, e.topo.exchange, &t, prefix+strconv.Itoa(c)+"-", mine, body)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -327,9 +340,10 @@ type brokerTally struct {
 	lastConfirmNs atomic.Int64
 }
 
-// publishShare publishes one publisher's n messages, with message ids
-// idPrefix followed by a sequence number, and waits for their confirms.
-func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idPrefix string, n int, body []byte) error {
+// publishShare publishes one publisher's n messages to exchange, with
+// message ids idPrefix followed by a sequence number, and waits for their
+// confirms.
+func (p brokerPub) publishShare(ctx context.Context, exchange string, t *brokerTally, idPrefix string, n int, body []byte) error {
 	confirmed := make(chan struct{})
 	go func() {
 		defer close(confirmed)
@@ -341,7 +355,7 @@ func (e *env) publishShare(ctx context.Context, p brokerPub, t *brokerTally, idP
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := p.ch.PublishWithContext(ctx, e.exchange, "bench.created", true, false, amqp.Publishing{
+		err := p.ch.PublishWithContext(ctx, exchange, "bench.created", true, false, amqp.Publishing{
 			MessageId: idPrefix + strconv.Itoa(i), ContentType: "application/json", DeliveryMode: amqp.Persistent,
 			Timestamp: time.Now(), AppId: "bench", Body: body,
 		})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,7 +34,9 @@ func (e *env) stackProcs(ctx context.Context) []proc {
 	return append(out, proc{"bench", os.Getpid()})
 }
 
-func serverPID(ctx context.Context, db *sql.DB) int {
+// serverPID finds a MySQL server's process when it runs on this machine
+// (its pid file is readable), for its CPU time; 0 otherwise.
+func serverPID(ctx context.Context, db rowQuerier) int {
 	var path string
 	if err := db.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&path); err != nil {
 		return 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 )
 
@@ -23,35 +22,18 @@ type drainResult struct {
 // drainRelay: the relay saves a checkpoint and stops; the backlog is
 // committed; the relay starts again from that checkpoint and drains it from
 // the binlog.
-func (e *env) drainRelay(ctx context.Context) (drainResult, error) {
+func drainRelay(ctx context.Context, e *env) (drainResult, error) {
 	var r drainResult
 	name := fmt.Sprintf("bench-drain-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
+	if err := e.checkpointAt(ctx, name, e.outboxRows()); err != nil {
+		return r, err
+	}
+	d, err := startDrain(ctx, e, "dr")
+	if err != nil {
+		return r, err
+	}
 	p, err := e.startRelay(ctx, name, true)
 	if err != nil {
-		return r, err
-	}
-	warm := e.nextPrefix("w")
-	s := e.consumer.expect(warm, 1, false)
-	if err := e.insertRows(ctx, e.primary, warm, 1, 1, "PENDING"); err != nil {
-		p.kill()
-		return r, err
-	}
-	if err := s.wait(ctx, 30*time.Second); err != nil {
-		p.kill()
-		return r, fmt.Errorf("warm-up row: %w", err)
-	}
-	if err := e.waitCheckpoint(ctx, name, 10*time.Second); err != nil {
-		p.kill()
-		return r, err
-	}
-	if err := p.stop(); err != nil {
-		return r, err
-	}
-	d, err := e.startDrain(ctx, "dr")
-	if err != nil {
-		return r, err
-	}
-	if p, err = e.startRelay(ctx, name, true); err != nil {
 		return r, err
 	}
 	defer p.kill()
@@ -82,17 +64,10 @@ func (e *env) drainRelay(ctx context.Context) (drainResult, error) {
 	return r, e.reset(ctx)
 }
 
-// relayMarks reports whether the relay's table has a status column (an
-// experiment with -relay-table may take it away: then nothing is marked).
-func (e *env) relayMarks() bool {
-	t := strings.ReplaceAll(e.o.tableYAML, " ", "")
-	return !strings.Contains(t, "status:''") && !strings.Contains(t, `status:""`)
-}
-
 // drainPoller: the backlog is committed, then the poller starts.
-func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
+func drainPoller(ctx context.Context, e *env) (drainResult, error) {
 	var r drainResult
-	d, err := e.startDrain(ctx, "dp")
+	d, err := startDrain(ctx, e, "dp")
 	if err != nil {
 		return r, err
 	}
@@ -100,7 +75,7 @@ func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 	if len(e.o.pollIntervals) > 0 {
 		interval = e.o.pollIntervals[0]
 	}
-	p, err := e.newPoller(interval)
+	p, err := newPoller(e, interval)
 	if err != nil {
 		return r, err
 	}
@@ -129,7 +104,7 @@ func (e *env) drainPoller(ctx context.Context) (drainResult, error) {
 // commitBacklog commits the backlog, -backlog PENDING rows under a new
 // prefix made from tag, and waits until the stack is quiet again. It
 // returns the prefix.
-func (e *env) commitBacklog(ctx context.Context, tag string) (string, error) {
+func commitBacklog(ctx context.Context, e *env, tag string) (string, error) {
 	prefix := e.nextPrefix(tag)
 	if err := e.insertRows(ctx, e.primary, prefix, e.o.backlog, 1000, "PENDING"); err != nil {
 		return "", err
@@ -149,8 +124,8 @@ type drainClock struct {
 }
 
 // startDrain commits the backlog and starts the clock on it.
-func (e *env) startDrain(ctx context.Context, tag string) (*drainClock, error) {
-	prefix, err := e.commitBacklog(ctx, tag)
+func startDrain(ctx context.Context, e *env, tag string) (*drainClock, error) {
+	prefix, err := commitBacklog(ctx, e, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -173,12 +148,12 @@ func (d *drainClock) result(after sample) drainResult {
 
 // drainStep is step 2 at the main table size: the relay's drain into the
 // classic queue and into a quorum one (quorum.go), and the poller's.
-func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
-	rr, pr, err := e.drainBoth(ctx, rep, size)
+func drainStep(ctx context.Context, e *env, rep *report, size int) error {
+	rr, pr, err := drainBoth(ctx, e, rep, size)
 	if err != nil {
 		return err
 	}
-	qr, err := e.drainQuorum(ctx)
+	qr, err := drainQuorum(ctx, e)
 	if err != nil {
 		return fmt.Errorf("relay into a quorum queue: %w", err)
 	}
@@ -212,7 +187,7 @@ func (e *env) drainStep(ctx context.Context, rep *report, size int) error {
 	rep.add("rss_relay_drain_peak_mb", mb(rr.rss), "MB")
 	rep.addCPU("drain_relay", "binlog-relay drain", rr.msgs, rr.cpu)
 	rep.addCPU("drain_relay_quorum", "into a quorum queue", qr.msgs, qr.cpu)
-	if ur, ok, err := e.drainUnmarked(ctx); err != nil {
+	if ur, ok, err := drainUnmarked(ctx, e); err != nil {
 		return fmt.Errorf("relay without SENT marks: %w", err)
 	} else if ok {
 		rep.add("drain_relay_unmarked_msgs_per_s", ur.rate, "msg/s")
@@ -235,14 +210,14 @@ const (
 // drainUnmarked repeats the relay's drain with the SENT marks off (with the
 // default table only): not a way to deploy the relay, but the measure of
 // what the marks cost the drain on a machine the databases share.
-func (e *env) drainUnmarked(ctx context.Context) (drainResult, bool, error) {
+func drainUnmarked(ctx context.Context, e *env) (drainResult, bool, error) {
 	if e.o.tableYAML != defaultTable {
 		return drainResult{}, false, nil
 	}
 	e.o.tableYAML = unmarkedTable
 	defer func() { e.o.tableYAML = defaultTable }()
 	progress("drain: binlog-relay again without SENT marks, %d rows", e.o.backlog)
-	r, err := e.drainRelay(ctx)
+	r, err := drainRelay(ctx, e)
 	if err != nil {
 		return r, false, err
 	}
@@ -250,9 +225,9 @@ func (e *env) drainUnmarked(ctx context.Context) (drainResult, bool, error) {
 	return r, true, nil
 }
 
-func (e *env) drainBoth(ctx context.Context, rep *report, size int) (drainResult, drainResult, error) {
+func drainBoth(ctx context.Context, e *env, rep *report, size int) (drainResult, drainResult, error) {
 	progress("drain (%d SENT rows in the table): binlog-relay, %d rows", size, e.o.backlog)
-	rr, err := e.drainRelay(ctx)
+	rr, err := drainRelay(ctx, e)
 	if err != nil {
 		return rr, rr, fmt.Errorf("relay: %w", err)
 	}
@@ -260,7 +235,7 @@ func (e *env) drainBoth(ctx context.Context, rep *report, size int) (drainResult
 		rr.rate, rr.first.Round(time.Millisecond), rr.totalTime.Round(time.Millisecond), rr.load.stmts.questions, rr.load.wire.questions)
 	noisy(rr.load)
 	progress("drain (%d SENT rows in the table): poller, %d rows", size, e.o.backlog)
-	pr, err := e.drainPoller(ctx)
+	pr, err := drainPoller(ctx, e)
 	if err != nil {
 		return rr, pr, fmt.Errorf("poller: %w", err)
 	}

@@ -59,7 +59,7 @@ func BenchmarkRelayDrain(b *testing.B) {
 	b.StopTimer()
 	var total drainStats
 	for i := 0; i < b.N; i++ {
-		d, err := e.drainInProcess(ctx, b)
+		d, err := drainInProcess(ctx, e, b)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -85,7 +85,7 @@ type drainStats struct {
 }
 
 // drainInProcess is one iteration; the timer runs only while the relay drains.
-func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, err error) {
+func drainInProcess(ctx context.Context, e *env, b *testing.B) (st drainStats, err error) {
 	name := fmt.Sprintf("bench-prof-%d", time.Now().UnixNano())
 	e.relayNames = append(e.relayNames, name)
 	yaml, err := e.relayConfig(name, true)
@@ -117,7 +117,7 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 		return st, err
 	}
 	n := e.o.backlog
-	if _, err := e.commitBacklog(ctx, "prof"); err != nil {
+	if _, err := commitBacklog(ctx, e, "prof"); err != nil {
 		return st, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -164,18 +164,19 @@ func (e *env) drainInProcess(ctx context.Context, b *testing.B) (st drainStats, 
 	if err := <-done; err != nil {
 		return st, err
 	}
-	if err := e.purgeQueue(); err != nil {
+	if err := e.topo.purge(); err != nil {
 		return st, err
 	}
 	return st, e.reset(ctx)
 }
 
-func (e *env) purgeQueue() error {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
+// purge removes every message from the run's classic queue.
+func (t topology) purge() error {
+	conn, ch, err := dialChannel(t.amqpURL, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	_, err = ch.QueuePurge(e.queue, false)
+	_, err = ch.QueuePurge(t.queue, false)
 	return err
 }

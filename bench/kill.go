@@ -13,7 +13,7 @@ import (
 // Every row must arrive; the duplicates the consumer saw, divided by the
 // kills, is the figure. The relay runs with the shipped checkpoint and
 // flush intervals.
-func (e *env) killStep(ctx context.Context, rep *report) error {
+func killStep(ctx context.Context, e *env, rep *report) error {
 	rate, kills := e.o.killRate, e.o.kills
 	total := int(float64(rate) * e.o.killDuration.Seconds())
 	progress("sigkill: %d rows at %d rows/s, the relay killed %d times and restarted", total, rate, kills)
@@ -31,11 +31,8 @@ func (e *env) killStep(ctx context.Context, rep *report) error {
 	}
 	prefix := e.nextPrefix("k")
 	s := e.consumer.expect(prefix, total, false)
-	saved := e.o.rate
-	e.o.rate = rate
 	produced := make(chan error, 1)
-	go func() { _, err := e.produce(ctx, prefix, total); produced <- err }()
-	defer func() { e.o.rate = saved }()
+	go func() { _, err := produce(ctx, e, prefix, total, rate); produced <- err }()
 	for k := 1; k <= kills; k++ {
 		at := k * total / (kills + 2)
 		deadline := time.Now().Add(2 * time.Minute)

@@ -32,13 +32,13 @@ const lanesTable = "{preset: producer-message, route: {partition_key: routing_ke
 // each configuration of lanesRuns, and the relay's CPU time per message.
 // One relay name runs them all: each run starts from the checkpoint the
 // previous one saved when it stopped, so only the first needs a warm-up.
-func (e *env) lanesStep(ctx context.Context, rep *report) error {
+func lanesStep(ctx context.Context, e *env, rep *report) error {
 	n := e.o.lanesBacklog
 	for _, ch := range []int{1, 4} {
 		if err := quiesceBrief(ctx, e); err != nil {
 			return err
 		}
-		r, err := e.brokerRun(ctx, n, ch)
+		r, err := brokerRun(ctx, e, n, ch)
 		if err != nil {
 			return fmt.Errorf("broker limit, %d channels: %w", ch, err)
 		}
@@ -49,13 +49,13 @@ func (e *env) lanesStep(ctx context.Context, rep *report) error {
 	e.o.tableYAML = lanesTable
 	defer func() { e.o.tableYAML, e.relaySection = savedTable, savedRelay }()
 	name := fmt.Sprintf("bench-lanes-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
-	if err := e.warmUp(ctx, name); err != nil {
+	if err := warmUp(ctx, e, name); err != nil {
 		return err
 	}
 	rates := map[string]float64{}
 	for _, run := range lanesRuns {
 		e.relaySection = fmt.Sprintf("lanes: %d, ordering: %s", run.lanes, run.ordering)
-		r, err := e.lanesDrain(ctx, name, n)
+		r, err := lanesDrain(ctx, e, name, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", run.label, err)
 		}
@@ -88,9 +88,9 @@ func quiesceBrief(ctx context.Context, e *env) error {
 
 // warmUp runs the relay named name until it saved a checkpoint (one row),
 // then stops it.
-func (e *env) warmUp(ctx context.Context, name string) error {
+func warmUp(ctx context.Context, e *env, name string) error {
 	e.relaySection = ""
-	return e.runToCheckpoint(ctx, name, func(prefix string) error { return e.insertKeyedRows(ctx, prefix, 1) })
+	return e.runToCheckpoint(ctx, name, func(prefix string) error { return insertKeyedRows(ctx, e, prefix, 1) })
 }
 
 // lanesDrain commits n keyed rows while the relay named name is stopped,
@@ -99,10 +99,10 @@ func (e *env) warmUp(ctx context.Context, name string) error {
 // (checks and connections included: a few tens of milliseconds) until
 // every row is SENT. It stops with SIGTERM, which saves the checkpoint
 // after the backlog.
-func (e *env) lanesDrain(ctx context.Context, name string, n int) (drainResult, error) {
+func lanesDrain(ctx context.Context, e *env, name string, n int) (drainResult, error) {
 	var r drainResult
 	prefix := e.nextPrefix("ln")
-	if err := e.insertKeyedRows(ctx, prefix, n); err != nil {
+	if err := insertKeyedRows(ctx, e, prefix, n); err != nil {
 		return r, err
 	}
 	if err := quiesceBrief(ctx, e); err != nil {
@@ -131,7 +131,7 @@ func (e *env) lanesDrain(ctx context.Context, name string, n int) (drainResult, 
 
 // insertKeyedRows commits n PENDING rows in 1,000-row INSERTs, each row's
 // routing_key (its partition key) one of -lanes-keys keys at random.
-func (e *env) insertKeyedRows(ctx context.Context, prefix string, n int) error {
+func insertKeyedRows(ctx context.Context, e *env, prefix string, n int) error {
 	content := payload(time.Time{}, e.o.payload)
 	var b strings.Builder
 	for i := 0; i < n; i += 1000 {
@@ -141,7 +141,7 @@ func (e *env) insertKeyedRows(ctx context.Context, prefix string, n int) error {
 			if j > i {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, "('%s%d','%s','k%d','%s','PENDING',NOW(3))", prefix, j, e.exchange, rand.IntN(e.o.lanesKeys), content)
+			fmt.Fprintf(&b, "('%s%d','%s','k%d','%s','PENDING',NOW(3))", prefix, j, e.topo.exchange, rand.IntN(e.o.lanesKeys), content)
 		}
 		if _, err := e.primary.ExecContext(ctx, b.String()); err != nil {
 			return fmt.Errorf("inserting rows: %w", err)

@@ -37,7 +37,7 @@ const bigTable = "big_message"
 // payloadStep drains payloadRows rows of payloadBytes from the binlog (the
 // relay saved a checkpoint first, as in the backlog drain) and reports the
 // relay's peak RSS meanwhile.
-func (e *env) payloadStep(ctx context.Context, rep *report) error {
+func payloadStep(ctx context.Context, e *env, rep *report) error {
 	payloadRows := fitPayloadRows(e.o.payloadRows)
 	progress("memory: a backlog of %d rows of %d KiB", payloadRows, payloadBytes>>10)
 	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
@@ -56,7 +56,7 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 	saved := e.o.tableYAML
 	e.o.tableYAML = "{preset: producer-message, name: " + bigTable + "}"
 	defer func() { e.o.tableYAML = saved }()
-	spec := rowSpec{table: bigTable, exchange: e.exchange, size: payloadBytes}
+	spec := rowSpec{table: bigTable, exchange: e.topo.exchange, size: payloadBytes}
 
 	name := fmt.Sprintf("bench-payload-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
 	if err := e.checkpointAt(ctx, name, spec); err != nil {
@@ -70,7 +70,7 @@ func (e *env) payloadStep(ctx context.Context, rep *report) error {
 	}
 	defer bulk.Close()
 	// Ten rows (10 MiB) per statement: under the stack's max_allowed_packet.
-	if err := e.insertRowsInto(ctx, bulk, spec, prefix, payloadRows, 10, "PENDING"); err != nil {
+	if err := insertRowsInto(ctx, bulk, spec, prefix, payloadRows, 10, "PENDING"); err != nil {
 		return err
 	}
 	if err := e.quiesce(ctx); err != nil {
@@ -142,64 +142,28 @@ func memAvailable() int64 {
 	return 0
 }
 
-// checkpointAt runs a relay named name until it has delivered one warm-up
-// row and saved a checkpoint, then stops it: the next start of that name
-// drains whatever was committed meanwhile from the binlog.
-func (e *env) checkpointAt(ctx context.Context, name string, spec rowSpec) error {
-	warmSpec := spec
-	warmSpec.size = e.o.payload
-	return e.runToCheckpoint(ctx, name, func(prefix string) error {
-		return e.insertRowsInto(ctx, e.primary, warmSpec, prefix, 1, 1, "PENDING")
-	})
-}
-
-// runToCheckpoint starts the relay named name, commits one warm-up row
-// with insert, waits for its delivery and a saved checkpoint, and stops
-// the relay.
-func (e *env) runToCheckpoint(ctx context.Context, name string, insert func(prefix string) error) error {
-	p, err := e.startRelay(ctx, name, true)
-	if err != nil {
-		return err
-	}
-	warm := e.nextPrefix("w")
-	s := e.consumer.expect(warm, 1, false)
-	if err := insert(warm); err != nil {
-		p.kill()
-		return err
-	}
-	if err := s.wait(ctx, 30*time.Second); err != nil {
-		p.kill()
-		return fmt.Errorf("warm-up row: %w", err)
-	}
-	if err := e.waitCheckpoint(ctx, name, 10*time.Second); err != nil {
-		p.kill()
-		return err
-	}
-	return p.stop()
-}
-
 // missingExchangeStep drains -backlog rows normally, then -backlog rows
 // whose exchange does not exist, in the same run: each of the latter is
 // settled when the relay has recorded its failure (PENDING, retry_count 1,
 // the reason in error_msg). It reports both rates, their ratio, and how
 // many "publish failed" lines the relay wrote for them.
-func (e *env) missingExchangeStep(ctx context.Context, rep *report) error {
+func missingExchangeStep(ctx context.Context, e *env, rep *report) error {
 	progress("missing exchange: binlog-relay drain of %d rows to an existing exchange", e.o.backlog)
-	normal, err := e.drainRelay(ctx)
+	normal, err := drainRelay(ctx, e)
 	if err != nil {
 		return fmt.Errorf("normal drain: %w", err)
 	}
 	progress("  normal: %.0f msg/s", normal.rate)
 
-	missing := e.exchange + ".missing"
+	missing := e.topo.exchange + ".missing"
 	n := e.o.backlog
 	progress("missing exchange: binlog-relay drain of %d rows to %s", n, missing)
 	name := fmt.Sprintf("bench-missing-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
-	if err := e.checkpointAt(ctx, name, rowSpec{table: "producer_message", exchange: e.exchange, size: e.o.payload}); err != nil {
+	if err := e.checkpointAt(ctx, name, e.outboxRows()); err != nil {
 		return err
 	}
 	prefix := e.nextPrefix("mx")
-	if err := e.insertRowsInto(ctx, e.primary, rowSpec{table: "producer_message", exchange: missing, size: e.o.payload},
+	if err := insertRowsInto(ctx, e.primary, rowSpec{table: "producer_message", exchange: missing, size: e.o.payload},
 		prefix, n, 1000, "PENDING"); err != nil {
 		return err
 	}
@@ -212,7 +176,7 @@ func (e *env) missingExchangeStep(ctx context.Context, rep *report) error {
 		return err
 	}
 	defer p.kill()
-	if err := e.waitRetried(ctx, prefix, n, 10*time.Minute); err != nil {
+	if err := waitRetried(ctx, e, prefix, n, 10*time.Minute); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -240,7 +204,7 @@ func (e *env) missingExchangeStep(ctx context.Context, rep *report) error {
 // so it watches the last row (one primary-key lookup per poll, not a scan
 // that would load the primary during the measurement), then checks them all
 // once.
-func (e *env) waitRetried(ctx context.Context, prefix string, n int, within time.Duration) error {
+func waitRetried(ctx context.Context, e *env, prefix string, n int, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	last := fmt.Sprintf("%s%d", prefix, n-1)
 	for {
@@ -283,7 +247,7 @@ func (e *env) purgeBinlogs() {
 	defer cancel()
 	if e.primary != nil {
 		pos, _ := e.primaryPos(ctx)
-		e.catchUpExtras(ctx, pos, 300*time.Second)
+		e.extras.catchUp(ctx, pos, 300*time.Second)
 	}
 	// Every replica of the primary must be among these: one left out could
 	// lose the files it has not fetched yet.
@@ -306,20 +270,20 @@ func (e *env) purgeBinlogs() {
 		}
 	}
 	if oldest != "" {
-		e.purgeTo(ctx, "primary", e.o.primaryDSN, oldest, false)
+		purgeTo(ctx, "primary", e.o.primaryDSN, oldest, false)
 	}
 	for i, dsn := range replicas {
 		label := "replica"
 		if i > 0 {
 			label = "extra replica"
 		}
-		e.purgeTo(ctx, label, dsn, "", true)
+		purgeTo(ctx, label, dsn, "", true)
 	}
 }
 
 // purgeTo purges a server's binary logs before file, or (rotate) rotates
 // and purges up to the new current file.
-func (e *env) purgeTo(ctx context.Context, label, dsn, file string, rotate bool) {
+func purgeTo(ctx context.Context, label, dsn, file string, rotate bool) {
 	db, err := openDB(dsn, "", nil)
 	if err != nil {
 		progress("purging binary logs on %s %s: %v", label, redactDSN(dsn), err)

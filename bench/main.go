@@ -219,10 +219,29 @@ func run(ctx context.Context, o *options, rep *report) error {
 	defer e.close()
 	rep.stack = e.stack
 	progress("flavour %s: primary %s, replica %s; broker %s", e.stack.flavor, e.stack.primary, e.stack.replica, e.stack.broker)
-	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.exchange, e.queue, e.quorumQueue())
+	progress("database %s, exchange %s, queue %s (quorum queue %s)", e.dbName, e.topo.exchange, e.topo.queue, e.topo.quorumQueue())
+	if err := runComparisonSteps(ctx, e, rep); err != nil {
+		return err
+	}
+	for _, s := range relaySteps {
+		if !o.phases[s.phase] {
+			continue
+		}
+		if err := s.run(ctx, e, rep); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
 
+// runComparisonSteps runs the steps that compare binlog-relay with the
+// poller: the broker's limit (the ceiling of both), the drains and the
+// fixed-rate runs at the main table size, then the scale step at the
+// larger ones.
+func runComparisonSteps(ctx context.Context, e *env, rep *report) error {
+	o := e.o
 	if o.phases["broker"] {
-		if err := e.brokerLimit(ctx, rep); err != nil {
+		if err := brokerLimit(ctx, e, rep); err != nil {
 			return fmt.Errorf("broker limit: %w", err)
 		}
 	}
@@ -233,12 +252,12 @@ func run(ctx context.Context, o *options, rep *report) error {
 		}
 	}
 	if o.phases["drain"] {
-		if err := e.drainStep(ctx, rep, base); err != nil {
+		if err := drainStep(ctx, e, rep, base); err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
 	}
 	if o.phases["latency"] {
-		if err := e.latencyStep(ctx, rep, base); err != nil {
+		if err := latencyStep(ctx, e, rep, base); err != nil {
 			return fmt.Errorf("latency: %w", err)
 		}
 	}
@@ -247,50 +266,38 @@ func run(ctx context.Context, o *options, rep *report) error {
 			if err := e.growTo(ctx, size); err != nil {
 				return err
 			}
-			if err := e.scaleStep(ctx, rep, size); err != nil {
+			if err := scaleStep(ctx, e, rep, size); err != nil {
 				return fmt.Errorf("scale %d: %w", size, err)
 			}
 		}
 	}
-	if o.phases["memory"] {
-		if err := e.bigTxStep(ctx, rep); err != nil {
-			return fmt.Errorf("memory: %w", err)
-		}
+	return nil
+}
+
+// relaySteps are the steps that measure binlog-relay alone, in the order
+// they run: each with its -only name and the name its errors carry.
+var relaySteps = []struct {
+	phase, what string
+	run         func(ctx context.Context, e *env, rep *report) error
+}{
+	{"memory", "memory", bigTxStep},
+	{"payload", "payload", payloadBetweenPurges},
+	{"missing", "missing exchange", missingExchangeStep},
+	{"reconcile", "reconcile", reconcileStep},
+	{"lanes", "lanes", lanesStep},
+	{"replay", "replay", replayStep},
+	{"kill", "sigkill", killStep},
+}
+
+// payloadBetweenPurges is the payload step between two purges of the
+// binary logs. The large-payload step writes about 3 GB of row images to
+// each server, and the stack keeps its data in memory: clear what the
+// earlier steps left first, and what this one left after it.
+func payloadBetweenPurges(ctx context.Context, e *env, rep *report) error {
+	e.purgeBinlogs()
+	if err := payloadStep(ctx, e, rep); err != nil {
+		return err
 	}
-	if o.phases["payload"] {
-		// The large-payload step writes about 3 GB of row images to each
-		// server, and the stack keeps its data in memory: clear what the
-		// earlier steps left first, and what this one left after it.
-		e.purgeBinlogs()
-		if err := e.payloadStep(ctx, rep); err != nil {
-			return fmt.Errorf("payload: %w", err)
-		}
-		e.purgeBinlogs()
-	}
-	if o.phases["missing"] {
-		if err := e.missingExchangeStep(ctx, rep); err != nil {
-			return fmt.Errorf("missing exchange: %w", err)
-		}
-	}
-	if o.phases["reconcile"] {
-		if err := e.reconcileStep(ctx, rep); err != nil {
-			return fmt.Errorf("reconcile: %w", err)
-		}
-	}
-	if o.phases["lanes"] {
-		if err := e.lanesStep(ctx, rep); err != nil {
-			return fmt.Errorf("lanes: %w", err)
-		}
-	}
-	if o.phases["replay"] {
-		if err := e.replayStep(ctx, rep); err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-	}
-	if o.phases["kill"] {
-		if err := e.killStep(ctx, rep); err != nil {
-			return fmt.Errorf("sigkill: %w", err)
-		}
-	}
+	e.purgeBinlogs()
 	return nil
 }

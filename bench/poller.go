@@ -42,7 +42,7 @@ type poller struct {
 
 // newPoller opens its own connection to the primary with the session at
 // READ COMMITTED (set once per connection, as a pool configured for it does).
-func (e *env) newPoller(interval time.Duration) (*poller, error) {
+func newPoller(e *env, interval time.Duration) (*poller, error) {
 	root, err := openDB(e.o.primaryDSN, e.dbName, nil)
 	if err != nil {
 		return nil, err

@@ -17,15 +17,15 @@ import (
 )
 
 // quorumQueue is the run's quorum queue, named after its classic one.
-func (e *env) quorumQueue() string { return e.queue + ".quorum" }
+func (t topology) quorumQueue() string { return t.queue + ".quorum" }
 
 // declareQuorumQueue declares the quorum queue, unbound until its drain:
 // durable, neither exclusive nor auto-delete, which a quorum queue refuses
 // (https://www.rabbitmq.com/docs/quorum-queues#feature-matrix).
-func (e *env) declareQuorumQueue(ch *amqp.Channel) error {
-	_, err := ch.QueueDeclare(e.quorumQueue(), true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+func (t topology) declareQuorumQueue(ch *amqp.Channel) error {
+	_, err := ch.QueueDeclare(t.quorumQueue(), true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 	if err != nil {
-		return fmt.Errorf("declaring quorum queue %s: %w", e.quorumQueue(), err)
+		return fmt.Errorf("declaring quorum queue %s: %w", t.quorumQueue(), err)
 	}
 	return nil
 }
@@ -34,16 +34,16 @@ func (e *env) declareQuorumQueue(ch *amqp.Channel) error {
 // One queue is bound at a time, so the broker stores each message once, as
 // in the classic drain. No relay runs while it is called, so nothing is
 // routed to both or to neither.
-func (e *env) rebind(from, to string) error {
-	conn, ch, err := dialChannel(e.o.amqpURL, false)
+func (t topology) rebind(from, to string) error {
+	conn, ch, err := dialChannel(t.amqpURL, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := ch.QueueBind(to, "#", e.exchange, false, nil); err != nil {
+	if err := ch.QueueBind(to, "#", t.exchange, false, nil); err != nil {
 		return fmt.Errorf("binding %s: %w", to, err)
 	}
-	if err := ch.QueueUnbind(from, "#", e.exchange, nil); err != nil {
+	if err := ch.QueueUnbind(from, "#", t.exchange, nil); err != nil {
 		return fmt.Errorf("unbinding %s: %w", from, err)
 	}
 	return nil
@@ -51,25 +51,25 @@ func (e *env) rebind(from, to string) error {
 
 // drainQuorum is drainRelay into the quorum queue, read by a consumer of
 // its own; the classic queue and its consumer are back when it returns.
-func (e *env) drainQuorum(ctx context.Context) (drainResult, error) {
+func drainQuorum(ctx context.Context, e *env) (drainResult, error) {
 	progress("drain: binlog-relay again into a quorum queue, %d rows", e.o.backlog)
 	// Not an exclusive consumer: the queue is the run's own, so exclusivity
 	// would buy nothing, and the drain should not depend on a consumer
 	// feature beyond plain auto-ack.
-	c, err := startConsumer(e.o.amqpURL, e.quorumQueue(), false)
+	c, err := startConsumer(e.o.amqpURL, e.topo.quorumQueue(), false)
 	if err != nil {
 		return drainResult{}, err
 	}
-	if err := e.rebind(e.queue, e.quorumQueue()); err != nil {
+	if err := e.topo.rebind(e.topo.queue, e.topo.quorumQueue()); err != nil {
 		c.close()
 		return drainResult{}, err
 	}
 	classic := e.consumer
 	e.consumer = c
-	r, err := e.drainRelay(ctx)
+	r, err := drainRelay(ctx, e)
 	e.consumer = classic
 	c.close()
-	if rerr := e.rebind(e.quorumQueue(), e.queue); rerr != nil && err == nil {
+	if rerr := e.topo.rebind(e.topo.quorumQueue(), e.topo.queue); rerr != nil && err == nil {
 		err = fmt.Errorf("back to the classic queue: %w", rerr)
 	}
 	if err != nil {

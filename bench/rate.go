@@ -24,7 +24,7 @@ type rateResult struct {
 
 // fixedRate runs a contender while the producer commits rate rows/s for d,
 // then leaves it idle for idle.
-func (e *env) fixedRate(ctx context.Context, c *contender, d, idle time.Duration) (rateResult, error) {
+func fixedRate(ctx context.Context, e *env, c *contender, d, idle time.Duration) (rateResult, error) {
 	var r rateResult
 	if err := c.start(ctx); err != nil {
 		return r, err
@@ -47,9 +47,9 @@ func (e *env) fixedRate(ctx context.Context, c *contender, d, idle time.Duration
 	}
 	var probe *lagProbe
 	if c.label == "relay" {
-		probe = e.startLagProbe(ctx)
+		probe = startLagProbe(ctx, e)
 	}
-	r.behind, err = e.produce(ctx, prefix, total)
+	r.behind, err = produce(ctx, e, prefix, total, e.o.rate)
 	if probe != nil {
 		r.replicaLag50, r.replicaLag99, r.replicaLagMax = probe.stop()
 	}
@@ -108,7 +108,7 @@ type lagProbe struct {
 	lags   []time.Duration
 }
 
-func (e *env) startLagProbe(ctx context.Context) *lagProbe {
+func startLagProbe(ctx context.Context, e *env) *lagProbe {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &lagProbe{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -147,12 +147,12 @@ func (p *lagProbe) stop() (p50, p99, mx time.Duration) {
 	return at(0.5), at(0.99), p.lags[len(p.lags)-1]
 }
 
-// produce commits total rows at the configured rate, one row per autocommit
+// produce commits total rows at rate rows/s, one row per autocommit
 // INSERT, from a few connections so one slow commit does not delay the
 // schedule. Each row's payload holds the time taken just before its INSERT
 // was sent, so the measured latency includes the commit itself. It returns
 // how far the schedule slipped at worst.
-func (e *env) produce(ctx context.Context, prefix string, total int) (time.Duration, error) {
+func produce(ctx context.Context, e *env, prefix string, total, rate int) (time.Duration, error) {
 	const workers = 4
 	if e.producer == nil {
 		db, err := e.openPrimary(workers)
@@ -183,7 +183,7 @@ func (e *env) produce(ctx context.Context, prefix string, total int) (time.Durat
 				if lag := now.Sub(j.due); lag > time.Duration(behind.Load()) {
 					behind.Store(int64(lag))
 				}
-				if _, err := e.producer.ExecContext(ctx, q, fmt.Sprintf("%s%d", prefix, j.seq), e.exchange, payload(now, e.o.payload)); err != nil {
+				if _, err := e.producer.ExecContext(ctx, q, fmt.Sprintf("%s%d", prefix, j.seq), e.topo.exchange, payload(now, e.o.payload)); err != nil {
 					errOnce.Do(func() { werr = fmt.Errorf("producer: %w", err); close(failed) })
 					return
 				}
@@ -191,7 +191,7 @@ func (e *env) produce(ctx context.Context, prefix string, total int) (time.Durat
 		}()
 	}
 	start := time.Now()
-	interval := time.Second / time.Duration(e.o.rate)
+	interval := time.Second / time.Duration(rate)
 loop:
 	for i := 0; i < total; i++ {
 		due := start.Add(time.Duration(i) * interval)
@@ -216,18 +216,18 @@ loop:
 
 // latencyStep is steps 3, 4 and 6 (steady): each contender at the fixed
 // rate for -duration, then idle for -idle.
-func (e *env) latencyStep(ctx context.Context, rep *report, size int) error {
-	cs := []*contender{e.relayContender()}
+func latencyStep(ctx context.Context, e *env, rep *report, size int) error {
+	cs := []*contender{relayContender(e)}
 	for _, iv := range e.o.pollIntervals {
-		cs = append(cs, e.pollerContender(pollLabel(iv), iv))
+		cs = append(cs, pollerContender(e, pollLabel(iv), iv))
 	}
 	for _, c := range cs {
 		progress("fixed rate (%d SENT rows in the table): %s, %d rows/s for %s, then idle %s", size, c.label, e.o.rate, e.o.duration, e.o.idle)
-		r, err := e.fixedRate(ctx, c, e.o.duration, e.o.idle)
+		r, err := fixedRate(ctx, e, c, e.o.duration, e.o.idle)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.label, err)
 		}
-		e.reportRate(rep, c.label, r, size, true)
+		reportRate(e, rep, c.label, r, size, true)
 		if c.label == "relay" || c.label == pollLabel(e.o.scalePoll) {
 			tag := "scale_" + sizeLabel(size) + "_latency_" + c.label
 			rep.add(tag+"_p50_ms", ms(r.p50), "ms")
@@ -240,7 +240,7 @@ func (e *env) latencyStep(ctx context.Context, rep *report, size int) error {
 	return nil
 }
 
-func (e *env) reportRate(rep *report, label string, r rateResult, size int, main bool) {
+func reportRate(e *env, rep *report, label string, r rateResult, size int, main bool) {
 	f := rep.scaleAt(size)
 	f["p50_"+label], f["p99_"+label] = ms(r.p50), ms(r.p99)
 	progress("  %s: %d delivered (%d duplicates), p50 %s p99 %s max %s; primary: %d statements busy (%d select, %d update; proxy %d), %d idle (proxy %d); producer behind at most %s",

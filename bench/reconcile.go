@@ -32,15 +32,15 @@ const (
 // replica's copy and never into a binary log, so loading them costs seconds
 // and leaves nothing to purge. Dropping the database on the primary at the
 // end drops the replica's copy too.
-func (e *env) reconcileStep(ctx context.Context, rep *report) error {
+func reconcileStep(ctx context.Context, e *env, rep *report) error {
 	n := e.o.reconcileRows
 	db := e.dbName + "_rc"
 	progress("reconcile: %d outbox rows against an inbox of as many, loaded on the replica", n)
-	if err := e.createReconcileDB(ctx, db); err != nil {
+	if err := createReconcileDB(ctx, e, db); err != nil {
 		return err
 	}
-	defer e.dropReconcileDB(db)
-	if err := e.loadReplicaRows(ctx, db, n, "rc-", "bench.ex", true); err != nil {
+	defer dropReconcileDB(e, db)
+	if err := loadReplicaRows(ctx, e, db, n, "rc-", "bench.ex", true); err != nil {
 		return err
 	}
 	if err := waitMachineIdle(ctx, 30*time.Second); err != nil {
@@ -48,7 +48,7 @@ func (e *env) reconcileStep(ctx context.Context, rep *report) error {
 	}
 	name := fmt.Sprintf("bench-rc-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
 	e.relayNames = append(e.relayNames, name) // its result key is removed with the others
-	secs, rss, out, err := e.runReconcile(ctx, name, db)
+	secs, rss, out, err := runReconcile(ctx, e, name, db)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (e *env) reconcileStep(ctx context.Context, rep *report) error {
 	return nil
 }
 
-func (e *env) createReconcileDB(ctx context.Context, db string) error {
+func createReconcileDB(ctx context.Context, e *env, db string) error {
 	if _, err := e.primary.ExecContext(ctx, "CREATE DATABASE "+db); err != nil {
 		return fmt.Errorf("creating %s: %w", db, err)
 	}
@@ -94,7 +94,7 @@ func (e *env) createReconcileDB(ctx context.Context, db string) error {
 // prefix+N, to exchange) and, with inbox, n inbox rows (SUCCESS) on the
 // replica, in INSERT ... SELECT statements over a derived table of numbers,
 // outside the binary log. The reconcile and replay steps read them there.
-func (e *env) loadReplicaRows(ctx context.Context, db string, n int, prefix, exchange string, inbox bool) error {
+func loadReplicaRows(ctx context.Context, e *env, db string, n int, prefix, exchange string, inbox bool) error {
 	conn, err := openDB(e.o.replicaDSN, db, map[string]string{"sql_log_bin": "0"})
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func (e *env) loadReplicaRows(ctx context.Context, db string, n int, prefix, exc
 
 // dropReconcileDB drops the database on the primary (and so on the
 // replica) and purges the binary logs the step left.
-func (e *env) dropReconcileDB(db string) {
+func dropReconcileDB(e *env, db string) {
 	if e.o.keep {
 		return
 	}
@@ -147,7 +147,7 @@ func (e *env) dropReconcileDB(db string) {
 // runReconcile runs `binlog-relay reconcile` as a child process, the way
 // cron would, and returns its wall time, its peak RSS (VmHWM) and its JSON
 // report.
-func (e *env) runReconcile(ctx context.Context, name, db string) (float64, float64, []byte, error) {
+func runReconcile(ctx context.Context, e *env, name, db string) (float64, float64, []byte, error) {
 	rh, rp, ru, rpw, err := hostPort(e.o.replicaDSN)
 	if err != nil {
 		return 0, 0, nil, err

@@ -20,15 +20,15 @@ const replayRows = 100000
 // the replica alone with sql_log_bin=0 (a replay reads nothing else). The
 // relay's primary is the bench's counting proxy: the replay must send it
 // no statement, and the step fails if it does.
-func (e *env) replayStep(ctx context.Context, rep *report) error {
+func replayStep(ctx context.Context, e *env, rep *report) error {
 	n := replayRows
 	db := e.dbName + "_rp"
 	progress("replay: %d SENT rows loaded on the replica, replayed unthrottled to the bench exchange", n)
-	if err := e.createReconcileDB(ctx, db); err != nil { // reconcile.go: the seed outbox and inbox tables
+	if err := createReconcileDB(ctx, e, db); err != nil { // reconcile.go: the seed outbox and inbox tables
 		return err
 	}
-	defer e.dropReconcileDB(db)
-	if err := e.loadReplicaRows(ctx, db, n, "rp-", "bench.original", false); err != nil { // reconcile.go
+	defer dropReconcileDB(e, db)
+	if err := loadReplicaRows(ctx, e, db, n, "rp-", "bench.original", false); err != nil { // reconcile.go
 		return err
 	}
 	if err := waitMachineIdle(ctx, 30*time.Second); err != nil {
@@ -44,7 +44,7 @@ func (e *env) replayStep(ctx context.Context, rep *report) error {
 	procs := e.stackProcs(ctx)
 	wire0, conns0 := e.wire.n.snapshot(), e.wire.proxy.Accepted()
 	before := sampleCPU(procs)
-	secs, own, err := e.runReplay(ctx, name, db)
+	secs, own, err := runReplay(ctx, e, name, db)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (e *env) replayStep(ctx context.Context, rep *report) error {
 
 // runReplay runs `binlog-relay replay --rate 0` as a child process and
 // returns its wall time and its own CPU time.
-func (e *env) runReplay(ctx context.Context, name, db string) (float64, time.Duration, error) {
+func runReplay(ctx context.Context, e *env, name, db string) (float64, time.Duration, error) {
 	_, _, _, rpw, err := hostPort(e.o.replicaDSN)
 	if err != nil {
 		return 0, 0, err
@@ -90,7 +90,7 @@ func (e *env) runReplay(ctx context.Context, name, db string) (float64, time.Dur
 	}
 	_, _, _, ppw, _ := hostPort(e.o.primaryDSN)
 	cmd := exec.CommandContext(ctx, e.relayBin, "replay", "--config", cfg, "--table", db+".producer_message",
-		"--exchange", e.exchange, "--rate", "0", "--chunk-size", "1000", "--progress-interval", "5s")
+		"--exchange", e.topo.exchange, "--rate", "0", "--chunk-size", "1000", "--progress-interval", "5s")
 	cmd.Env = append(os.Environ(), "BENCH_SOURCE_PASSWORD="+rpw, "BENCH_PRIMARY_PASSWORD="+ppw, "BENCH_AMQP_URL="+e.o.amqpURL)
 	var out, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -20,7 +20,13 @@ func payload(t time.Time, size int) string {
 // message ids prefix + sequence number. status is PENDING or SENT.
 // Each statement commits on its own unless tx is given.
 func (e *env) insertRows(ctx context.Context, ex execer, prefix string, n, per int, status string) error {
-	return e.insertRowsInto(ctx, ex, rowSpec{table: "producer_message", exchange: e.exchange, size: e.o.payload}, prefix, n, per, status)
+	return insertRowsInto(ctx, ex, e.outboxRows(), prefix, n, per, status)
+}
+
+// outboxRows are the seed table's rows: to the run's exchange, with a
+// -payload byte payload.
+func (e *env) outboxRows() rowSpec {
+	return rowSpec{table: "producer_message", exchange: e.topo.exchange, size: e.o.payload}
 }
 
 type execer interface {
@@ -34,7 +40,7 @@ type rowSpec struct {
 }
 
 // insertRowsInto is insertRows for another table, exchange or payload size.
-func (e *env) insertRowsInto(ctx context.Context, ex execer, spec rowSpec, prefix string, n, per int, status string) error {
+func insertRowsInto(ctx context.Context, ex execer, spec rowSpec, prefix string, n, per int, status string) error {
 	content := payload(time.Time{}, spec.size)
 	var b strings.Builder
 	for i := 0; i < n; i += per {

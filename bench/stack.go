@@ -33,11 +33,11 @@ type env struct {
 	wire     *wireProxy // contenders reach the primary through it
 	created  bool
 	replica  *sql.DB
-	extras   []*sql.DB
+	extras   pausedReplicas
 	redis    *redis.Client
 
-	exchange, queue string
-	consumer        *consumer
+	topo     topology // the run's exchange and queues
+	consumer *consumer
 
 	relayBin   string
 	tmp        string
@@ -78,13 +78,16 @@ func openDB(dsn, db string, params map[string]string) (*sql.DB, error) {
 	return conn, nil
 }
 
+// newEnv opens the run's servers and creates what it uses (the database
+// and its seed table, the exchange and queues, the relay binary); on an
+// error it removes what it created.
 func newEnv(ctx context.Context, o *options) (e *env, err error) {
 	// The driver logs a connection the server closed while idle (a server
 	// of the shared stack restarted by another test) and then retries on a
 	// new one: not the bench's concern.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	suffix := fmt.Sprintf("%d_%04d", time.Now().Unix()%1000000, rand.IntN(10000))
-	e = &env{o: o, dbName: "bench_" + suffix, exchange: "bench.ex." + suffix, queue: "bench.q." + suffix}
+	e = &env{o: o, dbName: "bench_" + suffix, topo: topology{amqpURL: o.amqpURL, exchange: "bench.ex." + suffix, queue: "bench.q." + suffix}}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -93,59 +96,17 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 	if e.tmp, err = os.MkdirTemp("", "binlog-relay-bench"); err != nil {
 		return nil, err
 	}
-	root, err := openDB(o.primaryDSN, "", nil)
-	if err != nil {
-		return nil, fmt.Errorf("primary: %w", err)
-	}
-	e.stack.flavor = testenv.Current.Name
-	if e.stack.primary, err = serverVersion(ctx, root, "-primary-dsn"); err != nil {
-		_ = root.Close()
+	if err := e.createDatabase(ctx); err != nil {
 		return nil, err
 	}
-	e.ownStmts.note("SELECT VERSION()")
-	e.ownStmts.note("CREATE DATABASE")
-	_, err = root.ExecContext(ctx, "CREATE DATABASE "+e.dbName)
-	_ = root.Close()
-	if err != nil {
-		return nil, fmt.Errorf("creating database: %w", err)
-	}
-	e.created = true
-	if e.primary, err = e.openPrimary(4); err != nil {
+	if err := e.openReplicas(ctx); err != nil {
 		return nil, err
-	}
-	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the seed schema: %w", err)
-	}
-	if _, err := e.primary.ExecContext(ctx, stripComments(string(ddl))); err != nil {
-		return nil, fmt.Errorf("creating producer_message: %w", err)
-	}
-	if e.replica, err = openDB(o.replicaDSN, "", nil); err != nil {
-		return nil, fmt.Errorf("replica: %w", err)
-	}
-	if e.stack.replica, err = serverVersion(ctx, e.replica, "-replica-dsn"); err != nil {
-		return nil, err
-	}
-	for _, dsn := range o.extraReplicas {
-		db, err := openDB(dsn, "", nil)
-		if err != nil {
-			progress("extra replica %s not used: %v", redactDSN(dsn), err)
-			continue
-		}
-		// STOP/START REPLICA: MariaDB 10.5+, MySQL 8.0.22+.
-		if _, err := db.ExecContext(ctx, testenv.StopReplicaSQL); err != nil {
-			progress("extra replica %s not paused: %v", redactDSN(dsn), err)
-			_ = db.Close()
-			continue
-		}
-		progress("extra replica %s: replication paused for the run", redactDSN(dsn))
-		e.extras = append(e.extras, db)
 	}
 	e.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr})
 	if err := e.redis.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("redis at %s: %w", o.redisAddr, err)
 	}
-	e.primaryPID = e.findPrimaryPID(ctx)
+	e.primaryPID = serverPID(ctx, e.primary)
 	if ph, pp, _, _, err := hostPort(o.primaryDSN); err != nil {
 		return nil, err
 	} else if e.wire, err = startWireProxy(net.JoinHostPort(ph, strconv.Itoa(pp))); err != nil {
@@ -155,13 +116,60 @@ func newEnv(ctx context.Context, o *options) (e *env, err error) {
 	if err := e.setupBroker(); err != nil {
 		return nil, err
 	}
-	if e.relayBin, err = e.buildRelay(o.relayBin); err != nil {
+	if e.relayBin, err = buildRelay(e.tmp, o.relayBin); err != nil {
 		return nil, err
 	}
 	if err := e.quiesce(ctx); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// createDatabase reads the primary's version, creates the run's database
+// on it, opens the bench's counted pool on that database and creates the
+// seed table there.
+func (e *env) createDatabase(ctx context.Context) error {
+	root, err := openDB(e.o.primaryDSN, "", nil)
+	if err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	e.stack.flavor = testenv.Current.Name
+	if e.stack.primary, err = serverVersion(ctx, root, "-primary-dsn"); err != nil {
+		_ = root.Close()
+		return err
+	}
+	e.ownStmts.note("SELECT VERSION()")
+	e.ownStmts.note("CREATE DATABASE")
+	_, err = root.ExecContext(ctx, "CREATE DATABASE "+e.dbName)
+	_ = root.Close()
+	if err != nil {
+		return fmt.Errorf("creating database: %w", err)
+	}
+	e.created = true
+	if e.primary, err = e.openPrimary(4); err != nil {
+		return err
+	}
+	ddl, err := os.ReadFile(filepath.Join(repoRoot(), "schema", "producer_message.sql"))
+	if err != nil {
+		return fmt.Errorf("reading the seed schema: %w", err)
+	}
+	if _, err := e.primary.ExecContext(ctx, stripComments(string(ddl))); err != nil {
+		return fmt.Errorf("creating producer_message: %w", err)
+	}
+	return nil
+}
+
+// openReplicas opens the replica the relay reads, reads its version, and
+// pauses the extra replicas.
+func (e *env) openReplicas(ctx context.Context) (err error) {
+	if e.replica, err = openDB(e.o.replicaDSN, "", nil); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	if e.stack.replica, err = serverVersion(ctx, e.replica, "-replica-dsn"); err != nil {
+		return err
+	}
+	e.extras = pauseReplicas(ctx, e.o.extraReplicas)
+	return nil
 }
 
 // close drops what the run created.
@@ -172,7 +180,7 @@ func (e *env) close() {
 		e.consumer.close()
 	}
 	if !e.o.keep {
-		e.teardownBroker()
+		e.topo.remove()
 		if e.primary != nil && e.created {
 			if _, err := e.primary.ExecContext(ctx, "DROP DATABASE IF EXISTS "+e.dbName); err != nil {
 				progress("dropping %s: %v", e.dbName, err)
@@ -215,58 +223,6 @@ func (e *env) close() {
 	}
 }
 
-// resumeExtras starts the paused replicas' replication again and waits up
-// to 15 s for them to catch up with the primary; past that they go on
-// catching up in the background (the tests that read the second replica
-// wait for it themselves), so the bench's wall time stays its own.
-func (e *env) resumeExtras() {
-	if len(e.extras) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
-	var pos string
-	if e.primary != nil {
-		pos, _ = e.primaryPos(ctx)
-	}
-	e.catchUp(ctx, pos, 15*time.Second, false)
-}
-
-// catchUpExtras lets the paused replicas apply what the primary logged up
-// to pos (at most max), then pauses them again. It runs between steps, so
-// they replay each step's binary log outside the measurements instead of
-// all of it at the end: the primary's logs can then be purged as the run
-// goes (a paused replica holds the primary's oldest file), and a machine's
-// next `make test` does not start with a second replica minutes behind.
-func (e *env) catchUpExtras(ctx context.Context, pos string, max time.Duration) {
-	e.catchUp(ctx, pos, max, true)
-}
-
-// catchUp starts the extra replicas' replication, waits up to max for each
-// to reach pos, and with pause stops it again.
-func (e *env) catchUp(ctx context.Context, pos string, max time.Duration, pause bool) {
-	for _, db := range e.extras {
-		if _, err := db.ExecContext(ctx, testenv.StartReplicaSQL); err != nil {
-			progress("extra replica: resuming replication: %v (scripts/stack.sh up resumes it)", err)
-			continue
-		}
-		if pos != "" {
-			start := time.Now()
-			if err := waitApplied(ctx, db, pos, max); err != nil {
-				progress("extra replica: not caught up with %s after %s (%v); it goes on in the background", pos, time.Since(start).Round(time.Second), err)
-			} else if d := time.Since(start); d > 5*time.Second {
-				progress("extra replica: caught up with the primary in %s", d.Round(time.Second))
-			}
-		}
-		if !pause {
-			continue
-		}
-		if _, err := db.ExecContext(ctx, testenv.StopReplicaSQL); err != nil {
-			progress("extra replica: pausing replication again: %v", err)
-		}
-	}
-}
-
 // contenderDSN is the primary DSN by way of the counting proxy.
 func (e *env) contenderDSN() string {
 	c, err := mysql.ParseDSN(e.o.primaryDSN)
@@ -277,12 +233,13 @@ func (e *env) contenderDSN() string {
 	return c.FormatDSN()
 }
 
-// buildRelay returns the relay binary, building it when none is given.
-func (e *env) buildRelay(given string) (string, error) {
+// buildRelay returns the relay binary, building it into dir when none is
+// given.
+func buildRelay(dir, given string) (string, error) {
 	if given != "" {
 		return given, nil
 	}
-	out := filepath.Join(e.tmp, "binlog-relay")
+	out := filepath.Join(dir, "binlog-relay")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/binlog-relay")
 	cmd.Dir = repoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -338,24 +295,6 @@ func hostPort(dsn string) (host string, port int, user, pass string, err error) 
 	return h, port, c.User, c.Passwd, err
 }
 
-// findPrimaryPID finds the primary's server process when it runs on this
-// machine (its pid file is readable), for its CPU time; 0 otherwise.
-func (e *env) findPrimaryPID(ctx context.Context) int {
-	var path string
-	if err := e.primary.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&path); err != nil {
-		return 0
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pid > 0 && processCPU(pid) < 0 {
-		return 0
-	}
-	return pid
-}
-
 // quiesce waits until every replica has applied what the primary logged and
 // InnoDB's purge has caught up, so the next measurement does not share the
 // machine with catch-up work from the previous step.
@@ -367,12 +306,9 @@ func (e *env) quiesce(ctx context.Context) error {
 	if err := waitApplied(ctx, e.replica, pos, 300*time.Second); err != nil {
 		return fmt.Errorf("the replica did not reach %s: %w", pos, err)
 	}
-	e.catchUpExtras(ctx, pos, 300*time.Second)
+	e.extras.catchUp(ctx, pos, 300*time.Second)
 	deadline := time.Now().Add(60 * time.Second)
-	type querier interface {
-		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	}
-	for _, db := range []querier{e.primary, e.replica} {
+	for _, db := range []rowQuerier{e.primary, e.replica} {
 		for {
 			var n int64
 			err := db.QueryRowContext(ctx, "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'").Scan(&n)
@@ -439,3 +375,9 @@ func machineTicks() (busy, all uint64, ok bool) {
 func sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }
 
 var errTimeout = errors.New("timed out")
+
+// rowQuerier is a connection to a server that reads one row: a *sql.DB,
+// or the bench's counted pool on the primary.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}

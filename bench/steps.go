@@ -17,7 +17,7 @@ type contender struct {
 
 // relayContender runs a fresh relay (a new name: no checkpoint, so it starts
 // at the replica's current position).
-func (e *env) relayContender() *contender {
+func relayContender(e *env) *contender {
 	name := fmt.Sprintf("bench-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
 	c := &contender{label: "relay"}
 	var p *relayProc
@@ -27,11 +27,11 @@ func (e *env) relayContender() *contender {
 	return c
 }
 
-func (e *env) pollerContender(label string, interval time.Duration) *contender {
+func pollerContender(e *env, label string, interval time.Duration) *contender {
 	c := &contender{label: label}
 	var p *poller
 	c.start = func(context.Context) (err error) {
-		if p, err = e.newPoller(interval); err == nil {
+		if p, err = newPoller(e, interval); err == nil {
 			p.start()
 		}
 		return err
@@ -44,21 +44,21 @@ func pollLabel(d time.Duration) string { return "poll_" + d.String() }
 
 // scaleStep is step 5 at one larger table size: both drains, then the
 // relay and the poller at -scale-poll-interval for -scale-duration.
-func (e *env) scaleStep(ctx context.Context, rep *report, size int) error {
-	rr, pr, err := e.drainBoth(ctx, rep, size)
+func scaleStep(ctx context.Context, e *env, rep *report, size int) error {
+	rr, pr, err := drainBoth(ctx, e, rep, size)
 	if err != nil {
 		return err
 	}
 	tag := "scale_" + sizeLabel(size) + "_"
 	rep.add(tag+"drain_relay_msgs_per_s", rr.rate, "msg/s")
 	rep.add(tag+"drain_poller_msgs_per_s", pr.rate, "msg/s")
-	for _, c := range []*contender{e.relayContender(), e.pollerContender(pollLabel(e.o.scalePoll), e.o.scalePoll)} {
+	for _, c := range []*contender{relayContender(e), pollerContender(e, pollLabel(e.o.scalePoll), e.o.scalePoll)} {
 		progress("fixed rate (%d SENT rows in the table): %s, %d rows/s for %s", size, c.label, e.o.rate, e.o.scaleDuration)
-		r, err := e.fixedRate(ctx, c, e.o.scaleDuration, 0)
+		r, err := fixedRate(ctx, e, c, e.o.scaleDuration, 0)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.label, err)
 		}
-		e.reportRate(rep, c.label, r, size, false)
+		reportRate(e, rep, c.label, r, size, false)
 		rep.add(tag+"latency_"+c.label+"_p50_ms", ms(r.p50), "ms")
 		rep.add(tag+"latency_"+c.label+"_p99_ms", ms(r.p99), "ms")
 	}
@@ -67,7 +67,7 @@ func (e *env) scaleStep(ctx context.Context, rep *report, size int) error {
 
 // bigTxStep is step 6: one transaction of -big-tx rows through a fresh
 // relay, and the relay's peak RSS meanwhile.
-func (e *env) bigTxStep(ctx context.Context, rep *report) error {
+func bigTxStep(ctx context.Context, e *env, rep *report) error {
 	n := e.o.bigTx
 	progress("memory: one %d-row transaction", n)
 	p, err := e.startRelay(ctx, fmt.Sprintf("bench-bigtx-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000)), false)
