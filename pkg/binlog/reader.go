@@ -484,7 +484,6 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	pos := s.tracker.Position()
 	s.resume()
 
-	var streamer *replication.BinlogStreamer
 	var set mysql.GTIDSet
 	if pos.HasGTID() {
 		var perr error
@@ -492,14 +491,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
 	}
-	err = sourceinfo.Handshake(func() (err error) {
-		if set != nil {
-			streamer, err = syncer.StartSyncGTID(set)
-		} else {
-			streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
-		}
-		return err
-	})
+	streamer, err := sourceinfo.StartSync(syncer, set, pos.File, pos.Pos)
 	if err != nil {
 		// A server without an RSA key (sourceinfo.ErrNoRSAKey) is retried
 		// like any connection that failed: a restarted server may have one.
