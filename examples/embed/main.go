@@ -92,45 +92,29 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	dsn, err := mysql.ParseDSN(o.Source)
+	cfg, err := sourceConfig(o)
 	if err != nil {
-		return fmt.Errorf("-source: %w", err)
-	}
-	host, portText, err := net.SplitHostPort(dsn.Addr)
-	if err != nil {
-		return fmt.Errorf("-source: address %q: %w", dsn.Addr, err)
-	}
-	port, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return fmt.Errorf("-source: address %q has no port number", dsn.Addr)
+		return err
 	}
 	db, err := sql.Open("mysql", o.Source)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	flavor, err := binlog.DetectFlavor(ctx, db)
-	if err != nil {
+	if cfg.Flavor, err = binlog.DetectFlavor(ctx, db); err != nil {
 		return err
 	}
 
 	rc := redis.NewClient(&redis.Options{Addr: o.Redis})
 	defer rc.Close()
-	key := o.Key
-	if key == "" {
-		key = "embed:{" + table.FullName() + "}:checkpoint"
-	}
-	store := checkpoint.NewRedis(rc, key)
-	start, err := startPosition(ctx, store, db, flavor)
+	store := checkpoint.NewRedis(rc, checkpointKey(o, table))
+	start, err := startPosition(ctx, store, db, cfg.Flavor)
 	if err != nil {
 		return err
 	}
 	log.Info("streaming", "table", table.FullName(), "from", start.String())
 
-	reader, err := binlog.New(binlog.Config{
-		Host: host, Port: uint16(port), User: dsn.User, Password: dsn.Passwd,
-		Flavor: flavor, ServerID: uint32(o.ServerID),
-	}, []*outbox.Table{table}, binlog.WithLogger(log), binlog.WithSchemaSource(&binlog.InfoSchema{DB: db}))
+	reader, err := binlog.New(cfg, []*outbox.Table{table}, binlog.WithLogger(log), binlog.WithSchemaSource(&binlog.InfoSchema{DB: db}))
 	if err != nil {
 		return err
 	}
@@ -142,15 +126,21 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	s := &sink{router: rt, tracker: tracker, store: store, enc: json.NewEncoder(out), log: log}
+	return stream(ctx, reader, start, s, o.Max)
+}
 
+// stream runs the reader from start and hands its events to s until ctx
+// ends, the reader stops with an error, or limit messages are out (0: no
+// limit).
+func stream(ctx context.Context, reader *binlog.Reader, start binlog.Position, s *sink, limit int) error {
 	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan binlog.Event, 256)
 	done := make(chan error, 1)
 	go func() { done <- reader.Run(streamCtx, start, events) }()
 
-	enc := json.NewEncoder(out)
-	sent, stopping := 0, false
+	stopping := false
 	for {
 		select {
 		case err := <-done:
@@ -168,32 +158,82 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 			}
 			switch ev.Kind {
 			case binlog.KindRow:
-				msg, err := rt.Route(ev.Row)
-				if err != nil {
-					// A real sink would record the row as failed; this one
-					// says which and goes on.
-					log.Warn("row not routed", "id", ev.Row.ID, "error", err)
-					continue
-				}
-				if err := enc.Encode(lineOf(msg)); err != nil {
+				if err := s.row(ev.Row); err != nil {
 					return err
 				}
-				sent++
 			case binlog.KindCommit:
-				if err := tracker.Apply(ev.Commit); err != nil {
+				if err := s.commit(ctx, ev.Commit); err != nil {
 					return err
 				}
-				cp := checkpoint.FromPosition(tracker.Position(), "", time.Now())
-				if err := store.Save(ctx, cp); err != nil {
-					return err
-				}
-				if o.Max > 0 && sent >= o.Max {
+				if limit > 0 && s.sent >= limit {
 					stopping = true
 					cancel() // Run returns once its open transaction is read
 				}
 			}
 		}
 	}
+}
+
+// sink is where the messages go: each routed row is printed as a JSON
+// line, and each transaction's end is checkpointed after its lines.
+type sink struct {
+	router  *router.Router
+	tracker *binlog.Tracker
+	store   checkpoint.Store
+	enc     *json.Encoder
+	log     *slog.Logger
+	sent    int // messages printed
+}
+
+// row prints the message of one row.
+func (s *sink) row(r *outbox.Row) error {
+	msg, err := s.router.Route(r)
+	if err != nil {
+		// A real sink would record the row as failed; this one says which
+		// and goes on.
+		s.log.Warn("row not routed", "id", r.ID, "error", err)
+		return nil
+	}
+	if err := s.enc.Encode(lineOf(msg)); err != nil {
+		return err
+	}
+	s.sent++
+	return nil
+}
+
+// commit checkpoints the end of a transaction whose lines are all printed.
+func (s *sink) commit(ctx context.Context, c binlog.Commit) error {
+	if err := s.tracker.Apply(c); err != nil {
+		return err
+	}
+	return s.store.Save(ctx, checkpoint.FromPosition(s.tracker.Position(), "", time.Now()))
+}
+
+// sourceConfig is the reader's Config for the replica -source names, all
+// but the flavour, which the server itself is asked for.
+func sourceConfig(o options) (binlog.Config, error) {
+	dsn, err := mysql.ParseDSN(o.Source)
+	if err != nil {
+		return binlog.Config{}, fmt.Errorf("-source: %w", err)
+	}
+	host, portText, err := net.SplitHostPort(dsn.Addr)
+	if err != nil {
+		return binlog.Config{}, fmt.Errorf("-source: address %q: %w", dsn.Addr, err)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return binlog.Config{}, fmt.Errorf("-source: address %q has no port number", dsn.Addr)
+	}
+	return binlog.Config{Host: host, Port: uint16(port), User: dsn.User, Password: dsn.Passwd, ServerID: uint32(o.ServerID)}, nil
+}
+
+// checkpointKey is the Redis key of the checkpoint: -key, or one named
+// after the table.
+func checkpointKey(o options, table *outbox.Table) string {
+	if o.Key != "" {
+		return o.Key
+	}
+	return "embed:{" + table.FullName() + "}:checkpoint"
 }
 
 // tableOf is the outbox table the flags describe, validated.

@@ -35,6 +35,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
@@ -237,12 +238,8 @@ func (s sqlRetention) showConfiguration(ctx context.Context) (sql.NullString, bo
 		return sql.NullString{}, false, err
 	}
 	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := sqlrows.ScanText(rows, len(cols))
+		if err != nil {
 			return sql.NullString{}, false, err
 		}
 		if len(vals) >= 2 && vals[0].String == retentionHoursKey {

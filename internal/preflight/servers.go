@@ -250,7 +250,6 @@ func (c *checker) checkStream(ctx context.Context) {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	defer syncer.Close()
-	var streamer *replication.BinlogStreamer
 	var set mysql.GTIDSet
 	if start.HasGTID() {
 		var perr error
@@ -259,14 +258,7 @@ func (c *checker) checkStream(ctx context.Context) {
 			return
 		}
 	}
-	err = sourceinfo.Handshake(func() (err error) {
-		if set != nil {
-			streamer, err = syncer.StartSyncGTID(set)
-		} else {
-			streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
-		}
-		return err
-	})
+	streamer, err := sourceinfo.StartSync(syncer, set, start.File, start.Pos)
 	if err == nil {
 		probeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		// Read past the fake rotate and format description; an error packet

@@ -2,11 +2,12 @@ package publisher
 
 import (
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/binlog-relay/binlog-relay/internal/ratelog"
 )
 
 // warnLimiter logs a warning at most once per interval per distinct line
@@ -14,44 +15,22 @@ import (
 // line that gets through says how many there were. A backlog of rows to a
 // missing exchange then costs a line every few seconds, not one per row.
 type warnLimiter struct {
-	log      *zap.Logger
-	interval time.Duration
-	now      func() time.Time
-	mu       sync.Mutex
-	seen     map[string]*warnState
-}
-
-type warnState struct {
-	last       time.Time
-	suppressed int
+	log   *zap.Logger
+	now   func() time.Time
+	lines *ratelog.Limiter
 }
 
 const maxWarnKeys = 1024
 
 func newWarnLimiter(log *zap.Logger, interval time.Duration) *warnLimiter {
-	return &warnLimiter{log: log, interval: interval, now: time.Now, seen: map[string]*warnState{}}
+	return &warnLimiter{log: log, now: time.Now, lines: ratelog.New(interval, maxWarnKeys)}
 }
 
 func (w *warnLimiter) warn(msg string, fields ...zap.Field) {
-	key := lineKey(msg, fields)
-	now := w.now()
-	w.mu.Lock()
-	st := w.seen[key]
-	if st != nil && now.Sub(st.last) < w.interval {
-		st.suppressed++
-		w.mu.Unlock()
+	repeated, ok := w.lines.Allow(lineKey(msg, fields), w.now())
+	if !ok {
 		return
 	}
-	if st == nil {
-		if len(w.seen) >= maxWarnKeys {
-			clear(w.seen) // bounded; at worst a repeat is logged early
-		}
-		st = &warnState{}
-		w.seen[key] = st
-	}
-	repeated := st.suppressed
-	st.last, st.suppressed = now, 0
-	w.mu.Unlock()
 	if repeated > 0 {
 		fields = append(fields, zap.Int("repeated", repeated))
 	}

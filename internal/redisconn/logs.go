@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/binlog-relay/binlog-relay/internal/ratelog"
 )
 
 // redisLogger carries go-redis's own messages (a dial that failed, a
@@ -22,38 +23,22 @@ type redisLogger struct {
 	log   *zap.Logger
 	every time.Duration
 	now   func() time.Time
-
-	mu   sync.Mutex
-	seen map[string]*redisRepeat
-}
-
-type redisRepeat struct {
-	logged     time.Time
-	suppressed int
+	lines *ratelog.Limiter
 }
 
 const redisRepeatEvery = time.Minute
 
+func newRedisLogger(log *zap.Logger, every time.Duration) *redisLogger {
+	// At most 100 distinct messages are remembered: keep the map small.
+	return &redisLogger{log: log, every: every, now: time.Now, lines: ratelog.New(every, 100)}
+}
+
 func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
 	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
-	now := l.now()
-	l.mu.Lock()
-	r := l.seen[msg]
-	if r != nil && now.Sub(r.logged) < l.every {
-		r.suppressed++
-		l.mu.Unlock()
+	suppressed, ok := l.lines.Allow(msg, l.now())
+	if !ok {
 		return
 	}
-	if r == nil {
-		if len(l.seen) > 100 { // distinct messages: keep the map small
-			clear(l.seen)
-		}
-		r = &redisRepeat{}
-		l.seen[msg] = r
-	}
-	suppressed := r.suppressed
-	r.logged, r.suppressed = now, 0
-	l.mu.Unlock()
 	if suppressed > 0 {
 		l.log.Warn(msg, zap.Int("repeated", suppressed), zap.Duration("since", l.every))
 		return
@@ -64,5 +49,5 @@ func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
 // RouteLogs sends go-redis's messages to log. go-redis has one logger
 // per process, so the last App opened owns it.
 func RouteLogs(log *zap.Logger) {
-	redis.SetLogger(&redisLogger{log: log.Named("redis"), every: redisRepeatEvery, now: time.Now, seen: map[string]*redisRepeat{}})
+	redis.SetLogger(newRedisLogger(log.Named("redis"), redisRepeatEvery))
 }

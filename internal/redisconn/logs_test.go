@@ -54,7 +54,8 @@ func TestRedisLogsRepeatOncePerInterval(t *testing.T) {
 	var buf bytes.Buffer
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
 	clock := time.Unix(1_700_000_000, 0)
-	l := &redisLogger{log: zap.New(core), every: time.Minute, now: func() time.Time { return clock }, seen: map[string]*redisRepeat{}}
+	l := newRedisLogger(zap.New(core), time.Minute)
+	l.now = func() time.Time { return clock }
 	ctx := context.Background()
 	for range 22 { // a 20 s outage's worth
 		l.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
 )
 
 // ErrNoRSAKey: caching_sha2_password (MySQL's default, and the only password
@@ -48,4 +51,18 @@ func Handshake(connect func() error) (err error) {
 		}
 	}()
 	return Explain(connect())
+}
+
+// StartSync starts syncer's binlog stream at the GTID set set or, when set
+// is nil, at file:pos, inside Handshake.
+func StartSync(syncer *replication.BinlogSyncer, set mysql.GTIDSet, file string, pos uint32) (streamer *replication.BinlogStreamer, err error) {
+	err = Handshake(func() (err error) {
+		if set != nil {
+			streamer, err = syncer.StartSyncGTID(set)
+		} else {
+			streamer, err = syncer.StartSync(mysql.Position{Name: file, Pos: pos})
+		}
+		return err
+	})
+	return streamer, err
 }

@@ -1,6 +1,8 @@
 // Package sourceinfo reads what the relay needs to know of a replication
 // source besides its binlog stream: server settings the start-up checks
-// report, and the meaning of the errors a binlog dump ends with.
+// report, and the meaning of the errors a binlog dump ends with. It also
+// owns the handshake that opens a binlog dump (Handshake, StartSync), so a
+// server's answer there can never crash the relay.
 package sourceinfo
 
 import (

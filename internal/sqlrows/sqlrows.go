@@ -2,7 +2,8 @@
 // It owns the part of reading a result that a hand-written loop easily gets
 // wrong: closing the rows on every path and checking rows.Err() after the
 // last one, without which a result cut short (a lost connection, a killed
-// query) reads as complete.
+// query) reads as complete. It also scans a row of columns not known in
+// advance as text (ScanText).
 package sqlrows
 
 import (
@@ -38,6 +39,21 @@ func Each(ctx context.Context, db Querier, query string, args []any, scan func(r
 		return err
 	}
 	return rs.Close()
+}
+
+// ScanText scans the current row of rs, of n columns, as nullable text:
+// for a result whose columns are read by name or position, not known in
+// advance (a CALL, a SHOW statement).
+func ScanText(rs *sql.Rows, n int) ([]sql.NullString, error) {
+	vals := make([]sql.NullString, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rs.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	return vals, nil
 }
 
 // IntType reports whether a column is of an integer type (TINYINT to

@@ -47,3 +47,25 @@ func TestEach(t *testing.T) {
 		t.Error("a failing query returned no error")
 	}
 }
+
+// ScanText reads each column of a row as text, NULL as not Valid.
+func TestScanText(t *testing.T) {
+	db := testenv.Primary(t)
+	var got [][]sql.NullString
+	err := sqlrows.Each(t.Context(), db, "SELECT 'a' AS s, NULL AS z, 3 AS n", nil, func(rs *sql.Rows, types []*sql.ColumnType) error {
+		vals, err := sqlrows.ScanText(rs, len(types))
+		got = append(got, vals)
+		return err
+	})
+	want := []sql.NullString{{String: "a", Valid: true}, {}, {String: "3", Valid: true}}
+	if err != nil || len(got) != 1 || !slices.Equal(got[0], want) {
+		t.Errorf("ScanText read %v, error %v; want one row %v", got, err, want)
+	}
+	err = sqlrows.Each(t.Context(), db, "SELECT 1, 2", nil, func(rs *sql.Rows, _ []*sql.ColumnType) error {
+		_, err := sqlrows.ScanText(rs, 1)
+		return err
+	})
+	if err == nil {
+		t.Error("ScanText of 1 column in a row of 2 returned no error")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -273,12 +274,8 @@ func column(t testing.TB, db *sql.DB, query string, pick func(cols []string) int
 	at := pick(cols)
 	var out []string
 	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := sqlrows.ScanText(rows, len(cols))
+		if err != nil {
 			t.Fatalf("query %.80q: %v", query, err)
 		}
 		out = append(out, vals[at].String)

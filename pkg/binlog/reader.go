@@ -484,7 +484,6 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 	pos := s.tracker.Position()
 	s.resume()
 
-	var streamer *replication.BinlogStreamer
 	var set mysql.GTIDSet
 	if pos.HasGTID() {
 		var perr error
@@ -492,14 +491,7 @@ func (s *stream) run(ctx context.Context) (progressed bool, err error) {
 			return false, &fatalError{fmt.Errorf("parsing start GTID set: %w", perr)}
 		}
 	}
-	err = sourceinfo.Handshake(func() (err error) {
-		if set != nil {
-			streamer, err = syncer.StartSyncGTID(set)
-		} else {
-			streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: pos.Pos})
-		}
-		return err
-	})
+	streamer, err := sourceinfo.StartSync(syncer, set, pos.File, pos.Pos)
 	if err != nil {
 		// A server without an RSA key (sourceinfo.ErrNoRSAKey) is retried
 		// like any connection that failed: a restarted server may have one.
@@ -586,6 +578,8 @@ func (s *stream) noteTime(ev *replication.BinlogEvent) {
 	r.lastRecvTime.Store(now)
 }
 
+// handle reads one event into the stream: positions, transaction bounds,
+// DDL and rows.
 func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 	s.noteTime(ev)
 
@@ -595,20 +589,7 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		s.tracker.pos = uint32(e.Position)
 		s.lastPos = uint32(e.Position)
 	case *replication.MariadbGTIDEvent:
-		g := e.GTID
-		if err := s.beginTx(TxGTID{mariadb: &g}); err != nil {
-			return err
-		}
-		// A standalone event group (DDL, or a non-transactional statement)
-		// has no BEGIN...XID: its one query event ends it.
-		s.inTx = !e.IsStandalone()
-		if e.Flags&mariadbFlPreparedXA != 0 {
-			// MariaDB logs XA START inside the GTID event ("XA START
-			// X'..',X'',1 GTID 0-1-5"): the group is an XA branch ending
-			// with XA END and XA_PREPARE_LOG_EVENT.
-			s.xa = &xaBranch{}
-			s.inTx = true
-		}
+		return s.mariadbGTID(e)
 	case *replication.GTIDEvent:
 		return s.mysqlGTID(e)
 	case *replication.GtidTaggedLogEvent:
@@ -627,31 +608,7 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			}
 		}
 	case *replication.QueryEvent:
-		q := strings.TrimSpace(string(e.Query))
-		if xa, ok := parseXA(q); ok {
-			return s.xaStatement(ctx, ev, xa)
-		}
-		switch {
-		case strings.EqualFold(q, "BEGIN"):
-			if s.txGTID.IsZero() {
-				if err := s.beginTx(TxGTID{}); err != nil {
-					return err
-				}
-			}
-			s.inTx = true
-		case strings.EqualFold(q, "COMMIT"):
-			return s.commit(ctx, ev)
-		default:
-			// DDL (or a statement-format event): a whole transaction of its
-			// own unless inside BEGIN. Column layouts may change at this point.
-			if err := s.renamed(ctx, ev, string(e.Schema), q); err != nil {
-				return err
-			}
-			s.r.noteDDL(string(e.Schema), q)
-			if !s.inTx {
-				return s.commit(ctx, ev)
-			}
-		}
+		return s.query(ctx, ev, e)
 	case *replication.XIDEvent:
 		return s.commit(ctx, ev)
 	case *replication.RowsEvent:
@@ -664,6 +621,56 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
 			return s.xaPrepare(ctx, ev, e.Data)
 		}
+	}
+	return nil
+}
+
+// query handles a query event: BEGIN, COMMIT, an XA statement, or DDL
+// (or a statement-format event).
+func (s *stream) query(ctx context.Context, ev *replication.BinlogEvent, e *replication.QueryEvent) error {
+	q := strings.TrimSpace(string(e.Query))
+	if xa, ok := parseXA(q); ok {
+		return s.xaStatement(ctx, ev, xa)
+	}
+	switch {
+	case strings.EqualFold(q, "BEGIN"):
+		if s.txGTID.IsZero() {
+			if err := s.beginTx(TxGTID{}); err != nil {
+				return err
+			}
+		}
+		s.inTx = true
+	case strings.EqualFold(q, "COMMIT"):
+		return s.commit(ctx, ev)
+	default:
+		// DDL (or a statement-format event): a whole transaction of its
+		// own unless inside BEGIN. Column layouts may change at this point.
+		if err := s.renamed(ctx, ev, string(e.Schema), q); err != nil {
+			return err
+		}
+		s.r.noteDDL(string(e.Schema), q)
+		if !s.inTx {
+			return s.commit(ctx, ev)
+		}
+	}
+	return nil
+}
+
+// mariadbGTID opens the event group a MariaDB GTID event begins.
+func (s *stream) mariadbGTID(e *replication.MariadbGTIDEvent) error {
+	g := e.GTID
+	if err := s.beginTx(TxGTID{mariadb: &g}); err != nil {
+		return err
+	}
+	// A standalone event group (DDL, or a non-transactional statement)
+	// has no BEGIN...XID: its one query event ends it.
+	s.inTx = !e.IsStandalone()
+	if e.Flags&mariadbFlPreparedXA != 0 {
+		// MariaDB logs XA START inside the GTID event ("XA START
+		// X'..',X'',1 GTID 0-1-5"): the group is an XA branch ending
+		// with XA END and XA_PREPARE_LOG_EVENT.
+		s.xa = &xaBranch{}
+		s.inTx = true
 	}
 	return nil
 }

@@ -28,87 +28,113 @@ type renamePair struct{ fromSchema, from, toSchema, to string }
 // TABLE a ... RENAME [TO|AS] b (with or without other clauses). schema is
 // the statement's default schema. ok is false for any other statement.
 func parseRenames(schema, query string) (pairs []renamePair, ok bool) {
-	toks := tokens(query)
-	kw := func(i int, words ...string) bool {
-		if i >= len(toks) || toks[i].quoted {
-			return false
-		}
-		for _, w := range words {
-			if strings.EqualFold(toks[i].text, w) {
-				return true
-			}
-		}
+	p := renameParser{toks: tokens(query), schema: schema}
+	switch {
+	case p.kw(0, "RENAME") && p.kw(1, "TABLE", "TABLES"):
+		return p.renameTable()
+	case p.kw(0, "ALTER"):
+		return p.alterTable()
+	}
+	return nil, false
+}
+
+// renameParser reads the keywords and table names of one statement's
+// tokens.
+type renameParser struct {
+	toks   []token
+	schema string // the statement's default schema
+}
+
+// kw reports whether token i is an unquoted one of words, in any case.
+func (p renameParser) kw(i int, words ...string) bool {
+	if i >= len(p.toks) || p.toks[i].quoted {
 		return false
 	}
-	name := func(i int) (s, n string, next int, ok bool) {
-		if i >= len(toks) || toks[i].text == "," || toks[i].text == "." {
-			return "", "", i, false
+	for _, w := range words {
+		if strings.EqualFold(p.toks[i].text, w) {
+			return true
 		}
-		s, n = schema, toks[i].text
-		if i+2 < len(toks) && toks[i+1].text == "." && !toks[i+1].quoted {
-			s, n, i = toks[i].text, toks[i+2].text, i+2
-		}
-		return s, n, i + 1, true
 	}
-	switch {
-	case kw(0, "RENAME") && kw(1, "TABLE", "TABLES"):
-		i := 2
-		if kw(i, "IF") && kw(i+1, "EXISTS") {
-			i += 2
-		}
-		for {
-			fs, f, next, ok := name(i)
-			if !ok {
-				return nil, false
-			}
-			i = next
-			if kw(i, "WAIT") {
-				i += 2
-			} else if kw(i, "NOWAIT") {
-				i++
-			}
-			if !kw(i, "TO") {
-				return nil, false
-			}
-			ts, to, next, ok := name(i + 1)
-			if !ok {
-				return nil, false
-			}
-			pairs = append(pairs, renamePair{fs, f, ts, to})
-			i = next
-			if i >= len(toks) || toks[i].text != "," {
-				return pairs, true
-			}
-			i++
-		}
-	case kw(0, "ALTER"):
-		i := 1
-		for kw(i, "ONLINE", "IGNORE") {
-			i++
-		}
-		if !kw(i, "TABLE") {
-			return nil, false
-		}
-		i++
-		if kw(i, "IF") && kw(i+1, "EXISTS") {
-			i += 2
-		}
-		fs, f, next, ok := name(i)
+	return false
+}
+
+// name reads the table name at token i, schema.name or a name in the
+// default schema; next is the token after it.
+func (p renameParser) name(i int) (s, n string, next int, ok bool) {
+	toks := p.toks
+	if i >= len(toks) || toks[i].text == "," || toks[i].text == "." {
+		return "", "", i, false
+	}
+	s, n = p.schema, toks[i].text
+	if i+2 < len(toks) && toks[i+1].text == "." && !toks[i+1].quoted {
+		s, n, i = toks[i].text, toks[i+2].text, i+2
+	}
+	return s, n, i + 1, true
+}
+
+// renameTable reads the pairs of RENAME TABLE[S] [IF EXISTS] a [WAIT
+// n|NOWAIT] TO b [, c TO d ...].
+func (p renameParser) renameTable() (pairs []renamePair, ok bool) {
+	i := 2
+	if p.kw(i, "IF") && p.kw(i+1, "EXISTS") {
+		i += 2
+	}
+	for {
+		fs, f, next, ok := p.name(i)
 		if !ok {
 			return nil, false
 		}
-		for j := next; j < len(toks); j++ {
-			// RENAME [TO|AS] name, not RENAME COLUMN/INDEX/KEY/CONSTRAINT.
-			if !kw(j, "RENAME") || kw(j+1, "COLUMN", "INDEX", "KEY", "CONSTRAINT") {
-				continue
-			}
-			k := j + 1
-			if kw(k, "TO", "AS") {
-				k++
-			}
-			if ts, to, _, ok := name(k); ok {
-				return []renamePair{{fs, f, ts, to}}, true
-			}
+		i = next
+		if p.kw(i, "WAIT") {
+			i += 2
+		} else if p.kw(i, "NOWAIT") {
+			i++
+		}
+		if !p.kw(i, "TO") {
+			return nil, false
+		}
+		ts, to, next, ok := p.name(i + 1)
+		if !ok {
+			return nil, false
+		}
+		pairs = append(pairs, renamePair{fs, f, ts, to})
+		i = next
+		if i >= len(p.toks) || p.toks[i].text != "," {
+			return pairs, true
+		}
+		i++
+	}
+}
+
+// alterTable reads the rename of ALTER [ONLINE|IGNORE] TABLE [IF EXISTS]
+// a ... RENAME [TO|AS] b; ok is false for an ALTER that renames no table.
+func (p renameParser) alterTable() (pairs []renamePair, ok bool) {
+	i := 1
+	for p.kw(i, "ONLINE", "IGNORE") {
+		i++
+	}
+	if !p.kw(i, "TABLE") {
+		return nil, false
+	}
+	i++
+	if p.kw(i, "IF") && p.kw(i+1, "EXISTS") {
+		i += 2
+	}
+	fs, f, next, ok := p.name(i)
+	if !ok {
+		return nil, false
+	}
+	for j := next; j < len(p.toks); j++ {
+		// RENAME [TO|AS] name, not RENAME COLUMN/INDEX/KEY/CONSTRAINT.
+		if !p.kw(j, "RENAME") || p.kw(j+1, "COLUMN", "INDEX", "KEY", "CONSTRAINT") {
+			continue
+		}
+		k := j + 1
+		if p.kw(k, "TO", "AS") {
+			k++
+		}
+		if ts, to, _, ok := p.name(k); ok {
+			return []renamePair{{fs, f, ts, to}}, true
 		}
 	}
 	return nil, false
