@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/binlog-relay/binlog-relay/internal/sqlrows"
 )
 
 // State is what SHOW SLAVE STATUS (SHOW REPLICA STATUS) said about
@@ -90,12 +92,8 @@ func ReadState(ctx context.Context, db *sql.DB, addr string) (State, error) {
 	if !rows.Next() {
 		return st, rows.Err()
 	}
-	raw := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
+	raw, err := sqlrows.ScanText(rows, len(cols))
+	if err != nil {
 		return st, fmt.Errorf("reading SHOW REPLICA STATUS on %s: %w", addr, err)
 	}
 	col := map[string]sql.NullString{}
