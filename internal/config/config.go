@@ -241,20 +241,27 @@ type LoadOptions struct {
 	// tls.enabled a ca_file, cert_file or key_file) that does not exist
 	// here is left out (no password, no such TLS setting) and returned as
 	// an AbsentFile instead of refused. A file that exists is read, and
-	// refused when bad, as by Load.
+	// refused when bad, as by Load. Likewise an environment variable
+	// ${VAR} without a default that is not set here: it expands to
+	// nothing, and is returned (AbsentFile.Env) instead of refused.
 	SkipAbsentFiles bool
 }
 
-// AbsentFile is a file the config names that a load with SkipAbsentFiles
-// did not find, and so did not check.
+// AbsentFile is a file the config names, or an environment variable it
+// reads, that a load with SkipAbsentFiles did not find, and so did not
+// check.
 type AbsentFile struct {
 	Key  string // its YAML key: source.password_file, redis.tls.ca_file
 	Path string
+	Env  string // the variable, when it is one (Path is empty then)
 }
 
 // String names the key and the path, shown as errors show a path
-// (showPath): a password mistaken for one is not.
+// (showPath): a password mistaken for one is not; or the variable.
 func (f AbsentFile) String() string {
+	if f.Env != "" {
+		return fmt.Sprintf("%s: not checked: environment variable %s is not set here (check and run need it)", f.Key, f.Env)
+	}
 	return fmt.Sprintf("%s: not checked: %s does not exist here (check and run read it)", f.Key, showPath(f.Path))
 }
 
@@ -294,7 +301,11 @@ func (l *loader) parse(raw []byte, lookup func(string) (string, bool), r *redact
 	if err := errors.Join(unknownKeys(&root, reflect.TypeFor[Config](), "")...); err != nil {
 		return nil, err
 	}
-	if err := expandNode(&root, lookup); err != nil {
+	var unset func(path, name string)
+	if l.SkipAbsentFiles {
+		unset = func(path, name string) { l.absent = append(l.absent, AbsentFile{Key: path, Env: name}) }
+	}
+	if err := expandNode(&root, lookup, unset); err != nil {
 		return nil, err
 	}
 	r.addFile(&root) // again: the values ${VAR} brought

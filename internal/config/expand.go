@@ -15,8 +15,9 @@ import (
 // whole. "$$" is an escaped "$" ("$${X}" is the literal text "${X}"); any
 // other "$" is kept as it is ($ is legal in MySQL identifiers). An unset
 // variable without a default is an error naming the field and the
-// variable, never a value.
-func expandNode(root *yaml.Node, lookup func(string) (string, bool)) error {
+// variable, never a value; with unset (lint) it expands to nothing and
+// unset is told the field and the variable.
+func expandNode(root *yaml.Node, lookup func(string) (string, bool), unset func(path, name string)) error {
 	var errs []error
 	seen := map[*yaml.Node]bool{}
 	var walk func(n *yaml.Node, path string)
@@ -45,6 +46,12 @@ func expandNode(root *yaml.Node, lookup func(string) (string, bool)) error {
 				return
 			}
 			v, missing := expandString(n.Value, lookup)
+			if len(missing) > 0 && unset != nil {
+				for _, name := range missing {
+					unset(path, name)
+				}
+				missing = nil
+			}
 			if len(missing) > 0 {
 				errs = append(errs, fmt.Errorf("%s: unset environment variable %s (%s; set it or give a default: ${%s:-value})",
 					path, strings.Join(missing, ", "), position(n), missing[0]))
