@@ -88,6 +88,7 @@ func TestStageConfigErrorsNameTheKey(t *testing.T) {
 		{"checkpoint: {outage_window: -1s}\n", "checkpoint.outage_window:"},
 		// Only retry.max (10m) bounds it: base over the max it follows.
 		{"relay: {hold_backoff: {base: 20m}}\n", "relay.hold_backoff: base 20m0s and max 10m0s"},
+		{"relay: {hold_backoff: {base: 10s, max: 1s}}\n", "relay.hold_backoff: base 10s and max 1s must be positive, base at most max"},
 		{"relay: {hold_backoff: {base: -1s}}\n", "relay.hold_backoff.base: must not be negative"},
 		{"relay: {hold_backoff: {max: -1s}}\n", "relay.hold_backoff.max: must not be negative"},
 		{`broker: {url: "amqp://guest:guest@127.0.0.1:5672/", max_message_bytes: -1}` + "\n", "broker.max_message_bytes: -1 must be positive"},

@@ -668,7 +668,6 @@ func (c *Config) validateRelay() []error {
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
 		errs = append(errs, errors.New("relay.ordering: not relaxed or strict"))
 	}
-	errs = append(errs, r.HoldBackoff.validate()...)
 	return append(errs, c.checkLanes()...)
 }
 

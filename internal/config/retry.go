@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -20,19 +19,10 @@ type Backoff struct {
 // the stream holds behind one message (relay.ordering: strict, or a row of
 // a table without a status column and no dead-letter exchange), doubling
 // from base up to max. Unset fields take retry.base and retry.max, which is
-// what they were before they had a key of their own.
+// what they were before they had a key of their own. Its bounds are the
+// publisher's to check (publisher.HoldBackoff), once an unset one followed
+// retry:.
 type HoldBackoff struct {
 	Base time.Duration `yaml:"base"`
 	Max  time.Duration `yaml:"max"`
-}
-
-// validate checks `relay.hold_backoff:` as written: base over a max that
-// is also set. The bounds themselves, once an unset one followed retry:,
-// are the publisher's (publisher.HoldBackoff), which never sees which of
-// them was set.
-func (h HoldBackoff) validate() []error {
-	if h.Max > 0 && h.Base > h.Max {
-		return []error{fmt.Errorf("relay.hold_backoff.base: %s is over relay.hold_backoff.max %s", h.Base, h.Max)}
-	}
-	return nil
 }
