@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/lease"
@@ -9,6 +10,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 // The config leaves a key a stage owns at zero; newStages turns its
@@ -26,6 +28,10 @@ type stages struct {
 	// (its TLS config, connection name and ordering).
 	publisher publisher.Config
 	retry     rowstatus.Retry // retry:, the status writer's backoff
+	// reader is the binlog reader's Config minus what only a run knows
+	// (the flavor, the sign-in, TLS). Its zero fields stay zero: the
+	// reader's Defaults picks a random server_id, at each start.
+	reader binlog.Config
 }
 
 // newStages converts cfg and validates each stage's Config, so a value
@@ -39,7 +45,33 @@ func newStages(cfg *config.Config) (stages, error) {
 		HoldBackoff:    holdBackoff(cfg.Relay.HoldBackoff, s.retry),
 		MaxMessageSize: cfg.Broker.MaxMessageBytes, DeadLetterExchange: cfg.Broker.DeadLetterExchange}
 	s.publisher.Defaults()
-	return s, errors.Join(s.sweeper.Validate(), s.lease.Validate(), s.relay.Validate(), s.publisher.Validate())
+	s.reader = readerConfig(cfg)
+	return s, errors.Join(validateReader(s.reader), s.sweeper.Validate(), s.lease.Validate(), s.relay.Validate(), s.publisher.Validate())
+}
+
+func readerConfig(cfg *config.Config) binlog.Config {
+	return binlog.Config{Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
+		ServerID: cfg.Source.ServerID, Heartbeat: cfg.Relay.Heartbeat,
+		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes}
+}
+
+// readerKeys names the reader's Config fields by their YAML keys: pkg/binlog
+// is a library, whose errors name its Go fields.
+var readerKeys = strings.NewReplacer(
+	"binlog: Config.Host:", "source.host:", "binlog: Config.Port:", "source.port:",
+	"binlog: Config.User:", "source.user:",
+	"binlog: Config.XABufferRows:", "source.xa_buffer_rows:", "binlog: Config.XABufferBytes:", "source.xa_buffer_bytes:")
+
+// validateReader is the reader's own Validate over c with its defaults,
+// its errors named by their YAML keys. The flavor is read from the server
+// at start; either one validates the rest alike.
+func validateReader(c binlog.Config) error {
+	c.Defaults()
+	c.Flavor = binlog.FlavorMySQL
+	if err := c.Validate(); err != nil {
+		return errors.New(readerKeys.Replace(err.Error()))
+	}
+	return nil
 }
 
 func sweeperConfig(s config.Sweeper) sweeper.Config {

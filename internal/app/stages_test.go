@@ -98,6 +98,25 @@ func TestStageConfigErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+// The binlog reader's keys are the reader's to check (pkg/binlog's
+// Config.Validate), named by their YAML keys.
+func TestReaderConfigErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct{ source, want string }{
+		{"source: {host: 127.0.0.1, port: 3308, user: relay, xa_buffer_rows: -5}", "source.xa_buffer_rows: -5 must be positive"},
+		{"source: {host: 127.0.0.1, port: 3308, user: relay, xa_buffer_bytes: -1}", "source.xa_buffer_bytes: -1 must be positive"},
+		{"source: {port: 3308, user: relay}", "source.host: required"},
+		{"source: {host: 127.0.0.1, port: 3308}", "source.user: required"},
+	} {
+		yaml := "name: stages-test\ntables: [{preset: producer-message, schema: shop}]\n" + tc.source +
+			"\nprimary: {host: 127.0.0.1, port: 3307, user: relay}\nbroker: {url: \"amqp://guest:guest@127.0.0.1:5672/\"}\n"
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%s: the config refuses it itself: %v", tc.source, err)
+		}
+		refusedByOpenAndLint(t, cfg, tc.source, tc.want)
+	}
+}
+
 // refusedByOpenAndLint checks that Open refuses cfg, before anything
 // connects, and lint too, with an error containing want.
 func refusedByOpenAndLint(t *testing.T, cfg *config.Config, yaml, want string) {

@@ -54,12 +54,9 @@ func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return binlog.New(binlog.Config{
-		Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User,
-		Password: password, PasswordFunc: tokens, TLS: stls, ServerID: cfg.Source.ServerID, Flavor: flavor,
-		Heartbeat:    cfg.Relay.Heartbeat,
-		XABufferRows: cfg.Source.XABufferRows, XABufferBytes: cfg.Source.XABufferBytes,
-	}, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
+	rc := w.stages.reader
+	rc.Password, rc.PasswordFunc, rc.TLS, rc.Flavor = password, tokens, stls, flavor
+	return binlog.New(rc, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
 		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover()))
 }
 

@@ -560,16 +560,16 @@ func (c *Config) Validate() error {
 // validateServers checks `source:` and `primary:`.
 func (c *Config) validateServers() []error {
 	var errs []error
+	if c.Primary.Host == "" { // source.host and .user: the binlog reader's (internal/app's stages)
+		errs = append(errs, errors.New("primary.host: required"))
+	}
+	if c.Primary.User == "" {
+		errs = append(errs, errors.New("primary.user: required"))
+	}
 	for _, s := range []struct {
 		field string
 		m     MySQL
 	}{{"source", c.Source}, {"primary", c.Primary}} {
-		if s.m.Host == "" {
-			errs = append(errs, fmt.Errorf("%s.host: required", s.field))
-		}
-		if s.m.User == "" {
-			errs = append(errs, fmt.Errorf("%s.user: required", s.field))
-		}
 		if s.m.Flavor != "auto" && s.m.Flavor != "mysql" && s.m.Flavor != "mariadb" {
 			errs = append(errs, fmt.Errorf("%s.flavor: not auto, mysql or mariadb", s.field))
 		}
@@ -586,12 +586,6 @@ func (c *Config) validateServers() []error {
 	}
 	if len(c.Primary.Hosts) > 0 {
 		errs = append(errs, errors.New("primary.hosts: only the source takes a list of servers"))
-	}
-	if c.Source.XABufferRows < 0 {
-		errs = append(errs, fmt.Errorf("source.xa_buffer_rows: %d must be positive", c.Source.XABufferRows))
-	}
-	if c.Source.XABufferBytes < 0 {
-		errs = append(errs, fmt.Errorf("source.xa_buffer_bytes: %d must be positive", c.Source.XABufferBytes))
 	}
 	return errs
 }
