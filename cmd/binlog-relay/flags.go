@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/binlog-relay/binlog-relay/internal/app"
 	"github.com/binlog-relay/binlog-relay/internal/command"
 )
 
 // options are one command's parsed flags.
 type options struct {
 	config    string
-	run       app.RunOptions
+	run       command.RunOptions
 	requeue   command.RequeueOptions
 	reconcile command.ReconcileOptions
 	replay    command.ReplayOptions

@@ -1,8 +1,7 @@
 package command
 
-// The flags of requeue and reconcile (replay's are in replay.go, run's in
-// internal/app). cmd/binlog-relay registers them; Validate runs before
-// anything connects.
+// The flags of run, requeue and reconcile (replay's are in replay.go).
+// cmd/binlog-relay registers them; Validate runs before anything connects.
 
 import (
 	"errors"
@@ -98,4 +97,16 @@ func (o *ReconcileOptions) Validate() error {
 		return errors.New("reconcile: --until must be after --since")
 	}
 	return nil
+}
+
+// RunOptions are the flags of `binlog-relay run` (the command itself is
+// app.App.Run).
+type RunOptions struct {
+	// AcceptGap: see app.App.AcceptGap.
+	AcceptGap bool
+}
+
+// Flags registers the options on fs.
+func (o *RunOptions) Flags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.AcceptGap, "accept-gap", false, "when the saved position was purged or Redis lost the checkpoint, start at the current position even for tables without a status column, whose rows in the gap are then lost (docs/operating.md, Gaps)")
 }
