@@ -29,13 +29,23 @@ type Sweep struct {
 
 // due selects rows a sweeper may take: pending, older than the grace
 // period, and with next_retry_time (when the table has one) unset or past.
+// A row never attempted (retry_count 0) that was put back to pending with
+// a next_retry_time (binlog-relay requeue, reconcile --repair, a zombie
+// reset) waits the grace period from that time too: the binlog path
+// publishes a requeued row at once, as it does an insert, and the sweeper
+// taking it as well would publish it twice.
 func (s *Sweep) due(grace time.Duration) (string, []any) {
 	created, arg, _ := CreatedBefore(s.T, grace)
 	where := StatusIn(s.T, s.Pending) + " AND " + created
+	args := []any{arg}
 	if nrt := s.T.Columns.NextRetryTime; nrt != "" {
 		where += fmt.Sprintf(" AND (%[1]s IS NULL OR %[1]s <= NOW(3))", q(nrt))
+		if rc := s.T.Columns.RetryCount; rc != "" {
+			where += fmt.Sprintf(" AND (%s > 0 OR %[2]s IS NULL OR %[2]s < NOW(3) - INTERVAL ? MICROSECOND)", q(rc), q(nrt))
+			args = append(args, grace.Microseconds())
+		}
 	}
-	return where, []any{arg}
+	return where, args
 }
 
 // zombie selects rows left SENDING longer than timeout. ok is false when the

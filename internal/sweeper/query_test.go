@@ -46,7 +46,9 @@ func TestPlanSQL(t *testing.T) {
 		zombUS  = int64(300_000_000)
 		hourUS  = int64(3_600_000_000)
 	)
-	seedDue := "`status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3))"
+	// A row never attempted with a next_retry_time (requeued) waits the
+	// grace period from it too: the binlog path publishes it first.
+	seedDue := "`status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND)"
 	cases := []struct {
 		name                                 string
 		table                                *outbox.Table
@@ -57,9 +59,9 @@ func TestPlanSQL(t *testing.T) {
 		{
 			name: "seed: SENDING, version, next_retry_time", table: table(t, "producer-message", nil), mode: modeSending,
 			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE " + seedDue + "), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND)",
-				[]any{graceUS, zombUS}},
+				[]any{graceUS, graceUS, zombUS}},
 			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key`, `version` FROM `app`.`producer_message` WHERE " + seedDue + " LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, 500}},
+				[]any{graceUS, graceUS, 500}},
 			claimUpdate: stmt{"UPDATE `app`.`producer_message` SET `status` = 'SENDING', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?)", nil},
 			zombie: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `next_retry_time` = NOW(3), `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?",
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
@@ -91,9 +93,9 @@ func TestPlanSQL(t *testing.T) {
 				tb.Columns.UpdatedAt = ""
 			}), mode: modeSending,
 			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE " + seedDue + "), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND (`next_retry_time` <= NOW(3) OR (`next_retry_time` IS NULL AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND)))",
-				[]any{graceUS, zombUS}},
+				[]any{graceUS, graceUS, zombUS}},
 			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key`, `version` FROM `app`.`producer_message` WHERE " + seedDue + " LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, 500}},
+				[]any{graceUS, graceUS, 500}},
 			claimUpdate: stmt{"UPDATE `app`.`producer_message` SET `status` = 'SENDING', `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `version` = `version` + 1 WHERE `id` IN (?,?)", []any{zombUS}},
 			zombie: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `next_retry_time` = NOW(3), `error_msg` = ?, `version` = `version` + 1 WHERE `status` = 'SENDING' AND (`next_retry_time` <= NOW(3) OR (`next_retry_time` IS NULL AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND)) LIMIT ?",
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
@@ -104,10 +106,10 @@ func TestPlanSQL(t *testing.T) {
 		},
 		{
 			name: "local_message: numeric statuses, no SENDING: next_retry_time lease", table: table(t, "local-message", nil), mode: modeLease,
-			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3))), 0",
-				[]any{graceUS}},
-			claim: stmt{"SELECT `biz_id`, `biz_type`, `exchange`, `id`, `message_body`, `retry_count`, `routing_key` FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, 500}},
+			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND)), 0",
+				[]any{graceUS, graceUS}},
+			claim: stmt{"SELECT `biz_id`, `biz_type`, `exchange`, `id`, `message_body`, `retry_count`, `routing_key` FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND) LIMIT ? FOR UPDATE SKIP LOCKED",
+				[]any{graceUS, graceUS, 500}},
 			claimUpdate:   stmt{"UPDATE `app`.`local_message` SET `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `updated_at` = NOW(3) WHERE `id` IN (?,?)", []any{zombUS}},
 			zombie:        stmt{"", nil},
 			archiveDelete: stmt{"DELETE FROM `app`.`local_message` WHERE `status` = 1 AND `updated_at` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
