@@ -15,7 +15,8 @@ import (
 )
 
 // Requeue puts FAILED rows back to PENDING with retry_count reset, on the
-// primary; the sweeper sends them on its next round.
+// primary; the binlog path sends them at once (the sweeper a grace period
+// later, if it has not).
 func Requeue(ctx context.Context, e Env, o RequeueOptions, w io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -34,7 +35,7 @@ func Requeue(ctx context.Context, e Env, o RequeueOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "requeued %d FAILED rows of %s: PENDING, retry count 0, due now (the sweeper sends them)\n", n, t.FullName())
+	fmt.Fprintf(w, "requeued %d FAILED rows of %s: PENDING, retry count 0, due now (the binlog path sends them at once; the sweeper after sweeper.grace_period if it does not)\n", n, t.FullName())
 	return nil
 }
 

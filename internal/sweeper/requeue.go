@@ -23,9 +23,10 @@ type RequeueFilter struct {
 const requeueBatch = 1000
 
 // Requeue puts FAILED rows of t back to PENDING with their retry count
-// reset and next_retry_time now, so the sweeper sends them on its next
-// round (the binlog path sees an UPDATE, which it does not publish). It runs
-// on the primary, in batches, and returns how many rows moved.
+// reset and next_retry_time now: the binlog path publishes the re-queue at
+// once, and the sweeper takes a row still pending a grace period later
+// (outboxsql's due). It runs on the primary, in batches, and returns how
+// many rows moved.
 func Requeue(ctx context.Context, primary *sql.DB, t *outbox.Table, f RequeueFilter) (int64, error) {
 	p, err := newPlan(t)
 	if err != nil {
