@@ -14,7 +14,7 @@ HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 CHART := deploy/helm/binlog-relay
 
-.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-flavor unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb test-mysql test-flavor unit lint demo bench chaos clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
@@ -53,25 +53,36 @@ unit:
 	$(GO) test -short -count=1 ./...
 
 # Unit and integration tests against the local stack, on every flavour of it
-# (scripts/stack.sh): everything on MariaDB 10.11 with RabbitMQ 3.10; the
-# suites that touch a server on MySQL 9.7 with RabbitMQ 4.3; the core suites
-# (drain, kill -9, positions, XA, the seed tables) on MariaDB 11.8 with
-# RabbitMQ 4.3. Packages run one at a time (-p 1): they share the servers,
-# and some tests read global server counters.
+# (scripts/stack.sh), in two lanes side by side (scripts/testlanes.sh) that
+# share no database server and no broker: test-mariadb runs everything on
+# MariaDB 10.11 with RabbitMQ 3.10; test-mysql runs the suites that touch a
+# server on MySQL 9.7 with RabbitMQ 4.3, then the core suites (drain, kill
+# -9, positions, XA, the seed tables) on MariaDB 11.8 with RabbitMQ 4.3.
+# Within a lane packages run one at a time (-p 1): they share the lane's
+# servers, and some tests read global server counters.
 FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/rowstatus ./pkg/inbox ./examples/embed ./internal/streamlane
 CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test:
-	@# The deploy tests run helm and goreleaser with go run: compile them while
-	@# the stack starts (minutes on a fresh machine), so the tests only link.
+	@# The deploy tests run helm and goreleaser with go run: compile them, and
+	@# every test binary, while the stack starts (minutes on a fresh machine),
+	@# so the lanes only link.
 	@log=$$(mktemp); bin=$$(mktemp -d); \
-	( for m in $(HELM) $(GORELEASER); do case $$m in *@v*) GOBIN=$$bin $(GO) install $$m || exit 1;; esac; done ) >$$log 2>&1 & tools=$$!; \
+	( for m in $(HELM) $(GORELEASER); do case $$m in *@v*) GOBIN=$$bin $(GO) install $$m || exit 1;; esac; done; \
+	  $(GO) test -count=1 -exec=true ./... >/dev/null ) >$$log 2>&1 & tools=$$!; \
 	scripts/stack.sh up; up=$$?; \
-	wait $$tools || { echo "building the pinned tools failed:"; cat $$log; }; rm -rf $$log $$bin; exit $$up
+	wait $$tools || { echo "building the pinned tools or the tests failed:"; cat $$log; }; rm -rf $$log $$bin; exit $$up
 	$(MAKE) --no-print-directory lint
 	scripts/apidiff.sh
-	$(GO) test -count=1 -p 1 -timeout 25m ./...
-	RELAY_TEST_FLAVOR=mysql-9.7 $(GO) test -count=1 -p 1 -timeout 25m $(FLAVOR_PKGS)
-	RELAY_TEST_FLAVOR=mariadb-11.8 $(GO) test -count=1 -p 1 -timeout 15m -run '$(CORE_TESTS)' ./test/integration
+	scripts/testlanes.sh test-mariadb test-mysql
+
+test-mariadb:
+	$(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) ./...
+
+test-mysql:
+	@# MariaDB 11.8 runs even when MySQL failed: both results are shown.
+	RELAY_TEST_FLAVOR=mysql-9.7 $(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) $(FLAVOR_PKGS); mysql=$$?; \
+	RELAY_TEST_FLAVOR=mariadb-11.8 $(GO) test -count=1 -p 1 -timeout 15m $(TESTFLAGS) -run '$(CORE_TESTS)' ./test/integration; \
+	maria=$$?; exit $$((mysql | maria))
 
 # One flavour's suites: make test-flavor FLAVOR=mysql-9.7 [RUN=regexp]
 test-flavor: stack-up

@@ -19,6 +19,7 @@ var incr = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 // the master of a Cluster slot (found through the slot, not the pool).
 func TestEvalThenWait(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockRedisTopologies(t) // no failover of another test binary meanwhile
 	ctx := context.Background()
 	master := func() redis.UniversalClient {
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.RedisSentinelMaster, SentinelAddrs: testenv.RedisSentinelAddrs})

@@ -79,15 +79,38 @@ func NewTopology(t testing.TB, ddlFiles ...string) *Topology {
 	return tp
 }
 
-// lockTopology holds a file lock for the test's life.
+// lockTopology holds the flavour's switch servers for the test's life.
 func lockTopology(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "binlog-relay-topology-"+Current.Name+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	lockFile(t, "binlog-relay-topology-"+Current.Name+".lock", "the switch topology")
+}
+
+// LockShared holds, for the test's life, a server that every flavour's
+// tests use and that the test stops or fails over (the Redis Sentinel group
+// and the Redis Cluster: LockRedisTopologies). make test runs the flavours'
+// suites side by side (scripts/testlanes.sh); the lock, a file lock like
+// the switch topology's, keeps such tests of two test binaries apart.
+func LockShared(t testing.TB, what string) {
+	t.Helper()
+	lockFile(t, "binlog-relay-shared-"+what+".lock", what)
+}
+
+// LockRedisTopologies holds the stack's Sentinel group and Redis Cluster
+// (LockShared): a test that kills or fails over their nodes, or one that
+// counts on their replicas acknowledging a write, takes it.
+func LockRedisTopologies(t testing.TB) {
+	t.Helper()
+	LockShared(t, "redis-topologies")
+}
+
+func lockFile(t testing.TB, name, what string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("locking the switch topology: %v", err)
+		t.Fatalf("locking %s: %v", what, err)
 	}
 	t.Cleanup(func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() })
 }

@@ -168,6 +168,7 @@ func dropKeys(t *testing.T, rc redis.UniversalClient, keys rediskey.Space) {
 // SIGKILLed while rows stream and the Sentinels promote a replica.
 func TestRedisSentinelFailover(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockRedisTopologies(t)
 	stack(t, "redis-topologies") // healthy, or put back (an earlier run's restore may be syncing)
 	t.Cleanup(func() { stack(t, "redis-topologies") })
 	ctx := context.Background()
@@ -264,6 +265,7 @@ func logLeaseEvents(t *testing.T, relays ...*haRelay) {
 // no relay may lead, until the killed node is back (as a replica).
 func TestRedisClusterFailover(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockRedisTopologies(t)
 	stack(t, "redis-topologies")
 	t.Cleanup(func() { stack(t, "redis-topologies") })
 	ctx := context.Background()
