@@ -74,6 +74,8 @@ tables:
 		{"a duplicate key", source("password: SECRET, password: x"), "source.password: defined twice (line 1"},
 		{"text after a quoted value", source(`password: "SECRET" x`), "parsing config: line 1: did not find expected ',' or '}'"},
 		{"an alias", source("password: *SECRET"), "parsing config: line 1: an alias (*name) naming no anchor"},
+		{"an alias of the password in a number", source("password: &pw SECRET, server_id: *pw"), "source.server_id: expected a whole number, 0 or more, got text (line 1"},
+		{"a merge key", strings.Replace(good, "port: 1, user: relay}", "user: relay, <<: {port: SECRET}}", 1), "source.port: expected a whole number"},
 		{"the password in password_file", source("password_file: SECRET"), "source.password_file: reading the file it names"},
 		{"a bad duration", good + "checkpoint: {interval: SECRET}\n", "checkpoint.interval: expected a duration"},
 		{"a bad log level", good + "log: {level: SECRET}\n", "log.level: not debug, info"},
