@@ -14,7 +14,7 @@ HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 CHART := deploy/helm/binlog-relay
 
-.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb test-mysql test-flavor unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb test-mysql test-flavor inbox-soak unit lint demo bench chaos clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
@@ -83,6 +83,13 @@ test-mysql:
 	RELAY_TEST_FLAVOR=mysql-9.7 $(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) $(FLAVOR_PKGS); mysql=$$?; \
 	RELAY_TEST_FLAVOR=mariadb-11.8 $(GO) test -count=1 -p 1 -timeout 15m $(TESTFLAGS) -run '$(CORE_TESTS)' ./test/integration; \
 	maria=$$?; exit $$((mysql | maria))
+
+# pkg/inbox's burst of concurrent failures on every pool setting, COUNT times
+# (50 by default) on one flavour: a handler must never run twice for one
+# delivery (docs/inbox.md, "Database pool and DSN options").
+inbox-soak: stack-up
+	RELAY_TEST_FLAVOR=$(or $(FLAVOR),mariadb-10.11) $(GO) test -count=$(or $(COUNT),50) -timeout 30m \
+		-run '^TestConcurrentFailuresRunEachHandlerOncePerDelivery$$' ./pkg/inbox
 
 # One flavour's suites: make test-flavor FLAVOR=mysql-9.7 [RUN=regexp]
 test-flavor: stack-up
