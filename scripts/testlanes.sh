@@ -7,7 +7,8 @@
 # then MariaDB 11.8, with RabbitMQ 4.3). The lanes share no database server
 # and no broker; within a lane packages run one at a time (-p 1). The few
 # tests that stop or fail over a server every lane uses (the Redis Sentinel
-# group and Cluster) hold a file lock (testenv.LockShared) for their run.
+# group and Cluster) and those that drive the machine hard hold a file lock
+# (testenv.LockShared, testenv.LockHeavy) for their run.
 #
 # Each line a lane prints starts with its name, as it comes; at the end each
 # lane's result and wall time are printed.

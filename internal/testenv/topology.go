@@ -103,6 +103,17 @@ func LockRedisTopologies(t testing.TB) {
 	LockShared(t, "redis-topologies")
 }
 
+// LockHeavy is taken by a test that drives the machine hard: a full-rate
+// stream of tens of thousands of rows, a 100,000-row transaction, SIGKILL
+// loops, the chaos run. make test's lanes then run one such test at a
+// time, so none runs on a machine the other lane loads as hard: a binlog
+// path slowed past the sweeper's grace period would publish rows twice,
+// which these tests count.
+func LockHeavy(t testing.TB) {
+	t.Helper()
+	LockShared(t, "heavy")
+}
+
 func lockFile(t testing.TB, name, what string) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)

@@ -32,6 +32,7 @@ var (
 // summary.
 func TestChaos(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	realRestarts := *real
 	db := testenv.NewDB(t, "schema/producer_message.sql", "schema/consumer_message.sql")

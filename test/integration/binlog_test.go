@@ -43,6 +43,7 @@ func viaProxy(t *testing.T, yaml string, px *faultproxy.Proxy) string {
 // arrives once, in order.
 func TestTwoCutsInsideOneLargeTransaction(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)

@@ -208,6 +208,7 @@ func signalMidStream(t *testing.T, name, prefix string, txs, after int, sig sysc
 // and the checkpoint ends at the last commit.
 func TestRelaySurvivesSIGKILL(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	m := signalMidStream(t, "kill", "k", 500, 15000, syscall.SIGKILL)
 	db, got := m.db, m.got
@@ -287,6 +288,7 @@ func TestRelayFollowsBinlogRotation(t *testing.T) {
 // RSS under 256 MB.
 func TestRelayLargeTransactionMemory(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	db := testenv.NewDB(t, "schema/producer_message.sql")
 	br, got := testenv.NewCollectedBroker(t)

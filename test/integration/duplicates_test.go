@@ -74,6 +74,7 @@ func waitQuiet(t *testing.T, got *testenv.Collector, quiet, within time.Duration
 // commit order.
 func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	const rows, perTx, rate, kills = 100_000, 50, 5_000, 5
 	db := testenv.NewDB(t, "schema/producer_message.sql")
@@ -213,6 +214,7 @@ func TestReplayedRowsAlreadySentAreNotPublishedAgain(t *testing.T) {
 // commit order: 0 duplicates, 0 lost.
 func TestFiveSIGKILLsIntoAStreamDeliverEachRowOnce(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t)
 	const rows, perTx, rate, kills = 100_000, 50, 5_000, 5
 	db := testenv.NewDB(t, "schema/producer_message.sql")

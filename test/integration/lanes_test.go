@@ -176,6 +176,7 @@ func inflightAtKills(t *testing.T, msgs []testenv.Delivery, rows []keyedRow, sta
 // at most the rows each killed run had delivered past its checkpoint.
 func TestLanesSurviveTwoSIGKILLs(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	testenv.PurgeBinlogs(t) // a long run: leave no gigabytes of binlog behind
 	began := time.Now()
 	db := testenv.NewDB(t, "schema/producer_message.sql")

@@ -147,6 +147,7 @@ func msgIDs(prefix string, from, to int) []string {
 // row is still SENT, untouched.
 func TestReplayRangeToSideExchange(t *testing.T) {
 	testenv.Integration(t)
+	testenv.LockHeavy(t)
 	const rows, rate = 50000, 5000
 	s := newReplaySetup(t, "", "schema/producer_message.sql")
 	insertSent(t, s.db, "producer_message", "rp", 0, rows)
