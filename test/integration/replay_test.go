@@ -195,8 +195,9 @@ func msgIDs(prefix string, from, to int) []string {
 
 // The done-when test: 50,000 SENT rows replayed to a side exchange at a set
 // rate arrive once each, in primary-key order, with the replay headers, no
-// faster than the rate; the primary gets no connection at all, and every
-// row is still SENT, untouched.
+// faster than the rate; the primary gets no statement and no connection,
+// the replica one read per chunk and a few more, and every row is still
+// SENT, untouched.
 func TestReplayRangeToSideExchange(t *testing.T) {
 	testenv.Integration(t)
 	const rows, rate = 50000, 5000
