@@ -1,7 +1,11 @@
 package testenv
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +59,10 @@ type Delivery struct {
 	Headers    amqp.Table
 	// Timestamp is the message's timestamp property (whole seconds).
 	Timestamp time.Time
-	At        time.Time
+	// The other AMQP properties a publisher sets.
+	ContentType, ContentEncoding, AppID, Type, CorrelationID, UserID, Expiration string
+	DeliveryMode, Priority                                                       uint8
+	At                                                                           time.Time
 }
 
 // Collector consumes a queue and records every delivery in arrival order.
@@ -82,7 +89,9 @@ func (b *Broker) Consume(t testing.TB, queue string) *Collector {
 		for d := range deliveries {
 			c.mu.Lock()
 			c.msgs = append(c.msgs, Delivery{MessageID: d.MessageId, RoutingKey: d.RoutingKey, Exchange: d.Exchange,
-				Body: d.Body, Headers: d.Headers, Timestamp: d.Timestamp, At: time.Now()})
+				Body: d.Body, Headers: d.Headers, Timestamp: d.Timestamp, ContentType: d.ContentType,
+				ContentEncoding: d.ContentEncoding, AppID: d.AppId, Type: d.Type, CorrelationID: d.CorrelationId,
+				UserID: d.UserId, Expiration: d.Expiration, DeliveryMode: d.DeliveryMode, Priority: d.Priority, At: time.Now()})
 			c.mu.Unlock()
 			_ = d.Ack(false)
 		}
@@ -116,6 +125,40 @@ func (c *Collector) Distinct() (distinct, duplicates int) {
 		seen[d.MessageID] = true
 	}
 	return len(seen), duplicates
+}
+
+// barrierPrefix starts the message id of Barrier's markers.
+const barrierPrefix = "test-barrier-"
+
+// Barrier publishes a marker message to the broker's exchange (routing key
+// test.barrier) and waits until c receives it; it returns what c received
+// before it, every marker left out. A queue hands its messages on in the
+// order it took them, and a publisher confirm says the queue took the
+// message: once the marker is in, every message confirmed before Barrier
+// was called is in too, so a test can assert that nothing more came (no
+// duplicate arriving last) without waiting for a quiet period. c must
+// consume a queue bound to the exchange with a key that takes the marker
+// (NewBroker's queue, bound with #).
+func (b *Broker) Barrier(t testing.TB, c *Collector, within time.Duration) []Delivery {
+	t.Helper()
+	id := barrierPrefix + UniqueName("m")
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := b.ch.PublishWithContext(ctx, b.Exchange, "test.barrier", true, false, amqp.Publishing{MessageId: id}); err != nil {
+		t.Fatalf("publishing the barrier: %v", err)
+	}
+	var before []Delivery
+	WaitFor(t, within, "the barrier message", func() (bool, string) {
+		all := c.All()
+		for i, d := range all {
+			if d.MessageID == id {
+				before = all[:i]
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d messages arrived, not the barrier", len(all))
+	})
+	return slices.DeleteFunc(before, func(d Delivery) bool { return strings.HasPrefix(d.MessageID, barrierPrefix) })
 }
 
 // NewExchange declares a topic exchange with no queue bound to it (so every

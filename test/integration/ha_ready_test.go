@@ -16,8 +16,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -45,12 +43,8 @@ func (r *haRelay) status(path string) (int, string) {
 }
 
 func (r *haRelay) metrics() (map[string]*dto.MetricFamily, error) {
-	code, body, err := get(r.base + "/metrics")
-	if err != nil || code != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %d %v", code, err)
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	return p.TextToMetricFamilies(strings.NewReader(body))
+	fams, _, err := readMetrics(r.base)
+	return fams, err
 }
 
 // haView is what one look at the relays found, for the conditions and the

@@ -70,16 +70,25 @@ func get(url string) (int, string, error) {
 // scrape reads /metrics and parses it.
 func scrape(t *testing.T, base string) (map[string]*dto.MetricFamily, string) {
 	t.Helper()
+	fams, body, err := readMetrics(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams, body
+}
+
+// readMetrics is scrape for a server that may be gone: the error says why.
+func readMetrics(base string) (map[string]*dto.MetricFamily, string, error) {
 	code, body, err := get(base + "/metrics")
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %v", code, err)
+		return nil, body, fmt.Errorf("GET /metrics: %d %v", code, err)
 	}
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
-		t.Fatalf("parsing /metrics: %v\n%s", err, body)
+		return nil, body, fmt.Errorf("parsing /metrics: %v\n%s", err, body)
 	}
-	return fams, body
+	return fams, body, nil
 }
 
 // value sums a family's samples whose labels include the given pairs

@@ -3,8 +3,9 @@ package integration
 // `binlog-relay replay` end to end: SENT rows (and archived ones) read from
 // the replica and published again, in primary-key order, with the replay
 // header, to a side exchange; never a statement to the primary (its address
-// in the config is a proxy that must see no connection), never a status
-// changed; interrupted with SIGINT and resumed without a duplicate; and the
+// in the config is a counting proxy that must see no connection and no
+// command), a bounded number to the replica, never a status changed;
+// interrupted with SIGINT and resumed without a duplicate; and the
 // ranges it refuses, with exit code 2.
 
 import (
@@ -26,7 +27,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/replay"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
@@ -52,29 +52,42 @@ func insertSent(t *testing.T, db *testenv.DB, table, prefix string, from, n int)
 		from, prefix+"-", from, from, n)
 }
 
-// replaySetup is a database with the seed table and its archive, a side
+// replaySetup is a database with the seed table (and its archive), a side
 // exchange with a queue consumed by the test, and a relay config whose
-// primary is a proxy the replay must never connect to.
+// primary and source replica are counting proxies: the replay must send the
+// primary nothing, and the replica a bounded number of statements.
 type replaySetup struct {
 	db      *testenv.DB
 	br      *testenv.Broker
 	got     *testenv.Collector
-	primary *faultproxy.Proxy
+	primary *statementCounter // the config's primary (sweeper_test.go)
+	replica *statementCounter // the config's source
 	name    string
+	tables  string // the config's tables: entries
 	cfgPath string
+	seen    int // deliveries already returned by delivered
+	// sentFrom and sentTo bound when the rows were first sent: insertSent
+	// marks them SENT 50 minutes ago.
+	sentFrom, sentTo time.Time
 }
 
-func newReplaySetup(t *testing.T, tables string, ddl ...string) *replaySetup {
+// newReplaySetup makes the database from ddl and a config for tables(its
+// name) (nil: the seed table).
+func newReplaySetup(t *testing.T, tables func(schema string) string, ddl ...string) *replaySetup {
 	t.Helper()
-	s := &replaySetup{db: testenv.NewDB(t, ddl...), br: testenv.NewBroker(t), name: testenv.UniqueName("replay")}
+	s := &replaySetup{db: testenv.NewDB(t, ddl...), br: testenv.NewBroker(t), name: testenv.UniqueName("replay"),
+		sentFrom: time.Now().Add(-55 * time.Minute), sentTo: time.Now().Add(-45 * time.Minute)}
 	s.got = s.br.Consume(t, s.br.Queue)
-	s.primary = testenv.Proxy(t, testenv.Addr(testenv.PrimaryDSN))
-	if tables == "" {
-		tables = relaytest.SeedTable(s.db.Name)
+	s.primary = newStatementCounter(t, testenv.Addr(testenv.PrimaryDSN))
+	s.replica = newStatementCounter(t, testenv.Addr(testenv.ReplicaDSN))
+	if tables == nil {
+		tables = relaytest.SeedTable
 	}
-	ph, _ := testenv.HostPort(testenv.PrimaryDSN)
-	s.cfgPath = relaytest.WriteConfig(t, relaytest.Config{Name: s.name, Tables: tables,
-		Sections: map[string]string{"primary": fmt.Sprintf("{host: %s, port: %d, user: root}", ph, s.primary.Port())}}.YAML())
+	s.tables = tables(s.db.Name)
+	s.cfgPath = relaytest.WriteConfig(t, relaytest.Config{Name: s.name, Tables: s.tables, Sections: map[string]string{
+		"primary": fmt.Sprintf("{host: 127.0.0.1, port: %d, user: root}", s.primary.Port()),
+		"source":  fmt.Sprintf("{host: 127.0.0.1, port: %d, user: root}", s.replica.Port()),
+	}}.YAML())
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -102,18 +115,27 @@ func (s *replaySetup) run(t *testing.T, args ...string) (code int, stdout, stder
 	return 0, out.String(), errb.String()
 }
 
-// checkDelivered asserts the queue got exactly want (message ids), in that
-// order, once each, every one marked as a replay, and returns the replay
-// ids seen.
-func (s *replaySetup) checkDelivered(t *testing.T, want []string) map[string]int {
+// delivered is what the queue got since the last call, read once a barrier
+// message published now has come through (testenv.Broker.Barrier): every
+// message confirmed before the call is among them, a duplicate arriving
+// last included.
+func (s *replaySetup) delivered(t *testing.T) []testenv.Delivery {
 	t.Helper()
-	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d replayed messages", len(want)), func() (bool, string) {
-		n := s.got.Len()
-		return n >= len(want), fmt.Sprintf("%d arrived", n)
-	})
-	all := s.got.All()
+	all := s.br.Barrier(t, s.got, 90*time.Second)
+	out := all[s.seen:]
+	s.seen = len(all)
+	return out
+}
+
+// checkDelivered asserts the queue got exactly want (message ids) since the
+// last look, in that order, once each, every one marked as a replay with
+// the time the row was first sent, and returns the replay ids seen and the
+// deliveries.
+func (s *replaySetup) checkDelivered(t *testing.T, want []string) (map[string]int, []testenv.Delivery) {
+	t.Helper()
+	all := s.delivered(t)
 	if len(all) != len(want) {
-		t.Fatalf("%d messages arrived, want %d", len(all), len(want))
+		t.Fatalf("%d messages arrived, want %d (once each)", len(all), len(want))
 	}
 	replays := map[string]int{}
 	for i, d := range all {
@@ -126,11 +148,41 @@ func (s *replaySetup) checkDelivered(t *testing.T, want []string) map[string]int
 		}
 		replays[id]++
 		at, _ := d.Headers[replay.HeaderOriginalPublished].(string)
-		if ts, err := time.Parse(time.RFC3339Nano, at); err != nil || time.Since(ts) < 45*time.Minute || time.Since(ts) > 55*time.Minute {
-			t.Fatalf("message %s: %s header %q, want the row's update_time, 50 minutes ago", d.MessageID, replay.HeaderOriginalPublished, at)
+		if ts, err := time.Parse(time.RFC3339Nano, at); err != nil || ts.Before(s.sentFrom) || ts.After(s.sentTo) {
+			t.Fatalf("message %s: %s header %q, want the row's update_time, between %s and %s", d.MessageID,
+				replay.HeaderOriginalPublished, at, s.sentFrom.Format(time.RFC3339), s.sentTo.Format(time.RFC3339))
 		}
 	}
-	return replays
+	return replays, all
+}
+
+// checkPrimaryUntouched asserts the replay sent the primary no statement,
+// counted on the wire as the bench counts them (faultproxy.CommandTap): no
+// query, no prepared statement executed, and no connection at all.
+func (s *replaySetup) checkPrimaryUntouched(t *testing.T) {
+	t.Helper()
+	if q, x, c := s.primary.Commands(); q != 0 || x != 0 || c != 0 {
+		t.Errorf("the replay sent the primary %d queries and %d prepared statement executions over %d connections, want none (%v)",
+			q, x, c, s.primary.Counts())
+	}
+}
+
+// replicaOverhead is what a replay may send the replica besides its chunk
+// reads: the table check, the clock and the count, and one to spare.
+const replicaOverhead = 4
+
+// checkReplicaLoad asserts the replay's statements to the replica (its
+// queries and prepared executions on the wire) were one read per chunk of
+// the rows, plus replicaOverhead at most: a replay never reads row by row.
+func (s *replaySetup) checkReplicaLoad(t *testing.T, rows, chunk int) {
+	t.Helper()
+	q, x, c := s.replica.Commands()
+	if limit := rows/chunk + 1 + replicaOverhead; q+x > limit || q == 0 {
+		t.Errorf("the replay sent the replica %d queries and %d prepared executions over %d connections for %d rows in chunks of %d, want 1 to %d (%v)",
+			q, x, c, rows, chunk, limit, s.replica.Counts())
+	} else {
+		t.Logf("replica: %d queries, %d prepared executions, %d connections for %d rows in chunks of %d (%v)", q, x, c, rows, chunk, s.replica.Counts())
+	}
 }
 
 func msgIDs(prefix string, from, to int) []string {
@@ -143,13 +195,14 @@ func msgIDs(prefix string, from, to int) []string {
 
 // The done-when test: 50,000 SENT rows replayed to a side exchange at a set
 // rate arrive once each, in primary-key order, with the replay headers, no
-// faster than the rate; the primary gets no connection at all, and every
-// row is still SENT, untouched.
+// faster than the rate; the primary gets no statement and no connection,
+// the replica one read per chunk and a few more, and every row is still
+// SENT, untouched.
 func TestReplayRangeToSideExchange(t *testing.T) {
 	testenv.Integration(t)
 	testenv.LockHeavy(t)
 	const rows, rate = 50000, 5000
-	s := newReplaySetup(t, "", "schema/producer_message.sql")
+	s := newReplaySetup(t, nil, "schema/producer_message.sql")
 	insertSent(t, s.db, "producer_message", "rp", 0, rows)
 	s.db.WaitReplicated(t, 60*time.Second)
 	updated := s.db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE update_time < NOW(3) - INTERVAL 45 MINUTE")
@@ -161,11 +214,10 @@ func TestReplayRangeToSideExchange(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("replay exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
-	replays := s.checkDelivered(t, msgIDs("rp", 1, rows))
+	replays, all := s.checkDelivered(t, msgIDs("rp", 1, rows))
 	if len(replays) != 1 {
 		t.Errorf("replay ids %v, want one", replays)
 	}
-	all := s.got.All()
 	span := all[len(all)-1].At.Sub(all[0].At)
 	if least := time.Duration(rows-1) * time.Second / rate * 9 / 10; span < least {
 		t.Errorf("%d messages arrived within %s: faster than --rate %d/s allows (%s)", rows, span, rate, least)
@@ -181,9 +233,8 @@ func TestReplayRangeToSideExchange(t *testing.T) {
 	if !strings.Contains(errOut, `"replay progress"`) {
 		t.Errorf("no progress log line off a terminal:\n%s", tailOf(errOut, 2000))
 	}
-	if n := s.primary.Accepted(); n != 0 {
-		t.Errorf("the replay opened %d connections to the primary, want none", n)
-	}
+	s.checkPrimaryUntouched(t)
+	s.checkReplicaLoad(t, rows, 2000)
 	if n := s.db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE status = 'SENT' AND update_time < NOW(3) - INTERVAL 45 MINUTE"); n != rows || n != updated {
 		t.Errorf("%d rows still SENT and untouched, want %d", n, rows)
 	}
@@ -195,9 +246,9 @@ func TestReplayRangeToSideExchange(t *testing.T) {
 // the rest, and no message twice.
 func TestReplayInterruptedAndResumed(t *testing.T) {
 	testenv.Integration(t)
-	t.Parallel() // own database, exchange, relay name and proxy
+	t.Parallel() // own database, exchange, relay name and proxies
 	const rows = 3000
-	s := newReplaySetup(t, "", "schema/producer_message.sql")
+	s := newReplaySetup(t, nil, "schema/producer_message.sql")
 	insertSent(t, s.db, "producer_message", "ri", 0, rows)
 	s.db.WaitReplicated(t, 60*time.Second)
 
@@ -240,16 +291,14 @@ func TestReplayInterruptedAndResumed(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resumed replay exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
-	replays := s.checkDelivered(t, msgIDs("ri", 1, rows))
+	replays, _ := s.checkDelivered(t, msgIDs("ri", 1, rows))
 	if len(replays) != 1 {
 		t.Errorf("replay ids %v: the resumed run must carry the same replay id", replays)
 	}
 	if !strings.Contains(out, fmt.Sprintf("published %d, failed 0, of %d rows; this run %d rows", rows, rows, rows-first)) {
 		t.Errorf("summary of the resumed run (%d before the interrupt):\n%s", first, out)
 	}
-	if n := s.primary.Accepted(); n != 0 {
-		t.Errorf("the replay opened %d connections to the primary, want none", n)
-	}
+	s.checkPrimaryUntouched(t)
 	// Finished: nothing is left to resume.
 	if code, _, errOut := s.run(t, "--resume"); code != 2 || !strings.Contains(errOut, "nothing to resume") {
 		t.Errorf("--resume after the end: exit %d, %s", code, errOut)
@@ -261,8 +310,8 @@ func TestReplayInterruptedAndResumed(t *testing.T) {
 // narrowing the range.
 func TestReplayArchive(t *testing.T) {
 	testenv.Integration(t)
-	t.Parallel() // own database, exchange, relay name and proxy
-	s := newReplaySetup(t, "", "schema/producer_message.sql", "schema/producer_message_archive.sql")
+	t.Parallel() // own database, exchange, relay name and proxies
+	s := newReplaySetup(t, nil, "schema/producer_message.sql", "schema/producer_message_archive.sql")
 	insertSent(t, s.db, "producer_message_archive", "ra", 0, 2000)
 	insertSent(t, s.db, "producer_message", "rl", 2000, 10) // live rows: not part of an --archive replay
 	s.db.WaitReplicated(t, 60*time.Second)
@@ -281,14 +330,17 @@ func TestReplayArchive(t *testing.T) {
 	if !strings.Contains(out, s.db.Name+".producer_message_archive") || !strings.Contains(out, fmt.Sprintf("published %d, failed 0", len(want))) {
 		t.Errorf("summary:\n%s", out)
 	}
-	// A dry run counts and shows samples, publishing nothing.
+	// A dry run counts and shows samples, publishing nothing: the queue,
+	// bound to the exchange it names, gets no message (the barrier after
+	// it is the first thing to arrive).
 	code, out, errOut = s.run(t, "--archive", "--dry-run", "--samples", "2", "--exchange", s.br.Exchange)
 	if code != 0 || !strings.Contains(out, "dry run: 2000 rows") || !strings.Contains(out, "message_id ra-1 ") || !strings.Contains(out, "message_id ra-2 ") {
 		t.Errorf("dry run: exit %d\n%s%s", code, out, errOut)
 	}
-	if n := s.primary.Accepted(); n != 0 {
-		t.Errorf("the replay opened %d connections to the primary, want none", n)
+	if d := s.delivered(t); len(d) != 0 {
+		t.Errorf("the dry run published %d messages (the first %s), want none", len(d), d[0].MessageID)
 	}
+	s.checkPrimaryUntouched(t)
 }
 
 // What a replay refuses, each with a message that says why and exit 2:
@@ -297,11 +349,12 @@ func TestReplayArchive(t *testing.T) {
 // or is SQL.
 func TestReplayRefusals(t *testing.T) {
 	testenv.Integration(t)
-	t.Parallel() // own database, exchange, relay name and proxy
-	db := testenv.NewDB(t, "schema/producer_message.sql")
+	t.Parallel() // own database, exchange, relay name and proxies
+	s := newReplaySetup(t, func(schema string) string {
+		return relaytest.SeedTable(schema) + fmt.Sprintf("  - {preset: producer-message, schema: %s, name: nostatus, columns: {status: \"\"}}\n", schema)
+	}, "schema/producer_message.sql")
+	db := s.db
 	insertSent(t, db, "producer_message", "rr", 0, 10)
-	db.WaitReplicated(t, 30*time.Second)
-	s := newReplaySetup(t, relaytest.SeedTable(db.Name)+fmt.Sprintf("  - {preset: producer-message, schema: %s, name: nostatus, columns: {status: \"\"}}\n", db.Name))
 	db.Exec(t, "CREATE TABLE nostatus LIKE producer_message")
 	db.WaitReplicated(t, 30*time.Second)
 	seed := db.Name + ".producer_message"
@@ -323,8 +376,8 @@ func TestReplayRefusals(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q (want exit 2 and %q); stdout %q", tc.name, code, errOut, tc.want, out)
 		}
 	}
-	if n := s.got.Len(); n != 0 {
-		t.Errorf("%d messages published by refused replays", n)
+	if d := s.delivered(t); len(d) != 0 {
+		t.Errorf("%d messages published by refused replays", len(d))
 	}
 	// Publishes are mandatory: to an exchange no queue is bound to, every
 	// message fails, is counted and listed, and the replay exits 1.
@@ -335,9 +388,7 @@ func TestReplayRefusals(t *testing.T) {
 	if !strings.Contains(errOut, "replay publish failed") || !strings.Contains(errOut, "unroutable") {
 		t.Errorf("the failures are not logged with their reason:\n%s", tailOf(errOut, 2000))
 	}
-	if n := s.primary.Accepted(); n != 0 {
-		t.Errorf("the replay opened %d connections to the primary, want none", n)
-	}
+	s.checkPrimaryUntouched(t)
 }
 
 func tailOf(s string, n int) string {
@@ -352,8 +403,8 @@ func tailOf(s string, n int) string {
 // context cancelled instead of SIGINT, over a range of ids.
 func TestReplayResumeInProcess(t *testing.T) {
 	testenv.Integration(t)
-	t.Parallel() // own database, exchange, relay name and proxy
-	s := newReplaySetup(t, "", "schema/producer_message.sql")
+	t.Parallel() // own database, exchange, relay name and proxies
+	s := newReplaySetup(t, nil, "schema/producer_message.sql")
 	insertSent(t, s.db, "producer_message", "rq", 0, 2500)
 	s.db.WaitReplicated(t, 60*time.Second)
 	yaml, err := os.ReadFile(s.cfgPath)
@@ -400,7 +451,5 @@ func TestReplayResumeInProcess(t *testing.T) {
 		t.Fatalf("resumed replay: %+v, %v\n%s", sum, err, out.String())
 	}
 	s.checkDelivered(t, msgIDs("rq", 101, 2100))
-	if n := s.primary.Accepted(); n != 0 {
-		t.Errorf("the replay opened %d connections to the primary, want none", n)
-	}
+	s.checkPrimaryUntouched(t)
 }

@@ -637,11 +637,14 @@ func TestArchiveOnlyOldSentRows(t *testing.T) {
 // statementCounter is a loopback proxy to a MySQL server that counts the
 // statements its clients send, by first keyword (COM_QUERY and
 // COM_STMT_PREPARE packets; the relay's DSN interpolates, so every statement
-// is a COM_QUERY).
+// is a COM_QUERY), and the commands by kind, as the bench's wire proxy does
+// (bench/wire.go).
 type statementCounter struct {
 	proxy  *faultproxy.Proxy
 	mu     sync.Mutex
 	counts map[string]int
+	// queries and executes are the COM_QUERY and COM_STMT_EXECUTE packets.
+	queries, executes int
 }
 
 func newStatementCounter(t *testing.T, target string) *statementCounter {
@@ -670,14 +673,35 @@ func (c *statementCounter) Counts() map[string]int {
 	return maps.Clone(c.counts)
 }
 
+// Commands is how many queries (COM_QUERY) and prepared statement
+// executions (COM_STMT_EXECUTE) passed, and how many connections clients
+// opened through the proxy.
+func (c *statementCounter) Commands() (queries, executes, conns int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queries, c.executes, c.proxy.Accepted()
+}
+
 func (c *statementCounter) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.counts)
+	c.queries, c.executes = 0, 0
 }
 
-// note counts a COM_QUERY or COM_STMT_PREPARE by its first keyword.
+// note counts a COM_QUERY or COM_STMT_PREPARE by its first keyword, and
+// the COM_QUERY and COM_STMT_EXECUTE packets.
 func (c *statementCounter) note(payload []byte) {
+	switch payload[0] {
+	case 0x03:
+		c.mu.Lock()
+		c.queries++
+		c.mu.Unlock()
+	case 0x17:
+		c.mu.Lock()
+		c.executes++
+		c.mu.Unlock()
+	}
 	if len(payload) < 2 || (payload[0] != 0x03 && payload[0] != 0x16) {
 		return
 	}
