@@ -41,6 +41,9 @@ type Retry struct {
 	Delay    time.Duration //
 	Reason   string        // the error column's text, already cut to fit
 	IDs      []any
+	// MessageIDs, when set, are the rows' message ids, matched as well
+	// (rowstatus.Marks).
+	MessageIDs []any
 	// From are the statuses the rows must still be in (none: any).
 	From []string
 	// Version, when set and the table has a version column, is the version
@@ -50,7 +53,7 @@ type Retry struct {
 
 // MarkRetrySQL records a failed publish: status, retry_count+1,
 // next_retry_time (retrying only), the reason, version+1 and updated_at, for
-// the ids still in r.From (and at r.Version).
+// the ids (with r.MessageIDs) still in r.From (and at r.Version).
 func MarkRetrySQL(t *outbox.Table, r Retry) (string, []any) {
 	c := t.Columns
 	sets := []string{q(c.Status) + " = " + SQLValue(&t.Statuses, r.Status)}
@@ -74,6 +77,10 @@ func MarkRetrySQL(t *outbox.Table, r Retry) (string, []any) {
 		where = fmt.Sprintf("%s IN (?%s)", q(c.ID), strings.Repeat(", ?", len(r.IDs)-1))
 	}
 	args = append(args, r.IDs...)
+	if len(r.MessageIDs) > 0 {
+		where += fmt.Sprintf(" AND %s IN (%s)", q(c.MessageID), ident.Placeholders(len(r.MessageIDs)))
+		args = append(args, r.MessageIDs...)
+	}
 	if len(r.From) > 0 {
 		where += fmt.Sprintf(" AND %s IN (%s)", q(c.Status), SQLList(&t.Statuses, r.From))
 	}

@@ -1,6 +1,7 @@
 package outboxsql
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func TestStatements(t *testing.T) {
 	retry, retryArgs := MarkRetrySQL(seed, Retry{Status: "PENDING", Retrying: true, Delay: time.Second, Reason: "nack",
 		IDs: []any{7}, From: []string{"SENDING"}, Version: &v})
 	failed, failedArgs := MarkRetrySQL(local, Retry{Status: "2", IDs: []any{1, 2}})
+	guarded, guardedArgs := MarkRetrySQL(seed, Retry{Status: "FAILED", IDs: []any{1, 2}, MessageIDs: []any{"m-1", "m-2"}, From: []string{"PENDING"}})
 	for _, c := range []struct{ got, want string }{
 		{CountByStatusSQL(seed, nil), "SELECT `status`, COUNT(*) FROM `app`.`producer_message` GROUP BY `status` ORDER BY `status`"},
 		{CountByStatusSQL(local, []string{"0", "2"}), "SELECT `status`, COUNT(*) FROM `app`.`local_message` WHERE `status` IN (0, 2) GROUP BY `status` ORDER BY `status`"},
@@ -40,6 +42,7 @@ func TestStatements(t *testing.T) {
 		{MarkSentGuardedSQL(seed, 2, []string{"PENDING", "SENDING"}), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `message_id` IN (?,?) AND `status` IN ('PENDING', 'SENDING')"},
 		{retry, "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `status` IN ('SENDING') AND `version` = ?"},
 		{failed, "UPDATE `app`.`local_message` SET `status` = 2, `retry_count` = `retry_count` + 1, `updated_at` = NOW(3) WHERE `id` IN (?, ?)"},
+		{guarded, "UPDATE `app`.`producer_message` SET `status` = 'FAILED', `retry_count` = `retry_count` + 1, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?, ?) AND `message_id` IN (?,?) AND `status` IN ('PENDING')"},
 	} {
 		if c.got != c.want {
 			t.Errorf("\n got %s\nwant %s", c.got, c.want)
@@ -50,6 +53,9 @@ func TestStatements(t *testing.T) {
 	}
 	if want := []any{time.Second.Microseconds(), "nack", 7, int64(4)}; len(retryArgs) != 4 || retryArgs[0] != want[0] || retryArgs[1] != want[1] || retryArgs[2] != want[2] || retryArgs[3] != want[3] {
 		t.Errorf("retry args %v, want %v", retryArgs, want)
+	}
+	if fmt.Sprint(guardedArgs) != "[ 1 2 m-1 m-2]" {
+		t.Errorf("guarded retry args %v, want the reason, the ids, then the message ids", guardedArgs)
 	}
 	if len(failedArgs) != 2 {
 		t.Errorf("FAILED args %v, want the two ids", failedArgs)

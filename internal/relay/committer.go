@@ -41,7 +41,9 @@ type committer struct {
 	// seq is the publishing id at the tracker's position, safeSeq at safe's.
 	seq, safeSeq uint64
 	handed       bool // a position was handed to the recorder (the start one may never have been saved)
-	batches      chan<- batch
+	// moving is the rename that the next batch carries (rename.go).
+	moving  *moved
+	batches chan<- batch
 }
 
 // batch is one hand-over from the committer to the recorder.
@@ -57,8 +59,9 @@ type batch struct {
 	// save asks for a checkpoint save after the marks; final is the drain's
 	// last batch.
 	save, final bool
-	// moved, after the marks, has the recorder mark again where the table
-	// now lives the rows its recent marks missed (rename.go).
+	// moved, after the marks and failures, has the recorder mark the rows
+	// a rename moved where they live now, and write its recent marks of
+	// them again there (rename.go).
 	moved *moved
 }
 
@@ -236,10 +239,11 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 func (c *committer) flush(ctx context.Context, save, final bool) error {
 	// A save request always goes through: the recorder may hold a position
 	// that an earlier batch brought and no save has stored yet.
-	if c.count == 0 && !c.advanced && c.safe == nil && !save {
+	if c.count == 0 && !c.advanced && c.safe == nil && !save && c.moving == nil {
 		return nil
 	}
-	b := batch{save: save, final: final}
+	b := batch{save: save, final: final, moved: c.moving}
+	c.moving = nil
 	if c.count > 0 {
 		b.marks, c.pending, c.count = c.pending, map[*outbox.Table]*rowstatus.Marks{}, 0
 		b.fails, c.fails = c.fails, nil

@@ -44,8 +44,8 @@ func TestFailuresAreGroupedInOrder(t *testing.T) {
 		kind  string
 	}{{500, "m-0", "no_exchange"}, {1, "m-500", "no_exchange"}, {1, "m-501", "returned"}, {1, "m-502", "no_exchange"}} {
 		g := s.fails[i]
-		if len(g.ids) != want.n || g.first != want.first || g.kind != want.kind {
-			t.Fatalf("group %d: %d rows from %s (%s), want %d from %s (%s)", i, len(g.ids), g.first, g.kind, want.n, want.first, want.kind)
+		if len(g.rows.IDs) != want.n || g.first != want.first || g.kind != want.kind {
+			t.Fatalf("group %d: %d rows from %s (%s), want %d from %s (%s)", i, len(g.rows.IDs), g.first, g.kind, want.n, want.first, want.kind)
 		}
 	}
 	if s.count != 503 || r.Stats.Failed.Load() != 503 {

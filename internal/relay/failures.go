@@ -26,8 +26,11 @@ type failGroup struct {
 	attempt  rowstatus.Attempt // ID unused
 	exchange string
 	kind     string
-	ids      []any
-	first    string // message id of the first row, for the log
+	rows     rowstatus.Marks // ids and message ids, matched as the SENT marks are
+	first    string          // message id of the first row, for the log
+	// moved is set when a rename took the rows away from the configured
+	// table (t is then their new location, rename.go).
+	moved *moved
 }
 
 // fail sends a row to the retry path: PENDING with a later next_retry_time
@@ -51,44 +54,66 @@ func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, 
 	if n := len(c.fails); n > 0 {
 		if g := c.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
 			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries && g.attempt.Permanent == a.Permanent {
-			g.ids = append(g.ids, row.ID)
+			g.rows.Add(row.ID, row.Values[t.Columns.MessageID])
 			return c.counted(ctx)
 		}
 	}
-	c.fails = append(c.fails, &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause),
-		ids: []any{row.ID}, first: router.MessageID(row)})
+	g := &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause), first: router.MessageID(row)}
+	g.rows.Add(row.ID, row.Values[t.Columns.MessageID])
+	c.fails = append(c.fails, g)
 	return c.counted(ctx)
 }
 
 // recordFailures writes one group of failures (retried until the primary
 // takes it: the checkpoint must not pass unrecorded rows) and logs it,
-// throttled.
+// throttled. The failures of rows a rename moved go where the rows live
+// now and, in a cut-over, to their copies under the configured name
+// (recordMoved, rename.go).
 func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
 	var (
 		outcome  rowstatus.Outcome
 		recorded int64
+		err      error
 	)
-	err := retry(ctx, w.r.log, "recording failed publishes", func() error {
-		var err error
-		outcome, recorded, err = w.r.marker.MarkRetryMany(ctx, g.t, g.attempt, g.ids)
-		return err
-	})
+	if g.moved != nil {
+		outcome, recorded, err = w.recordMoved(ctx, g)
+	} else {
+		outcome, recorded, err = w.recordAt(ctx, g.t, g)
+	}
 	if err != nil {
 		return err
 	}
-	if int(recorded) < len(g.ids) {
+	n := len(g.rows.IDs)
+	if int(recorded) < n {
 		// The rest left their publishable status meanwhile (the sweeper
 		// sent them, or someone changed them): the newer status stands.
 		w.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
-			zap.String("table", g.t.FullName()), zap.Int("rows", len(g.ids)), zap.Int64("recorded", recorded))
+			zap.String("table", g.t.FullName()), zap.Int("rows", n), zap.Int64("recorded", recorded))
 	}
 	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
 	if ok, suppressed := w.r.warn.allow(k); ok {
 		w.r.log.Warn("publish failed", zap.String("table", k.table), zap.String("message_id", g.first),
-			zap.Any("id", g.ids[0]), zap.Int("rows", len(g.ids)), zap.String("exchange", g.exchange),
+			zap.Any("id", g.rows.IDs[0]), zap.Int("rows", n), zap.String("exchange", g.exchange),
 			zap.String("reason", g.attempt.Reason), zap.String("outcome", outcomeName(outcome)), zap.Int("suppressed", suppressed))
 	}
 	return nil
+}
+
+// recordAt writes a group of failures to table t, retried until the
+// primary takes it; a table that does not exist has no row to record
+// (renamed with nothing in its place yet, or dropped).
+func (w *recorder) recordAt(ctx context.Context, t *outbox.Table, g *failGroup) (outcome rowstatus.Outcome, recorded int64, err error) {
+	err = retry(ctx, w.r.log, "recording failed publishes", func() error {
+		var err error
+		outcome, recorded, err = w.r.marker.MarkRetryMany(ctx, t, g.attempt, g.rows)
+		if rowstatus.TableMissing(err) {
+			w.r.log.Warn("failed publishes not recorded: the table does not exist", zap.String("table", t.FullName()),
+				zap.Int("rows", len(g.rows.IDs)), zap.String("message_id", g.first))
+			outcome, recorded, err = rowstatus.Skipped, 0, nil
+		}
+		return err
+	})
+	return outcome, recorded, err
 }
 
 func outcomeName(o rowstatus.Outcome) string {

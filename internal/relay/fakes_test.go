@@ -261,7 +261,8 @@ func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks rowstatu
 	return int64(len(ids)), nil
 }
 
-func (m *fakeMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ rowstatus.Attempt, ids []any) (rowstatus.Outcome, int64, error) {
+func (m *fakeMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ rowstatus.Attempt, rows rowstatus.Marks) (rowstatus.Outcome, int64, error) {
+	ids := rows.IDs
 	for _, id := range ids {
 		m.j.add(entry{kind: "retry", id: id})
 	}

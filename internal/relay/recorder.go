@@ -47,7 +47,7 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 			}
 		}
 		if b.moved != nil {
-			if err := w.remark(ctx, b.moved); err != nil {
+			if err := w.follow(ctx, b.moved); err != nil {
 				return err
 			}
 		}
@@ -74,6 +74,16 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Ma
 	ids := m.IDs
 	return retry(ctx, w.r.log, "marking rows sent", func() error {
 		n, err := w.r.marker.MarkSent(ctx, t, m)
+		if rowstatus.TableMissing(err) {
+			// Renamed away with nothing in its place yet ("ALTER TABLE t
+			// RENAME TO t_old" not yet read), or dropped: no row here to
+			// mark. Kept with the recent marks, which a rename later in
+			// the stream writes again where the rows went (rename.go).
+			w.r.log.Warn("marks not written: the outbox table does not exist; if it was renamed, they are written where its rows went when the stream reaches the rename",
+				zap.String("table", t.FullName()), zap.Int("rows", len(ids)))
+			w.recent.note(t, m)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -12,35 +12,69 @@ import (
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
-// A rename of an outbox table (archival by "RENAME TABLE t TO t_2026_11,
-// t_new TO t") moves the rows read before it, and the relay must mark them
-// where they now live, not by the configured name, which from the rename
-// on names the new table. The binlog shows the rename only after the
-// primary ran it, so two kinds of marks are affected:
+// A rename of an outbox table moves the rows read before it:
+//
+//   - archival, "RENAME TABLE t TO t_2026_11, t_new TO t": the new t was
+//     created empty by CREATE TABLE ... LIKE, its ids start at 1 again;
+//   - an online schema change's cut-over, gh-ost's "RENAME TABLE t TO
+//     _t_del, _t_gho TO t" or pt-online-schema-change's "RENAME TABLE t TO
+//     _t_old, _t_new TO t": the new t is a copy holding the same rows (same
+//     ids, same message ids), and the old table is dropped sooner or later
+//     (pt-online-schema-change drops it at once by default);
+//   - "ALTER TABLE t RENAME TO t_old", a new t created later or never.
+//
+// The relay marks those rows where they now live and, when the same
+// statement renamed another table in under the configured name (the first
+// two: binlog.Rename.Replaced), under that name as well: in a cut-over the
+// copy is the row that lives on. Archival and cut-over look the same in the
+// binlog, so a write under the configured name always matches the message
+// id as well as the id (rowstatus.Marks): in archival it finds no row of the
+// new table, in a cut-over it finds the copy. A table without a message-id
+// column of its own cannot be matched: its rows are marked where they now
+// live only, and a warning says that a cut-over's copies stay pending for
+// the sweeper.
+//
+// The binlog shows the rename only after the primary ran it, so two kinds of
+// marks are affected:
 //
 //   - marks and failures not yet written when the rename reaches the
 //     committer (it comes in binlog order, after every row before it): they
-//     are written to the new location;
-//   - marks written between the rename on the primary and the relay reading
+//     are written as above, in the batch that carries the position past
+//     those rows;
+//   - marks written before the relay read the rename went by name: to the
+//     old table before the primary ran it (a tool that copies statuses up to
+//     its cut-over may have missed the last of them), to the new one after
 //     it (after a restart from a checkpoint before the rename: the marks of
-//     every row replayed up to it) went to the new table by name. There
-//     they moved nothing, or, where the new table's ids run over the same
-//     numbers (CREATE TABLE ... LIKE starts at 1), rows of the new table
-//     that the binlog path publishes anyway. The recorder keeps the recent
-//     marks and writes them again to the new location. A mark moves only
-//     rows still publishable, so writing one twice changes nothing for a
-//     row already SENT.
+//     every row replayed up to it), where they found the copy or nothing
+//     (guarded; unguarded, rows of the new table that the binlog path
+//     publishes anyway). The recorder keeps the recent marks and writes them
+//     again in both places. A mark moves only rows still publishable, so
+//     writing one twice changes nothing for a row already SENT.
 //
-// A gh-ost or pt-online-schema-change cut-over swaps in a copy that holds
-// the same rows: there the first marks were right, and the second ones find
-// the old table's rows (those of the copy were marked) which is harmless.
+// Retries and FAILED records go the same ways. In a cut-over the copy under
+// the configured name gets them, and the sweeper retries it there. In
+// archival they land in the archive only, which the sweeper does not read
+// (it reads the configured tables): those rows are not retried, and the
+// recorder warns once per rename with what to do. A table that does not
+// exist when the relay writes to it has no row to mark: the write is
+// skipped, not retried.
 
 // renameTicket carries a rename through the ordered stream.
 type renameTicket struct{ rename *binlog.Rename }
 
-// moved is a table's rows' new location.
+// moved is a table's rows' new location, and what goes there.
 type moved struct {
-	from, to *outbox.Table
+	from, to *outbox.Table // the configured table; the rows' new location
+	// named: another table took the configured name in the rename, and
+	// gets the writes too, matched by message id.
+	named bool
+	// marks are those of the rows read before the rename that were not
+	// written when it reached the committer (nil: none).
+	marks *rowstatus.Marks
+	// The recorder's once-per-rename log lines: a table a write found
+	// missing, retries left where the configured name is not.
+	missing  map[*outbox.Table]bool
+	stranded bool
 }
 
 // movedTable is t under another name: the statements the relay runs over it
@@ -51,34 +85,140 @@ func movedTable(t *outbox.Table, schema, name string) *outbox.Table {
 	return &m
 }
 
+// apply hands the rows' marks and failures not written yet to the
+// recorder with their new location, in the batch that ends before the
+// rename.
 func (t renameTicket) apply(ctx context.Context, c *committer, _ publisher.Result[Ticket]) error {
 	if c.discard {
 		return nil
 	}
 	from := t.rename.Table
-	to := movedTable(from, t.rename.Schema, t.rename.Name)
-	if m := c.pending[from]; m != nil {
-		if dst := c.pending[to]; dst != nil {
-			dst.IDs, dst.MessageIDs = append(dst.IDs, m.IDs...), append(dst.MessageIDs, m.MessageIDs...)
-		} else {
-			c.pending[to] = m
-		}
-		delete(c.pending, from)
-	}
+	mv := &moved{from: from, to: movedTable(from, t.rename.Schema, t.rename.Name), named: t.rename.Replaced, marks: c.pending[from]}
+	delete(c.pending, from)
 	for _, g := range c.fails {
 		if g.t == from {
-			g.t = to
+			g.t, g.moved = mv.to, mv
 		}
 	}
-	if err := c.flush(ctx, false, false); err != nil {
+	c.moving = mv
+	return c.flush(ctx, false, false)
+}
+
+// renameCounts are the rows a rename's writes moved where the rows live
+// and under the configured name.
+type renameCounts struct{ at, named int64 }
+
+func (c *renameCounts) add(o renameCounts) { c.at, c.named = c.at+o.at, c.named+o.named }
+
+// follow writes what a rename moved: the marks not written yet, then the
+// recent marks again.
+func (w *recorder) follow(ctx context.Context, mv *moved) error {
+	if mv.named && mv.from.Columns.Status != "" && !rowstatus.OwnMessageID(mv.from) {
+		w.r.log.Warn("outbox table renamed and another table renamed in under its name: without a message-id column of its own the rows read before "+
+			"cannot be matched there, so they are marked where they now live only; if this was an online schema change's cut-over, "+
+			"their copies under the configured name stay pending and the sweeper sends them again after its grace period",
+			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()))
+	}
+	var first renameCounts
+	if mv.marks != nil {
+		var err error
+		if first, err = w.markMoved(ctx, mv, *mv.marks); err != nil {
+			return err
+		}
+		if dup := int64(len(mv.marks.IDs)) - max(first.at, first.named); dup > 0 {
+			// Pending in neither place: published again.
+			w.r.Stats.AlreadySent.Add(dup)
+			w.r.cfg.Observer.AlreadySent(mv.from, dup)
+		}
+	}
+	again, asked, err := w.remark(ctx, mv)
+	if err != nil {
 		return err
 	}
-	select {
-	case c.batches <- batch{moved: &moved{from: from, to: to}}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	w.r.log.Info("outbox table renamed: the rows read before it are marked where they now live",
+		zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Bool("replaced", mv.named),
+		zap.Int64("marked", first.at), zap.Int64("marked_under_configured_name", first.named),
+		zap.Int64("remarked", again.at), zap.Int64("remarked_under_configured_name", again.named), zap.Int64("of_recent_marks", asked))
+	return nil
+}
+
+// markMoved marks rows a rename moved where they live and, when another
+// table took the configured name, there too where the marks can be
+// matched by message id.
+func (w *recorder) markMoved(ctx context.Context, mv *moved, m rowstatus.Marks) (c renameCounts, err error) {
+	if c.at, err = w.markAt(ctx, mv, mv.to, m); err != nil {
+		return c, err
 	}
+	if mv.named && m.Guarded(mv.from) {
+		c.named, err = w.markAt(ctx, mv, mv.from, m)
+	}
+	return c, err
+}
+
+// markAt writes marks of moved rows to t, retried until the primary takes
+// them; a table that does not exist has none of the rows.
+func (w *recorder) markAt(ctx context.Context, mv *moved, t *outbox.Table, m rowstatus.Marks) (int64, error) {
+	var n int64
+	err := retry(ctx, w.r.log, "marking renamed rows sent", func() error {
+		var err error
+		n, err = w.r.marker.MarkSent(ctx, t, m)
+		if rowstatus.TableMissing(err) {
+			w.noteMissing(mv, t)
+			n, err = 0, nil
+		}
+		return err
+	})
+	if n > 0 {
+		w.r.Stats.Marked.Add(n)
+		w.r.cfg.Observer.Marked(t, n)
+	}
+	return n, err
+}
+
+// noteMissing logs, once per rename and table, that a table its writes go
+// to does not exist.
+func (w *recorder) noteMissing(mv *moved, t *outbox.Table) {
+	if mv.missing[t] {
+		return
+	}
+	if mv.missing == nil {
+		mv.missing = map[*outbox.Table]bool{}
+	}
+	mv.missing[t] = true
+	w.r.log.Info("outbox table renamed: a table the rows read before it would be marked in does not exist (dropped after the rename, as "+
+		"pt-online-schema-change does by default, or not created yet); nothing to mark there",
+		zap.String("table", mv.from.FullName()), zap.String("missing", t.FullName()))
+}
+
+// recordMoved records failures of rows a rename moved, where they live and,
+// matched by message id, under the configured name when another table took
+// it. Rows recorded only where they live now are not swept: that is
+// warned once per rename.
+func (w *recorder) recordMoved(ctx context.Context, g *failGroup) (rowstatus.Outcome, int64, error) {
+	mv := g.moved
+	outcome, at, err := w.recordAt(ctx, g.t, g)
+	if err != nil {
+		return outcome, at, err
+	}
+	var named int64
+	if mv.named && g.rows.Guarded(mv.from) {
+		var o rowstatus.Outcome
+		if o, named, err = w.recordAt(ctx, mv.from, g); err != nil {
+			return o, named, err
+		}
+		if named > 0 {
+			outcome = o
+		}
+	}
+	if at > named && !mv.stranded {
+		mv.stranded = true
+		w.r.log.Warn("failed publishes of rows read before an outbox table was renamed are recorded where the rows now live: the sweeper reads the "+
+			"configured tables only, so these rows are not retried, nor requeued when FAILED; list the table under tables: (the sweeper then sends "+
+			"them when due), or copy them into the configured table, which publishes them as new rows",
+			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Int64("rows", at-named),
+			zap.String("message_id", g.first))
+	}
+	return outcome, max(at, named), nil
 }
 
 // recentMarks keeps, per table, the ids of the recent marks, up to
@@ -132,38 +272,26 @@ func (m *recentMarks) note(t *outbox.Table, marks rowstatus.Marks) {
 	}
 }
 
-// remark writes the table's recent marks again where its rows now
-// live.
-func (w *recorder) remark(ctx context.Context, mv *moved) error {
+// remark writes the table's recent marks again where its rows now live
+// (and under the configured name when another table took it); asked is
+// how many ids it wrote.
+func (w *recorder) remark(ctx context.Context, mv *moved) (c renameCounts, asked int64, err error) {
 	l := w.recent[mv.from]
 	delete(w.recent, mv.from)
 	if l == nil {
-		l = &recentList{}
+		return c, 0, nil
 	}
 	if l.dropped > 0 {
 		w.r.log.Warn("outbox table renamed: the marks of some rows read before it went to the new table by name and are too many to repeat; those rows were published but may stay pending where they now live",
 			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Int("rows", l.dropped))
 	}
-	var asked, marked int64
 	for _, e := range l.marks {
-		err := retry(ctx, w.r.log, "marking renamed rows sent", func() error {
-			n, err := w.r.marker.MarkSent(ctx, mv.to, e.marks)
-			if err == nil {
-				marked += n
-			}
-			return err
-		})
+		n, err := w.markMoved(ctx, mv, e.marks)
 		if err != nil {
-			return err
+			return c, asked, err
 		}
+		c.add(n)
 		asked += int64(len(e.marks.IDs))
 	}
-	if marked > 0 {
-		w.r.Stats.Marked.Add(marked)
-		w.r.cfg.Observer.Marked(mv.to, marked)
-	}
-	w.r.log.Info("outbox table renamed: the rows read before it are marked where they now live",
-		zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()),
-		zap.Int64("remarked", marked), zap.Int64("of_recent_marks", asked))
-	return nil
+	return c, asked, nil
 }

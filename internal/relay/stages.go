@@ -25,7 +25,7 @@ type Reader interface {
 // or back to the retry path (rowstatus.Writer).
 type Marker interface {
 	MarkSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) (int64, error)
-	MarkRetryMany(ctx context.Context, t *outbox.Table, a rowstatus.Attempt, ids []any) (rowstatus.Outcome, int64, error)
+	MarkRetryMany(ctx context.Context, t *outbox.Table, a rowstatus.Attempt, m rowstatus.Marks) (rowstatus.Outcome, int64, error)
 }
 
 // CheckpointStore saves the position the relay resumes from

@@ -34,3 +34,33 @@ func TestMarkSentMatchesTheMessageID(t *testing.T) {
 		t.Fatalf("marked %d rows (%v); want 1", n, err)
 	}
 }
+
+// A failure is matched by message id as the marks are, and a table that
+// does not exist is told apart (the relay skips it rather than retrying).
+func TestMarkRetryManyMatchesTheMessageID(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	db.Exec(t, "INSERT INTO producer_message (id, message_id, exchange, content) VALUES (1, 'new-1', 'ex', '{}'), (2, 'old-2', 'ex', '{}')")
+	tb := outboxtest.Preset(t, "producer-message", db.Name, nil)
+	w := rowstatus.NewWriter(db.Primary, rowstatus.Retry{})
+	var m rowstatus.Marks
+	m.Add(int64(1), "old-1")
+	m.Add(int64(2), "old-2")
+	a := rowstatus.Attempt{MaxRetries: 5, Reason: "nacked", FromStatuses: tb.Statuses.Publishable}
+	out, n, err := w.MarkRetryMany(context.Background(), tb, a, m)
+	if err != nil || n != 1 || out != rowstatus.Retrying {
+		t.Fatalf("recorded %d rows (%v, outcome %v); want 1, retrying", n, err, out)
+	}
+	if got := db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE retry_count = 1 AND message_id = 'old-2'"); got != 1 ||
+		db.Count(t, "SELECT retry_count FROM producer_message WHERE id = 1") != 0 {
+		t.Fatal("the failure reached row 1, another message under the same id, or missed row 2")
+	}
+	gone := *tb
+	gone.Name = "producer_message_gone"
+	if _, _, err := w.MarkRetryMany(context.Background(), &gone, a, m); !rowstatus.TableMissing(err) {
+		t.Fatalf("recording in a missing table: %v; want TableMissing", err)
+	}
+	if _, err := w.MarkSent(context.Background(), &gone, m); !rowstatus.TableMissing(err) {
+		t.Fatalf("marking in a missing table: %v; want TableMissing", err)
+	}
+}

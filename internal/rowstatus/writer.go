@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -37,7 +39,7 @@ func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, m Marks) (int64,
 		return 0, nil
 	}
 	q, args := outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids
-	if guard := m.guard(t); guard {
+	if m.Guarded(t) {
 		q, args = outboxsql.MarkSentGuardedSQL(t, len(ids), t.Statuses.Publishable), append(append([]any(nil), ids...), m.MessageIDs...)
 	}
 	res, err := w.DB.ExecContext(ctx, q, args...)
@@ -64,11 +66,12 @@ func (m *Marks) Add(id, messageID any) {
 	m.MessageIDs = append(m.MessageIDs, messageID)
 }
 
-// guard reports whether the marks can be matched by message id too: the
+// Guarded reports whether the marks are matched by message id too: the
 // table has a message-id column apart from its id, and every row has one.
-func (m Marks) guard(t *outbox.Table) bool {
-	c := t.Columns
-	if c.MessageID == "" || strings.EqualFold(c.MessageID, c.ID) || len(m.MessageIDs) != len(m.IDs) {
+// Only guarded marks may go to a table that can hold other rows under the
+// same ids.
+func (m Marks) Guarded(t *outbox.Table) bool {
+	if !OwnMessageID(t) || len(m.MessageIDs) != len(m.IDs) {
 		return false
 	}
 	for _, v := range m.MessageIDs {
@@ -77,6 +80,13 @@ func (m Marks) guard(t *outbox.Table) bool {
 		}
 	}
 	return true
+}
+
+// OwnMessageID reports whether t has a message-id column apart from its
+// id, which marks can be matched by.
+func OwnMessageID(t *outbox.Table) bool {
+	c := t.Columns
+	return c.MessageID != "" && !strings.EqualFold(c.MessageID, c.ID)
 }
 
 // Attempt is a failed publish of one row.
@@ -148,7 +158,7 @@ func (w *Writer) MarkRetry(ctx context.Context, t *outbox.Table, a Attempt) (Out
 
 // MarkRetryOn is MarkRetry run on ex (a transaction holding the row's lock).
 func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a Attempt) (Outcome, error) {
-	out, n, err := w.markRetry(ctx, ex, t, a, []any{a.ID})
+	out, n, err := w.markRetry(ctx, ex, t, a, []any{a.ID}, nil)
 	if err != nil {
 		return Skipped, fmt.Errorf("recording failed publish of %s id %v: %w", t.FullName(), a.ID, err)
 	}
@@ -159,20 +169,35 @@ func (w *Writer) MarkRetryOn(ctx context.Context, ex Execer, t *outbox.Table, a 
 }
 
 // MarkRetryMany records the same failed attempt (same reason, retry count
-// and limit; a.ID and the version check are ignored) for several rows in one statement, as the
-// binlog path does for a run of rows to one missing exchange. It returns
-// what the rows became and how many moved (rows no longer in a.FromStatuses
-// are left alone).
-func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+// and limit; a.ID and the version check are ignored) for several rows in
+// one statement, as the binlog path does for a run of rows to one missing
+// exchange; like MarkSent, it matches the message ids too where m is
+// Guarded. It returns what the rows became and how many moved (rows no
+// longer in a.FromStatuses are left alone).
+func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, m Marks) (Outcome, int64, error) {
 	a.HasVersion = false
-	out, n, err := w.markRetry(ctx, w.DB, t, a, ids)
+	var msgIDs []any
+	if m.Guarded(t) {
+		msgIDs = m.MessageIDs
+	}
+	out, n, err := w.markRetry(ctx, w.DB, t, a, m.IDs, msgIDs)
 	if err != nil {
-		return Skipped, 0, fmt.Errorf("recording failed publish of %d rows of %s: %w", len(ids), t.FullName(), err)
+		return Skipped, 0, fmt.Errorf("recording failed publish of %d rows of %s: %w", len(m.IDs), t.FullName(), err)
 	}
 	return out, n, nil
 }
 
-func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids []any) (Outcome, int64, error) {
+// TableMissing reports whether err says the statement's table does not
+// exist (ER_NO_SUCH_TABLE): dropped, or renamed with nothing in its place
+// yet. Such a table has no rows to mark.
+func TableMissing(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == erNoSuchTable
+}
+
+const erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+
+func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids, msgIDs []any) (Outcome, int64, error) {
 	c := t.Columns
 	if c.Status == "" || len(ids) == 0 {
 		// Nothing to record in a table without status (Debezium style):
@@ -193,7 +218,7 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 		// Validation refuses such statuses; never write an empty status.
 		return Skipped, 0, errors.New("no status to write (statuses.pending and statuses.failed are empty)")
 	}
-	r := outboxsql.Retry{Status: status, Retrying: out == Retrying, IDs: ids, From: a.FromStatuses}
+	r := outboxsql.Retry{Status: status, Retrying: out == Retrying, IDs: ids, MessageIDs: msgIDs, From: a.FromStatuses}
 	if r.Retrying {
 		r.Delay = w.Retry.Delay(a.Retries)
 	}

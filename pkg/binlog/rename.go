@@ -12,12 +12,19 @@ import (
 
 // Rename says that an outbox table was renamed (RENAME TABLE, or ALTER
 // TABLE ... RENAME): the rows read before this event now live in
-// Schema.Name, while the table's configured name may already name another
-// table (archival by "RENAME TABLE t TO t_2026_11, t_new TO t"). Marks,
-// retries and failures of those rows go to Schema.Name.
+// Schema.Name. Marks, retries and failures of those rows go there; when
+// Replaced, under the configured name as well, matched by message id (a
+// row of another message there is left alone).
 type Rename struct {
 	Table        *outbox.Table
 	Schema, Name string
+	// Replaced: the same statement renamed another table in under the
+	// configured name. That table may be an empty one (archival by "RENAME
+	// TABLE t TO t_2026_11, t_new TO t") or a copy holding the same rows,
+	// same ids and message ids (an online schema change's cut-over: gh-ost's
+	// "t TO _t_del, _t_gho TO t", pt-online-schema-change's "t TO _t_old,
+	// _t_new TO t"); a status write matched by message id is right for both.
+	Replaced bool
 }
 
 // renamePair is one "from TO to" of a rename statement, schema-qualified.
@@ -225,8 +232,10 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 		where[k] = t
 	}
 	moved := map[*outbox.Table]renamePair{}
+	taken := map[string]bool{} // keys some table was renamed to, and still holds
 	for _, p := range pairs {
 		from, to := tableKey(p.fromSchema, p.from), tableKey(p.toSchema, p.to)
+		taken[from], taken[to] = false, true
 		t, ok := where[from]
 		if !ok {
 			continue
@@ -235,15 +244,17 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 		where[to] = t
 		moved[t] = renamePair{t.Schema, t.Name, p.toSchema, p.to}
 	}
-	for _, t := range s.r.tables {
+	for key, t := range s.r.tables {
 		p, ok := moved[t]
-		if !ok || tableKey(p.toSchema, p.to) == tableKey(t.Schema, t.Name) {
+		if !ok || tableKey(p.toSchema, p.to) == key {
 			continue
 		}
 		s.r.log.Info("outbox table renamed: rows read before go on to be marked where they now live; the configured name is followed from here",
-			"table", t.FullName(), "renamed_to", p.toSchema+"."+p.to, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
+			"table", t.FullName(), "renamed_to", p.toSchema+"."+p.to, "replaced", taken[key],
+			"binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 		s.r.renamedAway.Store(tableKey(p.toSchema, p.to), t.FullName())
-		if err := send(ctx, s.out, Event{Kind: KindRename, Rename: &Rename{Table: t, Schema: p.toSchema, Name: p.to}}); err != nil {
+		rn := &Rename{Table: t, Schema: p.toSchema, Name: p.to, Replaced: taken[key]}
+		if err := send(ctx, s.out, Event{Kind: KindRename, Rename: rn}); err != nil {
 			return err
 		}
 	}
@@ -252,7 +263,8 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 
 // noteUnread reports, once per table, inserts into a table that was an
 // outbox table before a rename: the relay follows the configured name, so
-// those rows are not published.
+// those rows are not published, and the sweeper, which reads the
+// configured tables only, does not send them either.
 func (s *stream) noteUnread(ev *replication.BinlogEvent, e *replication.RowsEvent) {
 	if e.Table == nil || rowsKind(ev.Header.EventType) != replication.EnumRowsEventTypeInsert {
 		return
@@ -265,6 +277,7 @@ func (s *stream) noteUnread(ev *replication.BinlogEvent, e *replication.RowsEven
 	if _, warned := s.r.renamedWarned.LoadOrStore(key, true); warned {
 		return
 	}
-	s.r.log.Warn("rows inserted into a table that was an outbox table before a rename are not published: the relay reads the table under its configured name",
+	s.r.log.Warn("rows inserted into a table that was an outbox table before a rename are not published, by the binlog path nor by the sweeper: "+
+		"the relay reads the table under its configured name; list this table under tables: to have them sent",
 		"table", string(e.Table.Schema)+"."+string(e.Table.Table), "configured", was, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 }

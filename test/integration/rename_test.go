@@ -1,0 +1,256 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-relay/binlog-relay/internal/testenv"
+	"github.com/binlog-relay/binlog-relay/internal/testenv/relaytest"
+)
+
+// Online schema changes swap a copy of the outbox table in under its name
+// while the application writes: gh-ost (RENAME TABLE t TO _t_del, _t_gho TO
+// t) and pt-online-schema-change (RENAME TABLE t TO _t_old, _t_new TO t).
+// The new t holds the same rows (same id, same message id) as the old one,
+// so a mark the relay writes after the cut-over must reach the copy, or
+// the sweeper sends the row again once its grace period is over.
+
+// streamWriter inserts outbox rows, 10 per transaction, until stopped,
+// never more than 200 ahead of the deliveries: on a busy machine a relay
+// far behind would leave rows to the sweeper for reasons of its own. A
+// cut-over holds hold to stop it between transactions (gh-ost's lock on the
+// table).
+type streamWriter struct {
+	hold sync.Mutex
+	mu   sync.Mutex
+	ids  []string
+	bg   *relaytest.Background
+}
+
+func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exchange, prefix string) *streamWriter {
+	t.Helper()
+	w := &streamWriter{}
+	w.bg = relaytest.Go("writer", 30*time.Second, func(ctx context.Context) error {
+		for i := 0; ctx.Err() == nil; i++ {
+			for w.written()-got.Len() > 200 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			stmt, ids := orderInsert(exchange, prefix, i, 10)
+			w.hold.Lock()
+			// Not ExecContext: a statement cut by the stop may have committed.
+			_, err := db.Primary.Exec(stmt)
+			w.hold.Unlock()
+			if err != nil {
+				return err
+			}
+			w.mu.Lock()
+			w.ids = append(w.ids, ids...)
+			w.mu.Unlock()
+		}
+		return nil
+	})
+	t.Cleanup(func() { _ = w.bg.Stop() })
+	return w
+}
+
+func (w *streamWriter) written() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ids)
+}
+
+// stop stops the writer once it wrote more rows after the cut-over, and
+// returns the message ids of every row it wrote, in commit order.
+func (w *streamWriter) stop(t *testing.T, atCutOver int) []string {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, "rows written after the cut-over", func() (bool, string) {
+		return w.written() >= atCutOver+500, fmt.Sprintf("%d written, %d at the cut-over", w.written(), atCutOver)
+	})
+	if err := w.bg.Stop(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.ids...)
+}
+
+// outboxColumns are producer_message's columns, as pt-online-schema-change
+// names them in its triggers and copy.
+const outboxColumns = "id, message_id, exchange, routing_key, content, status, retry_count, max_retry_count, next_retry_time, error_msg, create_time, update_time, version"
+
+// maxID is the highest id of table.
+func maxID(t *testing.T, db *testenv.DB, table string) int {
+	t.Helper()
+	return db.Count(t, "SELECT COALESCE(MAX(id), 0) FROM "+table)
+}
+
+// ghostCutOver changes producer_message the way gh-ost does: a ghost table
+// created LIKE it, the rows copied in chunks by primary key while the
+// writer goes on, then, with writes held (gh-ost's LOCK TABLES ... WRITE),
+// the changes its binlog applier would still apply (rows inserted since the
+// copy began, status changes: the relay's marks), and the swap. gh-ost keeps
+// the old table (_del) unless told to drop it.
+func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
+	t.Helper()
+	db.Exec(t, "CREATE TABLE _producer_message_gho LIKE producer_message")
+	top := maxID(t, db, "producer_message")
+	for lo := 0; lo < top; lo += 500 {
+		db.Exec(t, "INSERT IGNORE INTO _producer_message_gho SELECT * FROM producer_message WHERE id > ? AND id <= ? LOCK IN SHARE MODE", lo, min(lo+500, top))
+	}
+	w.hold.Lock()
+	defer w.hold.Unlock()
+	db.Exec(t, "INSERT IGNORE INTO _producer_message_gho SELECT * FROM producer_message WHERE id > ?", top)
+	// gh-ost's lock holds the relay's marks too (they reach the new table
+	// after the swap); here a mark can land between this sync and the
+	// rename, in the old table only: the relay repeats its recent marks
+	// under the configured name at the rename.
+	db.Exec(t, `UPDATE _producer_message_gho g JOIN producer_message s ON g.id = s.id
+		SET g.status = s.status, g.retry_count = s.retry_count, g.next_retry_time = s.next_retry_time, g.error_msg = s.error_msg,
+		    g.update_time = s.update_time, g.version = s.version
+		WHERE g.version <> s.version OR g.status <> s.status`)
+	db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del, _producer_message_gho TO producer_message")
+	return w.written()
+}
+
+// execRetryingDeadlocks runs a statement, again when it is chosen as a
+// deadlock victim (pt-online-schema-change retries a chunk so, --tries).
+func execRetryingDeadlocks(t *testing.T, db *testenv.DB, q string, args ...any) {
+	t.Helper()
+	for try := 1; ; try++ {
+		_, err := db.Primary.Exec(q, args...)
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || me.Number != 1213 || try == 10 {
+			if err != nil {
+				t.Fatalf("exec %.80q: %v", q, err)
+			}
+			return
+		}
+	}
+}
+
+// ptOSCCutOver changes producer_message the way pt-online-schema-change
+// does: triggers on the table write every change into the new table
+// (REPLACE INTO, DELETE IGNORE), the rows are copied in chunks (INSERT
+// LOW_PRIORITY IGNORE ... SELECT ... LOCK IN SHARE MODE) while the writer
+// goes on, then the atomic swap, and the triggers and the old table are
+// dropped (--drop-old-table, its default).
+func ptOSCCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
+	t.Helper()
+	db.Exec(t, "CREATE TABLE _producer_message_new LIKE producer_message")
+	newVals := "NEW.id, NEW.message_id, NEW.exchange, NEW.routing_key, NEW.content, NEW.status, NEW.retry_count, NEW.max_retry_count, " +
+		"NEW.next_retry_time, NEW.error_msg, NEW.create_time, NEW.update_time, NEW.version"
+	db.Exec(t, "CREATE TRIGGER pt_osc_del AFTER DELETE ON producer_message FOR EACH ROW "+
+		"DELETE IGNORE FROM _producer_message_new WHERE _producer_message_new.id <=> OLD.id")
+	db.Exec(t, "CREATE TRIGGER pt_osc_upd AFTER UPDATE ON producer_message FOR EACH ROW BEGIN "+
+		"DELETE IGNORE FROM _producer_message_new WHERE !(OLD.id <=> NEW.id) AND _producer_message_new.id <=> OLD.id; "+
+		"REPLACE INTO _producer_message_new ("+outboxColumns+") VALUES ("+newVals+"); END")
+	db.Exec(t, "CREATE TRIGGER pt_osc_ins AFTER INSERT ON producer_message FOR EACH ROW "+
+		"REPLACE INTO _producer_message_new ("+outboxColumns+") VALUES ("+newVals+")")
+	top := maxID(t, db, "producer_message")
+	for lo := 1; lo <= top; lo += 500 {
+		execRetryingDeadlocks(t, db, "INSERT LOW_PRIORITY IGNORE INTO _producer_message_new ("+outboxColumns+") SELECT "+outboxColumns+
+			" FROM producer_message FORCE INDEX(`PRIMARY`) WHERE id >= ? AND id <= ? LOCK IN SHARE MODE /*pt-online-schema-change*/", lo, min(lo+499, top))
+	}
+	db.Exec(t, "RENAME TABLE producer_message TO _producer_message_old, _producer_message_new TO producer_message")
+	atCutOver = w.written()
+	for _, tr := range []string{"pt_osc_del", "pt_osc_upd", "pt_osc_ins"} {
+		db.Exec(t, "DROP TRIGGER IF EXISTS "+tr)
+	}
+	db.Exec(t, "DROP TABLE IF EXISTS _producer_message_old")
+	return atCutOver
+}
+
+// While rows stream, an online schema change swaps a copy of the outbox
+// table in; the sweeper runs with a short grace period, so a copy left
+// PENDING would be sent again within the test. Every row is delivered
+// exactly once, every row of the table in the end is SENT, the sweeper
+// claims nothing and nothing is counted as already sent. The relay writes
+// its marks once a second (relay.flush_interval, checkpoint.interval), so
+// rows are published and not yet marked when the cut-over reaches it.
+func TestOnlineSchemaChangeCutOverWhileRowsStream(t *testing.T) {
+	testenv.Integration(t)
+	for _, tc := range []struct {
+		name    string
+		cutOver func(*testing.T, *testenv.DB, *streamWriter) int
+	}{
+		{"gh-ost", ghostCutOver},
+		{"pt-online-schema-change", ptOSCCutOver},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := testenv.NewDB(t, "schema/producer_message.sql")
+			br, got := testenv.NewCollectedBroker(t)
+			r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("cutover"), Tables: relaytest.SeedTable(db.Name),
+				Sections: map[string]string{"relay": "{flush_interval: 1s}", "checkpoint": "{interval: 1s}", "sweeper": "{interval: 200ms, grace_period: 15s}"}}.YAML())
+
+			w := startStreamWriter(t, db, got, br.Exchange, "osc")
+			waitReceived(t, got, 500, 30*time.Second)
+			atCutOver := tc.cutOver(t, db, w)
+			want := w.stop(t, atCutOver)
+
+			waitAllDistinct(t, got, want, 60*time.Second)
+			testenv.WaitFor(t, 60*time.Second, "every row of the table SENT", func() (bool, string) {
+				n := pendingIn(t, db, "producer_message")
+				return n == 0, fmt.Sprintf("%d not SENT", n)
+			})
+			// A last row: what the sweeper published before the rows were
+			// all SENT is queued ahead of it.
+			want = append(want, insertOrders(t, db, br.Exchange, "last", 1, 1)...)
+			waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
+			if n := db.Count(t, "SELECT COUNT(*) FROM producer_message"); n != len(want) {
+				t.Fatalf("%d rows in the table after the cut-over, want %d", n, len(want))
+			}
+			fams := gatherApp(t, r.App)
+			claimed, _ := value(fams, "binlog_relay_sweeper_claims_total")
+			already, _ := value(fams, "binlog_relay_published_already_sent_total")
+			if claimed != 0 || already != 0 {
+				t.Fatalf("sweeper_claims_total %v, published_already_sent_total %v; want 0 and 0 (no copy left PENDING, no duplicate)", claimed, already)
+			}
+		})
+	}
+}
+
+// "ALTER TABLE t RENAME TO t_old" while rows stream, then a new t created
+// LIKE it (its ids start at 1 again): the rows read before the rename end
+// SENT in t_old, where they live, the new ones in t, and every row is
+// delivered once. (Marks the relay wrote by name after the rename and
+// before it read it found no table, or the new one with other messages
+// under the same ids; they are written again to t_old at the rename, and
+// those that found the new table are counted in
+// published_already_sent_total, though published once.)
+func TestAlterTableRenameWhileRowsStream(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("alter-rename"), Tables: relaytest.SeedTable(db.Name),
+		Sections: map[string]string{"relay": "{flush_interval: 1s}", "checkpoint": "{interval: 1s}", "sweeper": "{enabled: false}"}}.YAML())
+
+	w := startStreamWriter(t, db, got, br.Exchange, "alter")
+	waitReceived(t, got, 500, 30*time.Second)
+	w.hold.Lock()
+	db.Exec(t, "ALTER TABLE producer_message RENAME TO producer_message_old")
+	atRename := w.written()
+	db.Exec(t, "CREATE TABLE producer_message LIKE producer_message_old")
+	w.hold.Unlock()
+	want := w.stop(t, atRename)
+
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	testenv.WaitFor(t, 30*time.Second, "every row SENT in both tables", func() (bool, string) {
+		a, b := pendingIn(t, db, "producer_message_old"), pendingIn(t, db, "producer_message")
+		return a == 0 && b == 0, fmt.Sprintf("not SENT: %d in producer_message_old, %d in the new table", a, b)
+	})
+	if a, b := db.Count(t, "SELECT COUNT(*) FROM producer_message_old"), db.Count(t, "SELECT COUNT(*) FROM producer_message"); a != atRename || a+b != len(want) {
+		t.Fatalf("%d rows in producer_message_old, %d in the new table; want %d and %d", a, b, atRename, len(want)-atRename)
+	}
+}
