@@ -1,9 +1,12 @@
 package binlog
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -572,6 +575,45 @@ func TestLargeTransactionSendsEarlyAndResendsUpdatedRows(t *testing.T) {
 	sc.xid()
 	if got := bodies(sc.drainRows()); got != `3:{} 4:{} 1:{"v":2}` {
 		t.Fatalf("after the reconnect: %s", got)
+	}
+}
+
+// The resend of rows a large transaction sent early and then updated is
+// logged once, at the commit, with the transaction's GTID, the commit's
+// position and how many rows were sent again; never with their payloads.
+func TestLargeTransactionResendIsLoggedOnceWithoutPayloads(t *testing.T) {
+	sc := newScript(t, Config{TxBufferRows: 2})
+	var logs bytes.Buffer
+	sc.s.r.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	sc.gtid(7)
+	sc.query("BEGIN")
+	sc.insert("PENDING", 1, 2, 3, 4, 5)
+	sc.update("PENDING", "PENDING", `{"card":"4111-secret-1"}`, 1)
+	sc.update("PENDING", "PENDING", `{"card":"4111-secret-2"}`, 2)
+	sc.xid()
+	commitPos := sc.pos
+	if got := bodies(sc.drainRows()); got != `1:{} 2:{} 3:{} 4:{} 5:{} 1:{"card":"4111-secret-1"} 2:{"card":"4111-secret-2"}` {
+		t.Fatalf("published %s; want the five rows, then the committed versions of 1 and 2", got)
+	}
+	var warned []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "rows updated in their own transaction after the reader had sent them") {
+			warned = append(warned, rec)
+		}
+	}
+	if len(warned) != 1 {
+		t.Fatalf("%d resend warnings, want 1; log:\n%s", len(warned), logs.String())
+	}
+	w := warned[0]
+	if w["level"] != "WARN" || w["gtid"] != "0-1-7" || w["binlog_file"] != "binlog.000001" || w["binlog_pos"] != float64(commitPos) || w["rows"] != float64(2) {
+		t.Fatalf("resend warning %v; want WARN, gtid 0-1-7, binlog.000001:%d, rows 2", w, commitPos)
+	}
+	if strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), "card") {
+		t.Fatalf("the log holds payload data:\n%s", logs.String())
 	}
 }
 
