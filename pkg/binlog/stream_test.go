@@ -640,3 +640,34 @@ func TestRequeueWaitsForItsRetryTime(t *testing.T) {
 		t.Fatalf("published %s", got)
 	}
 }
+
+// An inserted row whose next_retry_time is ahead at its commit and later
+// than its own create_time waits for the sweeper: a REPLACE over an
+// existing message id that MySQL logs as a DELETE and an INSERT, or a row
+// written to be sent later. A new row whose next_retry_time is NULL, not
+// later than its create_time (both written from a clock ahead of the
+// primary's), or already due, or that has no create_time, is published.
+func TestInsertWithARetryTimeAheadWaitsForIt(t *testing.T) {
+	tb := seedTable(t)
+	tb.Columns.NextRetryTime = "next_retry_time"
+	cRetry := col{"next_retry_time", "datetime", mysql.MYSQL_TYPE_DATETIME2, 3}
+	sc := newScriptOf(t, Config{}, tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated, cRetry))
+	commit := time.Unix(1_700_000_000, 0).UTC() // the events' timestamp
+	row := func(id int, created, retry any) []any {
+		return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte("{}"), "PENDING", created, retry}
+	}
+	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: [][]any{
+		row(1, commit, commit.Add(time.Minute)),                    // re-queued for later: the sweeper's
+		row(2, commit, nil),                                        // no retry time: due
+		row(3, commit.Add(time.Minute), commit.Add(time.Minute)),   // a fast clock wrote both: due
+		row(4, commit.Add(-time.Hour), commit.Add(-time.Minute)),   // scheduled, and due by now
+		row(5, nil, commit.Add(time.Minute)),                       // no create_time to compare: due
+		row(6, commit, commit.Add(500*time.Millisecond)),           // within the rounding: due
+		row(7, commit.Add(-time.Hour), commit.Add(10*time.Second)), // a REPLACE keeping create_time, for later
+	}}
+	sc.gtid(1)
+	sc.query("BEGIN")
+	sc.must(replication.WRITE_ROWS_EVENTv2, e)
+	sc.xid()
+	expect(t, sc.drain(), "2 3 4 5 6 c")
+}
