@@ -27,13 +27,13 @@ type Sweep struct {
 	ArchiveCols  []string // the outbox table's columns, in order
 }
 
-// RequeueSlack is how much later than a row's last write its
+// requeueSlack is how much later than a row's last write its
 // next_retry_time must be for the sweeper to take the row as scheduled (a
 // retry, a re-queue left for later) rather than as re-queued for now: the
 // binlog path publishes a re-queue whose next_retry_time is within a second
 // of its commit (pkg/binlog's retryDue), and the commit comes a little after
 // the statement's NOW().
-const RequeueSlack = 2 * time.Second
+const requeueSlack = 2 * time.Second
 
 // due selects rows a sweeper may take: pending, older than the grace
 // period, and with next_retry_time (when the table has one) unset or past.
@@ -44,7 +44,7 @@ const RequeueSlack = 2 * time.Second
 // well would publish it twice; such a row keeps its old created_at. So:
 //
 //   - with updated_at, a row written within the grace period waits, unless
-//     that write scheduled it (next_retry_time more than RequeueSlack after
+//     that write scheduled it (next_retry_time more than requeueSlack after
 //     updated_at: the relay's retries, a re-queue left for later, which the
 //     binlog path does not publish);
 //   - with retry_count, a row never attempted (0) that has a next_retry_time
@@ -71,7 +71,7 @@ func (s *Sweep) due(grace time.Duration) (string, []any) {
 		args = append(args, grace.Microseconds())
 		if nrt != "" {
 			cond += fmt.Sprintf(" OR %s > %s + INTERVAL ? MICROSECOND", q(nrt), q(u))
-			args = append(args, RequeueSlack.Microseconds())
+			args = append(args, requeueSlack.Microseconds())
 		}
 		where += " AND (" + cond + ")"
 	}
