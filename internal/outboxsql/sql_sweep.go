@@ -27,23 +27,53 @@ type Sweep struct {
 	ArchiveCols  []string // the outbox table's columns, in order
 }
 
+// requeueSlack is how much later than a row's last write its
+// next_retry_time must be for the sweeper to take the row as scheduled (a
+// retry, a re-queue left for later) rather than as re-queued for now: the
+// binlog path publishes a re-queue whose next_retry_time is within a second
+// of its commit (pkg/binlog's retryDue), and the commit comes a little after
+// the statement's NOW().
+const requeueSlack = 2 * time.Second
+
 // due selects rows a sweeper may take: pending, older than the grace
 // period, and with next_retry_time (when the table has one) unset or past.
-// A row never attempted (retry_count 0) that was put back to pending with
-// a next_retry_time (binlog-relay requeue, reconcile --repair, a zombie
-// reset) waits the grace period from that time too: the binlog path
-// publishes a requeued row at once, as it does an insert, and the sweeper
-// taking it as well would publish it twice.
+//
+// A row put back to pending (the application's UPDATE back to PENDING, an
+// upsert, REPLACE, binlog-relay requeue, reconcile --repair) is published
+// by the binlog path at once, as an insert is, and the sweeper taking it as
+// well would publish it twice; such a row keeps its old created_at. So:
+//
+//   - with updated_at, a row written within the grace period waits, unless
+//     that write scheduled it (next_retry_time more than requeueSlack after
+//     updated_at: the relay's retries, a re-queue left for later, which the
+//     binlog path does not publish);
+//   - with retry_count, a row never attempted (0) that has a next_retry_time
+//     waits the grace period from that time too (a table whose updated_at
+//     is not set on every write still tells binlog-relay requeue's resets).
+//
+// A table with neither, or a re-queue that sets neither, cannot tell a
+// re-queue from a row the binlog path missed: both paths may publish it.
 func (s *Sweep) due(grace time.Duration) (string, []any) {
+	c := s.T.Columns
 	created, arg, _ := CreatedBefore(s.T, grace)
 	where := StatusIn(s.T, s.Pending) + " AND " + created
 	args := []any{arg}
-	if nrt := s.T.Columns.NextRetryTime; nrt != "" {
+	nrt := c.NextRetryTime
+	if nrt != "" {
 		where += fmt.Sprintf(" AND (%[1]s IS NULL OR %[1]s <= NOW(3))", q(nrt))
-		if rc := s.T.Columns.RetryCount; rc != "" {
+		if rc := c.RetryCount; rc != "" {
 			where += fmt.Sprintf(" AND (%s > 0 OR %[2]s IS NULL OR %[2]s < NOW(3) - INTERVAL ? MICROSECOND)", q(rc), q(nrt))
 			args = append(args, grace.Microseconds())
 		}
+	}
+	if u := c.UpdatedAt; u != "" {
+		cond := fmt.Sprintf("%[1]s IS NULL OR %[1]s < NOW(3) - INTERVAL ? MICROSECOND", q(u))
+		args = append(args, grace.Microseconds())
+		if nrt != "" {
+			cond += fmt.Sprintf(" OR %s > %s + INTERVAL ? MICROSECOND", q(nrt), q(u))
+			args = append(args, requeueSlack.Microseconds())
+		}
+		where += " AND (" + cond + ")"
 	}
 	return where, args
 }

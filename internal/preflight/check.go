@@ -167,7 +167,8 @@ func Check(ctx context.Context, s *Servers) []Problem {
 	if sourceUp {
 		c.checkTimeZones(ctx) // timezone.go
 	}
-	c.checkBroker(ctx) // broker.go
+	c.checkRouteZones(ctx) // timezone.go
+	c.checkBroker(ctx)     // broker.go
 	if err := s.Redis.Ping(ctx).Err(); err != nil {
 		c.add(Error, "redis", "cannot reach %s: %v", s.Config.Redis.Endpoint(), err)
 	}

@@ -3,19 +3,23 @@ package preflight
 // The start-up check of the servers' clocks: the primary's time zone (its
 // sessions write DATETIME columns in it) against the source replica's
 // (where the sweeper's pre-checks, `status` and the backlog metrics read
-// them). internal/sweeper/clock.go says why it matters.
+// them), and against each table's route.time_zone (in which the binlog
+// path reads them). internal/sweeper/clock.go says why it matters.
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // checkTimeZones compares the time zones of the relay's sessions on the
@@ -70,6 +74,78 @@ func (c *checker) checkTimeZones(ctx context.Context) {
 			"so for up to an hour after a change rows can be swept late or early: a named time_zone or a fixed offset on the primary avoids that"
 	}
 	c.add(Warning, where, "%s", text)
+}
+
+// checkRouteZones warns about each table with DATETIME columns whose
+// route.time_zone is not the primary's zone. A DATETIME holds the wall
+// clock of the session that wrote it, on the primary (DEFAULT
+// CURRENT_TIMESTAMP, NOW(), the relay's NOW(3) + backoff); the binlog path
+// reads it in route.time_zone, so with another zone it takes the times for
+// other instants: a re-queue's next_retry_time is judged hours early or
+// late against the commit, and the times in headers are off by as much.
+func (c *checker) checkRouteZones(ctx context.Context) {
+	s := c.s
+	if s.Primary.PingContext(ctx) != nil {
+		return // checkPrimary said so
+	}
+	primary, err := sweeper.ReadClock(ctx, s.Primary)
+	if err != nil {
+		return // checkTimeZones says so
+	}
+	for i, t := range s.Config.Tables {
+		if primary.SameAs(t.Location()) {
+			continue
+		}
+		cols, err := datetimeColumns(ctx, s.Primary, t)
+		if err != nil || len(cols) == 0 {
+			continue // reported by checkTables, or nothing read in the zone
+		}
+		zone := t.Route.TimeZone
+		if zone == "" {
+			zone = "unset (UTC)"
+		}
+		fix := "the IANA zone of the primary's clock"
+		if z := primary.IANAZone(); z != "" {
+			fix = z
+		}
+		c.add(Warning, "primary "+s.Config.Primary.Addr(), "tables[%d].route.time_zone is %s, but the primary's clock reads %s: "+
+			"the DATETIME columns of %s (%s) hold the primary's wall clock and the relay reads them in route.time_zone, "+
+			"so a re-queued row's next_retry_time is judged against the wrong instant (published early, or left to the sweeper) "+
+			"and the times in headers are off by the difference; set tables[%d].route.time_zone to %s",
+			i, zone, primary, t.FullName(), strings.Join(cols, ", "), i, fix)
+	}
+}
+
+// datetimeColumns lists the columns of t's mapping that are DATETIME on db,
+// sorted.
+func datetimeColumns(ctx context.Context, db *sql.DB, t *outbox.Table) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND DATA_TYPE = 'datetime'",
+		t.Schema, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	datetime := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		datetime[strings.ToLower(n)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, col := range t.MappedColumns() {
+		if lc := strings.ToLower(col); datetime[lc] && !seen[lc] {
+			seen[lc] = true
+			out = append(out, col)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // takesZone tries zone as a session time_zone on one source connection,

@@ -128,15 +128,45 @@ func (c Clock) Location() *time.Location {
 		return nil
 	}
 	loc, err := time.LoadLocation(c.TimeZone)
-	if err != nil {
+	if err != nil || !c.SameAs(loc) {
 		return nil
 	}
+	return loc
+}
+
+// SameAs reports whether loc has the clock's offset from UTC now and at
+// every probe: a DATETIME the server's sessions write is then read back as
+// the same instant in loc, DST included.
+func (c Clock) SameAs(loc *time.Location) bool {
 	for i, d := range probeDays {
 		if _, off := c.ReadAt.AddDate(0, 0, d).In(loc).Zone(); time.Duration(off)*time.Second != c.Offsets[i] {
-			return nil
+			return false
 		}
 	}
-	return loc
+	return true
+}
+
+// IANAZone names a zone of Go's zone database that tells the clock's time
+// all year, for a setting that takes only such names (route.time_zone):
+// the named time_zone, UTC, or Etc/GMT-9 for a steady +09:00 ("" when
+// none is known, as for a SYSTEM zone with DST or an offset of 5h30).
+func (c Clock) IANAZone() string {
+	if c.TimeZone != "" && c.TimeZone != "SYSTEM" && c.TimeZone != "Local" {
+		if loc, err := time.LoadLocation(c.TimeZone); err == nil && c.SameAs(loc) {
+			return c.TimeZone
+		}
+	}
+	if !c.Steady() || c.Offset()%time.Hour != 0 {
+		return ""
+	}
+	h := int(c.Offset() / time.Hour)
+	switch {
+	case h == 0:
+		return "UTC"
+	case h > 0:
+		return fmt.Sprintf("Etc/GMT-%d", h) // the POSIX sign: Etc/GMT-9 is 9 hours ahead
+	}
+	return fmt.Sprintf("Etc/GMT+%d", -h)
 }
 
 // FormatOffset renders an offset as a session time_zone value ("+09:00",

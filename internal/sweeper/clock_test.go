@@ -166,3 +166,50 @@ func TestZonesPrimaryOffsetAndReads(t *testing.T) {
 		t.Errorf("SYSTEM zone with DST: not read again every %s", clockRefresh)
 	}
 }
+
+// A clock is the same as a zone that has its offsets all year; IANAZone
+// names one that route.time_zone takes.
+func TestClockSameAsAndIANAZone(t *testing.T) {
+	h := time.Hour
+	jan := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	for _, c := range []struct {
+		name       string
+		c          Clock
+		sameUTC    bool
+		sameTokyo  bool
+		sameBerlin bool
+		iana       string
+	}{
+		{"UTC", clock("SYSTEM", "UTC", jan), true, false, false, "UTC"},
+		{"fixed +09:00", clock("+09:00", "UTC", jan, 9*h, 9*h, 9*h, 9*h), false, true, false, "Etc/GMT-9"},
+		{"named Asia/Tokyo", clock("Asia/Tokyo", "UTC", jan, 9*h, 9*h, 9*h, 9*h), false, true, false, "Asia/Tokyo"},
+		{"fixed -05:00", clock("-05:00", "UTC", jan, -5*h, -5*h, -5*h, -5*h), false, false, false, "Etc/GMT+5"},
+		{"named Europe/Berlin", clock("Europe/Berlin", "UTC", jan, h, 2*h, 2*h, 2*h), false, false, true, "Europe/Berlin"},
+		{"SYSTEM with DST", clock("SYSTEM", "CET", jan, h, 2*h, 2*h, 2*h), false, false, true, ""},
+		{"fixed +05:30", clock("+05:30", "UTC", jan, 5*h+30*time.Minute, 5*h+30*time.Minute, 5*h+30*time.Minute, 5*h+30*time.Minute), false, false, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.c.SameAs(time.UTC); got != c.sameUTC {
+				t.Errorf("SameAs(UTC) = %v", got)
+			}
+			if got := c.c.SameAs(tokyo); got != c.sameTokyo {
+				t.Errorf("SameAs(Asia/Tokyo) = %v", got)
+			}
+			if got := c.c.SameAs(berlin); got != c.sameBerlin {
+				t.Errorf("SameAs(Europe/Berlin) = %v", got)
+			}
+			got := c.c.IANAZone()
+			if got != c.iana {
+				t.Fatalf("IANAZone() = %q, want %q", got, c.iana)
+			}
+			if got != "" {
+				loc, err := time.LoadLocation(got)
+				if err != nil || !c.c.SameAs(loc) {
+					t.Errorf("IANAZone() %q does not tell the clock's time (%v)", got, err)
+				}
+			}
+		})
+	}
+}

@@ -65,7 +65,7 @@ func TestSweeperCountsRowsTheBinlogPathMarkedFirst(t *testing.T) {
 	testenv.Integration(t)
 	db := testenv.NewPrimaryDB(t, "schema/producer_message.sql")
 	for i := range 6 {
-		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content, create_time) VALUES (?, 'ex', 'rk', '{}', NOW(3) - INTERVAL 1 HOUR)",
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content, create_time, update_time) VALUES (?, 'ex', 'rk', '{}', NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR)",
 			fmt.Sprintf("dup-%d", i))
 	}
 	tb := table(t, "producer-message", func(tb *outbox.Table) { tb.Schema = db.Name })

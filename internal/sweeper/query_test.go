@@ -48,7 +48,11 @@ func TestPlanSQL(t *testing.T) {
 	)
 	// A row never attempted with a next_retry_time (requeued) waits the
 	// grace period from it too: the binlog path publishes it first.
-	seedDue := "`status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND)"
+	seedDueNoUpdated := "`status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND)"
+	// So does a row written within the grace period (re-queued by anything),
+	// unless that write scheduled it later (a retry).
+	const slackUS = int64(2_000_000)
+	seedDue := seedDueNoUpdated + " AND (`update_time` IS NULL OR `update_time` < NOW(3) - INTERVAL ? MICROSECOND OR `next_retry_time` > `update_time` + INTERVAL ? MICROSECOND)"
 	cases := []struct {
 		name                                 string
 		table                                *outbox.Table
@@ -59,9 +63,9 @@ func TestPlanSQL(t *testing.T) {
 		{
 			name: "seed: SENDING, version, next_retry_time", table: table(t, "producer-message", nil), mode: modeSending,
 			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE " + seedDue + "), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND)",
-				[]any{graceUS, graceUS, zombUS}},
+				[]any{graceUS, graceUS, graceUS, slackUS, zombUS}},
 			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key`, `version` FROM `app`.`producer_message` WHERE " + seedDue + " LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, graceUS, 500}},
+				[]any{graceUS, graceUS, graceUS, slackUS, 500}},
 			claimUpdate: stmt{"UPDATE `app`.`producer_message` SET `status` = 'SENDING', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?)", nil},
 			zombie: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `next_retry_time` = NOW(3), `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?",
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
@@ -71,14 +75,14 @@ func TestPlanSQL(t *testing.T) {
 				[]any{hourUS, "7", "9", 1000}},
 		},
 		{
-			name: "seed without version or next_retry_time: no version check, due by creation time only",
+			name: "seed without version or next_retry_time: no version check, due by creation and update time",
 			table: table(t, "producer-message", func(tb *outbox.Table) {
 				tb.Columns.Version, tb.Columns.NextRetryTime = "", ""
 			}), mode: modeSending,
-			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND)",
-				[]any{graceUS, zombUS}},
-			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key` FROM `app`.`producer_message` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, 500}},
+			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`update_time` IS NULL OR `update_time` < NOW(3) - INTERVAL ? MICROSECOND)), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND)",
+				[]any{graceUS, graceUS, zombUS}},
+			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key` FROM `app`.`producer_message` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`update_time` IS NULL OR `update_time` < NOW(3) - INTERVAL ? MICROSECOND) LIMIT ? FOR UPDATE SKIP LOCKED",
+				[]any{graceUS, graceUS, 500}},
 			claimUpdate: stmt{"UPDATE `app`.`producer_message` SET `status` = 'SENDING', `update_time` = NOW(3) WHERE `id` IN (?,?)", nil},
 			zombie: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `error_msg` = ?, `update_time` = NOW(3) WHERE `status` = 'SENDING' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?",
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
@@ -92,9 +96,9 @@ func TestPlanSQL(t *testing.T) {
 			table: table(t, "producer-message", func(tb *outbox.Table) {
 				tb.Columns.UpdatedAt = ""
 			}), mode: modeSending,
-			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE " + seedDue + "), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND (`next_retry_time` <= NOW(3) OR (`next_retry_time` IS NULL AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND)))",
+			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE " + seedDueNoUpdated + "), EXISTS(SELECT 1 FROM `app`.`producer_message` WHERE `status` = 'SENDING' AND (`next_retry_time` <= NOW(3) OR (`next_retry_time` IS NULL AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND)))",
 				[]any{graceUS, graceUS, zombUS}},
-			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key`, `version` FROM `app`.`producer_message` WHERE " + seedDue + " LIMIT ? FOR UPDATE SKIP LOCKED",
+			claim: stmt{"SELECT `content`, `exchange`, `id`, `max_retry_count`, `message_id`, `retry_count`, `routing_key`, `version` FROM `app`.`producer_message` WHERE " + seedDueNoUpdated + " LIMIT ? FOR UPDATE SKIP LOCKED",
 				[]any{graceUS, graceUS, 500}},
 			claimUpdate: stmt{"UPDATE `app`.`producer_message` SET `status` = 'SENDING', `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `version` = `version` + 1 WHERE `id` IN (?,?)", []any{zombUS}},
 			zombie: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `next_retry_time` = NOW(3), `error_msg` = ?, `version` = `version` + 1 WHERE `status` = 'SENDING' AND (`next_retry_time` <= NOW(3) OR (`next_retry_time` IS NULL AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND)) LIMIT ?",
@@ -106,10 +110,10 @@ func TestPlanSQL(t *testing.T) {
 		},
 		{
 			name: "local_message: numeric statuses, no SENDING: next_retry_time lease", table: table(t, "local-message", nil), mode: modeLease,
-			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND)), 0",
-				[]any{graceUS, graceUS}},
-			claim: stmt{"SELECT `biz_id`, `biz_type`, `exchange`, `id`, `message_body`, `retry_count`, `routing_key` FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND) LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, graceUS, 500}},
+			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND) AND (`updated_at` IS NULL OR `updated_at` < NOW(3) - INTERVAL ? MICROSECOND OR `next_retry_time` > `updated_at` + INTERVAL ? MICROSECOND)), 0",
+				[]any{graceUS, graceUS, graceUS, slackUS}},
+			claim: stmt{"SELECT `biz_id`, `biz_type`, `exchange`, `id`, `message_body`, `retry_count`, `routing_key` FROM `app`.`local_message` WHERE `status` = 0 AND `created_at` < NOW(3) - INTERVAL ? MICROSECOND AND (`next_retry_time` IS NULL OR `next_retry_time` <= NOW(3)) AND (`retry_count` > 0 OR `next_retry_time` IS NULL OR `next_retry_time` < NOW(3) - INTERVAL ? MICROSECOND) AND (`updated_at` IS NULL OR `updated_at` < NOW(3) - INTERVAL ? MICROSECOND OR `next_retry_time` > `updated_at` + INTERVAL ? MICROSECOND) LIMIT ? FOR UPDATE SKIP LOCKED",
+				[]any{graceUS, graceUS, graceUS, slackUS, 500}},
 			claimUpdate:   stmt{"UPDATE `app`.`local_message` SET `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `updated_at` = NOW(3) WHERE `id` IN (?,?)", []any{zombUS}},
 			zombie:        stmt{"", nil},
 			archiveDelete: stmt{"DELETE FROM `app`.`local_message` WHERE `status` = 1 AND `updated_at` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
@@ -119,10 +123,10 @@ func TestPlanSQL(t *testing.T) {
 		},
 		{
 			name: "t_message_record: neither SENDING nor next_retry_time: rows stay locked while published", table: table(t, "message-record", nil), mode: modeLocked,
-			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`t_message_record` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND), 0",
-				[]any{graceUS}},
-			claim: stmt{"SELECT `id`, `message_body`, `message_id`, `retry_count`, `tag`, `topic` FROM `app`.`t_message_record` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED",
-				[]any{graceUS, 500}},
+			look: stmt{"SELECT EXISTS(SELECT 1 FROM `app`.`t_message_record` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`update_time` IS NULL OR `update_time` < NOW(3) - INTERVAL ? MICROSECOND)), 0",
+				[]any{graceUS, graceUS}},
+			claim: stmt{"SELECT `id`, `message_body`, `message_id`, `retry_count`, `tag`, `topic` FROM `app`.`t_message_record` WHERE `status` = 'PENDING' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND AND (`update_time` IS NULL OR `update_time` < NOW(3) - INTERVAL ? MICROSECOND) LIMIT ? FOR UPDATE SKIP LOCKED",
+				[]any{graceUS, graceUS, 500}},
 			claimUpdate:   stmt{"", nil},
 			zombie:        stmt{"", nil},
 			archiveDelete: stmt{"DELETE FROM `app`.`t_message_record` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},

@@ -28,9 +28,11 @@ type layout struct {
 	set      [][]string // SET column: its values, for turning a bitmask into the value
 	json     []bool     // JSON column: binary JSON rendered as text
 	// retryAt is the position of the next_retry_time column (-1: none),
-	// read only from a re-queued row; retryDatetime says it is a DATETIME.
-	retryAt       int
-	retryDatetime bool
+	// read only to tell whether a row is due at its commit; retryDatetime
+	// says it is a DATETIME. createdAt and createdDatetime are the same
+	// for created_at, read only beside next_retry_time.
+	retryAt, createdAt             int
+	retryDatetime, createdDatetime bool
 	// idCell and statusCell are the id's and the status's place in names
 	// (-1: not there).
 	idCell, statusCell int
@@ -43,6 +45,40 @@ func (l *layout) retryValue(t *outbox.Table, v any) any {
 		return time.Date(tm.Year(), tm.Month(), tm.Day(), tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond(), t.Location())
 	}
 	return v
+}
+
+// createdValue is a created_at value as a time: a DATETIME in the table's
+// zone, a TIMESTAMP as it is, a number in created_at_epoch's unit; false
+// for anything else (NULL, a column the table no longer has).
+func (l *layout) createdValue(t *outbox.Table, values []any) (time.Time, bool) {
+	if l.createdAt < 0 || l.createdAt >= len(values) {
+		return time.Time{}, false
+	}
+	switch v := values[l.createdAt].(type) {
+	case time.Time:
+		if l.createdDatetime {
+			return time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), t.Location()), true
+		}
+		return v, !v.IsZero()
+	case int64:
+		return epochTime(t.CreatedAtEpoch, v)
+	case uint64:
+		return epochTime(t.CreatedAtEpoch, int64(v))
+	case int32:
+		return epochTime(t.CreatedAtEpoch, int64(v))
+	}
+	return time.Time{}, false
+}
+
+// epochTime reads n in created_at_epoch's unit ("s" or "ms").
+func epochTime(unit string, n int64) (time.Time, bool) {
+	switch unit {
+	case "ms":
+		return time.UnixMilli(n), true
+	case "s":
+		return time.Unix(n, 0), true
+	}
+	return time.Time{}, false
 }
 
 func (l *layout) row(t *outbox.Table, values []any) *outbox.Row {
@@ -288,10 +324,14 @@ func (meta tableColumns) layout(t *outbox.Table, tme *replication.TableMapEvent)
 	for i, n := range meta.names {
 		pos[strings.ToLower(n)] = i
 	}
-	lay := &layout{tme: tme, retryAt: -1, idCell: -1, statusCell: -1}
+	lay := &layout{tme: tme, retryAt: -1, createdAt: -1, idCell: -1, statusCell: -1}
 	if i, ok := pos[strings.ToLower(t.Columns.NextRetryTime)]; ok && t.Columns.NextRetryTime != "" {
 		typ := realType(tme, i)
 		lay.retryAt, lay.retryDatetime = i, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2
+		if j, ok := pos[strings.ToLower(t.Columns.CreatedAt)]; ok && t.Columns.CreatedAt != "" {
+			typ := realType(tme, j)
+			lay.createdAt, lay.createdDatetime = j, typ == mysql.MYSQL_TYPE_DATETIME || typ == mysql.MYSQL_TYPE_DATETIME2
+		}
 	}
 	for _, col := range neededColumns(t) {
 		i, ok := pos[strings.ToLower(col)]

@@ -1,9 +1,12 @@
 package binlog
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -575,6 +578,45 @@ func TestLargeTransactionSendsEarlyAndResendsUpdatedRows(t *testing.T) {
 	}
 }
 
+// The resend of rows a large transaction sent early and then updated is
+// logged once, at the commit, with the transaction's GTID, the commit's
+// position and how many rows were sent again; never with their payloads.
+func TestLargeTransactionResendIsLoggedOnceWithoutPayloads(t *testing.T) {
+	sc := newScript(t, Config{TxBufferRows: 2})
+	var logs bytes.Buffer
+	sc.s.r.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	sc.gtid(7)
+	sc.query("BEGIN")
+	sc.insert("PENDING", 1, 2, 3, 4, 5)
+	sc.update("PENDING", "PENDING", `{"card":"4111-secret-1"}`, 1)
+	sc.update("PENDING", "PENDING", `{"card":"4111-secret-2"}`, 2)
+	sc.xid()
+	commitPos := sc.pos
+	if got := bodies(sc.drainRows()); got != `1:{} 2:{} 3:{} 4:{} 5:{} 1:{"card":"4111-secret-1"} 2:{"card":"4111-secret-2"}` {
+		t.Fatalf("published %s; want the five rows, then the committed versions of 1 and 2", got)
+	}
+	var warned []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "rows updated in their own transaction after the reader had sent them") {
+			warned = append(warned, rec)
+		}
+	}
+	if len(warned) != 1 {
+		t.Fatalf("%d resend warnings, want 1; log:\n%s", len(warned), logs.String())
+	}
+	w := warned[0]
+	if w["level"] != "WARN" || w["gtid"] != "0-1-7" || w["binlog_file"] != "binlog.000001" || w["binlog_pos"] != float64(commitPos) || w["rows"] != float64(2) {
+		t.Fatalf("resend warning %v; want WARN, gtid 0-1-7, binlog.000001:%d, rows 2", w, commitPos)
+	}
+	if strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), "card") {
+		t.Fatalf("the log holds payload data:\n%s", logs.String())
+	}
+}
+
 // A re-queue whose next_retry_time is still ahead at its commit waits for
 // the sweeper; one due (or without a time) is published.
 func TestRequeueWaitsForItsRetryTime(t *testing.T) {
@@ -597,4 +639,35 @@ func TestRequeueWaitsForItsRetryTime(t *testing.T) {
 	if got := bodies(sc.drainRows()); got != "2:{} 3:{}" {
 		t.Fatalf("published %s", got)
 	}
+}
+
+// An inserted row whose next_retry_time is ahead at its commit and later
+// than its own create_time waits for the sweeper: a REPLACE over an
+// existing message id that MySQL logs as a DELETE and an INSERT, or a row
+// written to be sent later. A new row whose next_retry_time is NULL, not
+// later than its create_time (both written from a clock ahead of the
+// primary's), or already due, or that has no create_time, is published.
+func TestInsertWithARetryTimeAheadWaitsForIt(t *testing.T) {
+	tb := seedTable(t)
+	tb.Columns.NextRetryTime = "next_retry_time"
+	cRetry := col{"next_retry_time", "datetime", mysql.MYSQL_TYPE_DATETIME2, 3}
+	sc := newScriptOf(t, Config{}, tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated, cRetry))
+	commit := time.Unix(1_700_000_000, 0).UTC() // the events' timestamp
+	row := func(id int, created, retry any) []any {
+		return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte("{}"), "PENDING", created, retry}
+	}
+	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: [][]any{
+		row(1, commit, commit.Add(time.Minute)),                    // re-queued for later: the sweeper's
+		row(2, commit, nil),                                        // no retry time: due
+		row(3, commit.Add(time.Minute), commit.Add(time.Minute)),   // a fast clock wrote both: due
+		row(4, commit.Add(-time.Hour), commit.Add(-time.Minute)),   // scheduled, and due by now
+		row(5, nil, commit.Add(time.Minute)),                       // no create_time to compare: due
+		row(6, commit, commit.Add(500*time.Millisecond)),           // within the rounding: due
+		row(7, commit.Add(-time.Hour), commit.Add(10*time.Second)), // a REPLACE keeping create_time, for later
+	}}
+	sc.gtid(1)
+	sc.query("BEGIN")
+	sc.must(replication.WRITE_ROWS_EVENTv2, e)
+	sc.xid()
+	expect(t, sc.drain(), "2 3 4 5 6 c")
 }

@@ -23,10 +23,14 @@ import (
 // commit logs how many did.
 //
 // An UPDATE of a row written before the transaction is a new event when it
-// makes the row publishable again (a re-queue: REPLACE over a SENT row,
-// which MariaDB logs as an UPDATE, INSERT ... ON DUPLICATE KEY UPDATE
+// makes the row publishable again (a re-queue: REPLACE over a SENT row
+// where the server updates it in place, INSERT ... ON DUPLICATE KEY UPDATE
 // status='PENDING', an application's own UPDATE back to PENDING), unless
-// its next_retry_time is still ahead: the sweeper sends it then.
+// its next_retry_time is still ahead: the sweeper sends it then. The same
+// holds for an inserted row scheduled later than it was created: a REPLACE
+// the server logs as a DELETE and an INSERT (when the row conflicts on a
+// key other than the last unique one, as by id and message id), or a row
+// written to be sent later.
 //
 // A DELETE of a row inserted earlier in the same transaction does not take
 // the message back: the Debezium outbox pattern inserts and deletes in one
@@ -117,7 +121,8 @@ type txState struct {
 	sent     map[rowKey]struct{}
 	sentFull bool // sentCap reached: later rows are not remembered
 	// resent counts rows sent again after an UPDATE (logged at commit);
-	// deferred counts re-queued rows left to the sweeper until due.
+	// deferred counts rows left to the sweeper until due (re-queued, or
+	// inserted with a next_retry_time ahead).
 	resent, deferred int
 }
 
@@ -125,6 +130,10 @@ type txState struct {
 type image struct {
 	row     *outbox.Row
 	retryAt any // next_retry_time, when the table has one
+	// createdAt is created_at, read beside next_retry_time (ok false
+	// without one).
+	createdAt time.Time
+	createdOK bool
 }
 
 // emitRows applies one rows event of an outbox table to the open
@@ -201,6 +210,7 @@ func (s *stream) image(lay *layout, t *outbox.Table, ev *replication.BinlogEvent
 	im := image{row: row}
 	if lay.retryAt >= 0 && lay.retryAt < len(values) {
 		im.retryAt = lay.retryValue(t, values[lay.retryAt])
+		im.createdAt, im.createdOK = lay.createdValue(t, values)
 	}
 	return im
 }
@@ -232,7 +242,27 @@ func (s *stream) inserted(ctx context.Context, im image) error {
 	if !im.row.Table.IsPublishable(im.row.Values[im.row.Table.Columns.Status]) {
 		return nil
 	}
+	if im.scheduled() {
+		s.tx.deferred++
+		return nil
+	}
 	return s.hold(ctx, im.row)
+}
+
+// scheduled tells whether an inserted row's next_retry_time puts it off
+// past its commit. Only a next_retry_time later than the row's own
+// created_at counts (by more than a second, a DATETIME's rounding): an
+// application whose clock is ahead of the primary's writes both columns
+// from it, and a new row whose next_retry_time is NULL or not later than
+// its created_at is due now, whatever the clocks say. Without a created_at
+// to compare with, a new row is due now.
+func (im image) scheduled() bool {
+	retry, ok := im.retryAt.(time.Time)
+	if !ok || retry.IsZero() || !im.createdOK || !retry.After(im.createdAt.Add(time.Second)) {
+		return false
+	}
+	due, _ := retryDue(retry, im.row.EventTime)
+	return !due
 }
 
 // hold keeps a row until the commit, within the bounds: an XA branch past
@@ -342,7 +372,7 @@ func (s *stream) endTx(ctx context.Context, ev *replication.BinlogEvent) error {
 			"rows", s.tx.resent, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 	}
 	if s.tx.deferred > 0 {
-		s.r.log.Info("rows put back to pending with a next retry time ahead: the sweeper sends them when due",
+		s.r.log.Info("rows written pending with a next retry time ahead (a re-queue, or a row inserted for later): the sweeper sends them when due",
 			"rows", s.tx.deferred, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 	}
 	s.tx = txState{}

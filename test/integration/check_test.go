@@ -121,6 +121,38 @@ func TestCheckReportsMisconfiguration(t *testing.T) {
 	})
 }
 
+// A table whose route.time_zone is not the primary's zone, with DATETIME
+// columns the primary fills: check warns, naming the key, the columns and
+// the zone to set. Not for a table without DATETIME columns (Eventuate's
+// epoch milliseconds), nor for one left at UTC on a primary at UTC.
+func TestCheckWarnsOfARouteTimeZoneOtherThanThePrimarys(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql", "schema/eventuate_message.sql")
+	if off := utcOffset(t, db.Primary); off != 0 {
+		t.Fatalf("the primary is %s from UTC: the test needs the stack's primary at UTC", off)
+	}
+	tables := fmt.Sprintf("  - {preset: producer-message, schema: %[1]s, route: {time_zone: Asia/Tokyo}}\n"+
+		"  - {preset: eventuate, schema: %[1]s, route: {time_zone: Asia/Tokyo}}\n", db.Name)
+	lines := runCheck(t, relaytest.RelayConfig(testenv.UniqueName("chk"), tables, ""))
+	if !findLine(lines, "WARN", "tables[0].route.time_zone is Asia/Tokyo", "primary's clock reads +00:00",
+		db.Name+".producer_message (create_time, next_retry_time, update_time)", "set tables[0].route.time_zone to UTC") {
+		t.Errorf("check does not warn of tables[0].route.time_zone:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "route.time_zone") {
+			t.Logf("check: %s", l)
+		}
+	}
+	if findLine(lines, "tables[1].route.time_zone") {
+		t.Errorf("check warns of the zone of a table without DATETIME columns:\n%s", strings.Join(lines, "\n"))
+	}
+	lines = runCheck(t, relaytest.RelayConfig(testenv.UniqueName("chk"), relaytest.SeedTable(db.Name), ""))
+	if findLine(lines, "route.time_zone") {
+		t.Errorf("check warns of route.time_zone left at UTC on a primary at UTC:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
 // replicaPort is the port of the stack's replica, the relay's source.
 func replicaPort() int {
 	_, p := testenv.HostPort(testenv.ReplicaDSN)

@@ -578,6 +578,70 @@ func TestRequeueFailedRowIsDelivered(t *testing.T) {
 	}
 }
 
+// Rows the application re-queues are the binlog path's to publish, and
+// the sweeper (on, with a short grace period) leaves them alone for the
+// grace period after the re-queue, however old the row: 500 SENT rows,
+// created an hour ago (half of them after two retries, with a
+// next_retry_time long past), put back to PENDING by an UPDATE, an upsert
+// and a REPLACE that keeps create_time. Each arrives once, and neither path
+// counts a row already sent. Run it with -count=5: the sweeper taking a row
+// while the binlog path publishes it is a race.
+func TestRequeuedRowsAreNotSweptToo(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	const n = 500
+	ids := insertAged(t, db, br.Exchange, "rqs", "SENT", n, time.Hour)
+	db.Exec(t, "UPDATE producer_message SET retry_count = 2, next_retry_time = NOW(3) - INTERVAL 50 MINUTE WHERE id % 2 = 0")
+	r := relaytest.StartRelay(t, lifecycleConfig("rqsweep", db, "interval: 50ms, grace_period: 3s"))
+
+	in := func(ids []string) string { return "'" + strings.Join(ids, "','") + "'" }
+	const perStmt = 50
+	for start := 0; start < n; start += perStmt {
+		batch := ids[start : start+perStmt]
+		switch start / perStmt % 3 {
+		case 0: // the application's own re-queue
+			db.Exec(t, "UPDATE producer_message SET status = 'PENDING' WHERE message_id IN ("+in(batch)+")")
+		case 1: // an upsert over the existing message id
+			var b strings.Builder
+			for i, id := range batch {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "('%s', '%s', 'order.created', '{\"upsert\":1}')", id, br.Exchange)
+			}
+			db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES "+b.String()+
+				" ON DUPLICATE KEY UPDATE status = 'PENDING', content = '{\"upsert\":1}'")
+		case 2: // the whole row written again, as the application had it
+			db.Exec(t, "REPLACE INTO producer_message (id, message_id, exchange, routing_key, content, retry_count, next_retry_time, create_time) "+
+				"SELECT id, message_id, exchange, routing_key, '{\"replace\":1}', retry_count, next_retry_time, create_time FROM "+
+				"(SELECT * FROM producer_message WHERE message_id IN ("+in(batch)+")) AS old")
+		}
+	}
+
+	waitReceived(t, got, n, 60*time.Second)
+	testenv.WaitFor(t, 30*time.Second, "every re-queued row SENT", func() (bool, string) {
+		c := statusCounts(t, db.Primary)
+		return c["SENT"] == n, fmt.Sprint(c)
+	})
+	waitQuiet(t, got, 2*time.Second, 30*time.Second)
+	fams := gatherApp(t, r.App)
+	already, _ := value(fams, "binlog_relay_published_already_sent_total")
+	claimed, _ := value(fams, "binlog_relay_sweeper_claims_total")
+	binlogPath := r.App.Relay().Stats.AlreadySent.Load()
+	var twice []string
+	for id, c := range deliveredCounts(got) {
+		if c != 1 {
+			twice = append(twice, fmt.Sprintf("%s x%d", id, c))
+		}
+	}
+	t.Logf("%d deliveries of %d rows; the sweeper claimed %v of them", got.Len(), n, claimed)
+	if len(twice) > 0 || already != 0 {
+		t.Fatalf("%d rows delivered more than once (%v); published_already_sent_total %v (binlog path %d, sweeper %v)",
+			len(twice), twice[:min(len(twice), 5)], already, binlogPath, already-float64(binlogPath))
+	}
+}
+
 func exitCode(err error) int {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

@@ -153,8 +153,8 @@ func TestLargeTransactionUpdatingAnEarlyRowPublishesTheCommittedVersion(t *testi
 
 // A row put back to a publishable status is published by the binlog path at
 // once (the sweeper is off here): an application's UPDATE back to PENDING,
-// INSERT ... ON DUPLICATE KEY UPDATE, REPLACE (logged as an UPDATE by
-// MariaDB, as DELETE and INSERT by MySQL). A re-queue with its
+// INSERT ... ON DUPLICATE KEY UPDATE, REPLACE (by id and message id: both
+// flavours log it as a DELETE and an INSERT). A re-queue with its
 // next_retry_time ahead is left to the sweeper until due.
 func TestRequeuedRowIsPublishedByTheBinlogPath(t *testing.T) {
 	testenv.Integration(t)
@@ -199,6 +199,69 @@ func TestRequeuedRowIsPublishedByTheBinlogPath(t *testing.T) {
 	}
 	if n := r.App.Relay().Stats.AlreadySent.Load(); n != 0 {
 		t.Fatalf("%d rows counted as already sent; want 0", n)
+	}
+}
+
+// A re-queue by REPLACE or by an upsert whose next_retry_time is ahead
+// waits for it on both flavours (both log that REPLACE, by id and message
+// id, as a DELETE and an INSERT, and the upsert as an UPDATE), and so does a
+// new row inserted for later: the sweeper publishes each once, after
+// its time. A new row whose next_retry_time is not later than its
+// create_time is due now, even with both a minute ahead of the primary's
+// clock (an application whose clock runs fast writes both): the binlog path
+// publishes it at once.
+func TestRequeueWithARetryTimeAheadWaitsForIt(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	relaytest.StartRelay(t, lifecycleConfig("rqlater", db, "interval: 100ms, grace_period: 1s"))
+
+	sent := insertAged(t, db, br.Exchange, "later", "SENT", 2, time.Hour)
+	const ahead = "NOW(3) + INTERVAL 4 SECOND"
+	db.Exec(t, "REPLACE INTO producer_message (id, message_id, exchange, routing_key, content, next_retry_time) "+
+		"SELECT id, message_id, exchange, routing_key, '{\"replace\":1}', "+ahead+" FROM (SELECT * FROM producer_message WHERE message_id = ?) AS old", sent[0])
+	db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', '{\"upsert\":1}') "+
+		"ON DUPLICATE KEY UPDATE status = 'PENDING', content = '{\"upsert\":1}', next_retry_time = "+ahead, sent[1], br.Exchange)
+	db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content, next_retry_time) VALUES ('later-new', ?, 'order.created', '{}', "+ahead+")", br.Exchange)
+	db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content, create_time, next_retry_time) "+
+		"VALUES ('fast-clock', ?, 'order.created', '{}', NOW(3) + INTERVAL 1 MINUTE, NOW(3) + INTERVAL 1 MINUTE)", br.Exchange)
+	later := []string{sent[0], sent[1], "later-new"}
+	dueAt := map[string]time.Time{}
+	for _, id := range later {
+		var ms int64
+		if err := db.Primary.QueryRow("SELECT CAST(UNIX_TIMESTAMP(next_retry_time) * 1000 AS SIGNED) FROM producer_message WHERE message_id = ?", id).Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		dueAt[id] = time.UnixMilli(ms)
+	}
+
+	testenv.WaitFor(t, 30*time.Second, "the four rows", func() (bool, string) {
+		return got.Len() >= 1+len(later), fmt.Sprint(messageIDs(got.All()))
+	})
+	waitQuiet(t, got, 2*time.Second, 30*time.Second)
+	byID := map[string][]testenv.Delivery{}
+	for _, d := range got.All() {
+		byID[d.MessageID] = append(byID[d.MessageID], d)
+	}
+	if n := len(byID["fast-clock"]); n != 1 {
+		t.Errorf("the row with create_time = next_retry_time ahead of the primary's clock arrived %d times, want once", n)
+	} else if byID["fast-clock"][0].At.After(dueAt[sent[0]]) {
+		t.Errorf("the row with create_time = next_retry_time was deferred: arrived at %s, after the others were due", byID["fast-clock"][0].At)
+	}
+	for _, id := range later {
+		ds := byID[id]
+		if len(ds) != 1 {
+			t.Errorf("%s arrived %d times, want once", id, len(ds))
+			continue
+		}
+		// The DATETIME(3) and the collector's clock are the same machine's.
+		if early := dueAt[id].Sub(ds[0].At); early > 100*time.Millisecond {
+			t.Errorf("%s arrived %s before its next_retry_time", id, early.Round(time.Millisecond))
+		}
+	}
+	for _, id := range append(later, "fast-clock") {
+		waitStatus(t, db, id, "SENT")
 	}
 }
 
