@@ -653,21 +653,34 @@ func TestInsertWithARetryTimeAheadWaitsForIt(t *testing.T) {
 	cRetry := col{"next_retry_time", "datetime", mysql.MYSQL_TYPE_DATETIME2, 3}
 	sc := newScriptOf(t, Config{}, tb, tableMap(true, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated, cRetry))
 	commit := time.Unix(1_700_000_000, 0).UTC() // the events' timestamp
-	row := func(id int, created, retry any) []any {
-		return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte("{}"), "PENDING", created, retry}
+	row := func(id int, status string, created, retry any) []any {
+		return []any{int64(id), fmt.Sprintf("m-%d", id), "ex", "rk", []byte("{}"), status, created, retry}
 	}
-	e := &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: [][]any{
-		row(1, commit, commit.Add(time.Minute)),                    // re-queued for later: the sweeper's
-		row(2, commit, nil),                                        // no retry time: due
-		row(3, commit.Add(time.Minute), commit.Add(time.Minute)),   // a fast clock wrote both: due
-		row(4, commit.Add(-time.Hour), commit.Add(-time.Minute)),   // scheduled, and due by now
-		row(5, nil, commit.Add(time.Minute)),                       // no create_time to compare: due
-		row(6, commit, commit.Add(500*time.Millisecond)),           // within the rounding: due
-		row(7, commit.Add(-time.Hour), commit.Add(10*time.Second)), // a REPLACE keeping create_time, for later
-	}}
+	rows := func(status string) [][]any {
+		return [][]any{
+			row(1, status, commit, commit.Add(time.Minute)),                    // re-queued for later: the sweeper's
+			row(2, status, commit, nil),                                        // no retry time: due
+			row(3, status, commit.Add(time.Minute), commit.Add(time.Minute)),   // a fast clock wrote both: due
+			row(4, status, commit.Add(-time.Hour), commit.Add(-time.Minute)),   // scheduled, and due by now
+			row(5, status, nil, commit.Add(time.Minute)),                       // no create_time to compare: due
+			row(6, status, commit, commit.Add(500*time.Millisecond)),           // within the rounding: due
+			row(7, status, commit.Add(-time.Hour), commit.Add(10*time.Second)), // a REPLACE keeping create_time, for later
+		}
+	}
+	// New rows are published at once, whatever their next_retry_time: an
+	// application with a retry job of its own sets it to "now plus a
+	// delay" at the insert.
 	sc.gtid(1)
 	sc.query("BEGIN")
-	sc.must(replication.WRITE_ROWS_EVENTv2, e)
+	sc.must(replication.WRITE_ROWS_EVENTv2, &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: rows("PENDING")})
+	sc.xid()
+	expect(t, sc.drain(), "1 2 3 4 5 6 7 c")
+	// A REPLACE logged as a DELETE of the SENT rows and an INSERT: a
+	// re-queue, which waits for a retry time scheduled after create_time.
+	sc.gtid(2)
+	sc.query("BEGIN")
+	sc.must(replication.DELETE_ROWS_EVENTv2, &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: rows("SENT")})
+	sc.must(replication.WRITE_ROWS_EVENTv2, &replication.RowsEvent{Table: sc.tme, ColumnBitmap1: []byte{0xff}, Rows: rows("PENDING")})
 	sc.xid()
 	expect(t, sc.drain(), "2 3 4 5 6 c")
 }

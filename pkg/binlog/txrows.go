@@ -27,10 +27,13 @@ import (
 // where the server updates it in place, INSERT ... ON DUPLICATE KEY UPDATE
 // status='PENDING', an application's own UPDATE back to PENDING), unless
 // its next_retry_time is still ahead: the sweeper sends it then. The same
-// holds for an inserted row scheduled later than it was created: a REPLACE
-// the server logs as a DELETE and an INSERT (when the row conflicts on a
-// key other than the last unique one, as by id and message id), or a row
-// written to be sent later.
+// holds for a REPLACE the server logs as a DELETE and an INSERT (when the
+// row conflicts on a key other than the last unique one, as by id and
+// message id): an INSERT of a row this transaction deleted is that
+// re-queue, and waits for a next_retry_time scheduled later than the row
+// was created. A new row is published at once whatever its
+// next_retry_time says: applications that also poll the table set it to
+// "now plus a delay" at the insert, for their own retry job.
 //
 // A DELETE of a row inserted earlier in the same transaction does not take
 // the message back: the Debezium outbox pattern inserts and deletes in one
@@ -121,9 +124,28 @@ type txState struct {
 	sent     map[rowKey]struct{}
 	sentFull bool // sentCap reached: later rows are not remembered
 	// resent counts rows sent again after an UPDATE (logged at commit);
-	// deferred counts rows left to the sweeper until due (re-queued, or
-	// inserted with a next_retry_time ahead).
+	// deferred counts re-queued rows left to the sweeper until due.
 	resent, deferred int
+	// replaced are the keys of rows of earlier transactions this one
+	// deleted (up to replacedCap), in tables with a next_retry_time: an
+	// INSERT of one is a REPLACE.
+	replaced map[rowKey]struct{}
+}
+
+// replacedCap bounds the deleted keys a transaction keeps to recognise a
+// REPLACE (an archiver deleting a million rows in one transaction keeps
+// the first ones); an INSERT past it is a new row.
+const replacedCap = 1 << 16
+
+// noteDeleted remembers the key of a row of an earlier transaction that
+// this one deleted.
+func (tx *txState) noteDeleted(k rowKey) {
+	if tx.replaced == nil {
+		tx.replaced = map[rowKey]struct{}{}
+	}
+	if len(tx.replaced) < replacedCap {
+		tx.replaced[k] = struct{}{}
+	}
 }
 
 // image is one row image of a rows event, decoded with the layout.
@@ -175,6 +197,8 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 		case replication.EnumRowsEventTypeDelete:
 			if k, _ := lay.key(t, e.Rows[i]); s.rows().get(k) != nil {
 				s.deleted(s.image(lay, t, ev, e.Rows[i]))
+			} else if lay.retryAt >= 0 && s.xa == nil {
+				s.tx.noteDeleted(k)
 			}
 		}
 		if err != nil {
@@ -242,15 +266,15 @@ func (s *stream) inserted(ctx context.Context, im image) error {
 	if !im.row.Table.IsPublishable(im.row.Values[im.row.Table.Columns.Status]) {
 		return nil
 	}
-	if im.scheduled() {
+	if _, replace := s.tx.replaced[keyOf(im.row)]; replace && im.scheduled() {
 		s.tx.deferred++
 		return nil
 	}
 	return s.hold(ctx, im.row)
 }
 
-// scheduled tells whether an inserted row's next_retry_time puts it off
-// past its commit. Only a next_retry_time later than the row's own
+// scheduled tells whether a REPLACE's inserted row's next_retry_time puts
+// it off past its commit. Only a next_retry_time later than the row's own
 // created_at counts (by more than a second, a DATETIME's rounding): an
 // application whose clock is ahead of the primary's writes both columns
 // from it, and a new row whose next_retry_time is NULL or not later than
