@@ -641,12 +641,11 @@ func TestRequeueWaitsForItsRetryTime(t *testing.T) {
 	}
 }
 
-// An inserted row whose next_retry_time is ahead at its commit and later
-// than its own create_time waits for the sweeper: a REPLACE over an
-// existing message id that MySQL logs as a DELETE and an INSERT, or a row
-// written to be sent later. A new row whose next_retry_time is NULL, not
-// later than its create_time (both written from a clock ahead of the
-// primary's), or already due, or that has no create_time, is published.
+// A REPLACE logged as a DELETE and an INSERT whose next_retry_time is ahead
+// at its commit and later than its own create_time waits for the sweeper.
+// One whose next_retry_time is NULL, not later than its create_time (both
+// written from a clock ahead of the primary's), or already due, or that has
+// no create_time, is published; so is every new row.
 func TestInsertWithARetryTimeAheadWaitsForIt(t *testing.T) {
 	tb := seedTable(t)
 	tb.Columns.NextRetryTime = "next_retry_time"

@@ -396,7 +396,7 @@ func (s *stream) endTx(ctx context.Context, ev *replication.BinlogEvent) error {
 			"rows", s.tx.resent, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 	}
 	if s.tx.deferred > 0 {
-		s.r.log.Info("rows written pending with a next retry time ahead (a re-queue, or a row inserted for later): the sweeper sends them when due",
+		s.r.log.Info("rows put back to pending with a next retry time ahead: the sweeper sends them when due",
 			"rows", s.tx.deferred, "gtid", s.txGTID.String(), "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 	}
 	s.tx = txState{}
