@@ -65,14 +65,16 @@ CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|T
 test:
 	@# The deploy tests run helm and goreleaser with go run: compile them, and
 	@# every test binary, while the stack starts (minutes on a fresh machine),
-	@# so the lanes only link.
+	@# so the lanes only link; gofmt, go vet and the API check run meanwhile.
 	@log=$$(mktemp); bin=$$(mktemp -d); \
 	( for m in $(HELM) $(GORELEASER); do case $$m in *@v*) GOBIN=$$bin $(GO) install $$m || exit 1;; esac; done; \
 	  $(GO) test -count=1 -exec=true ./... >/dev/null ) >$$log 2>&1 & tools=$$!; \
+	( $(MAKE) --no-print-directory lint && scripts/apidiff.sh ) >$$log.checks 2>&1 & checks=$$!; \
 	scripts/stack.sh up; up=$$?; \
-	wait $$tools || { echo "building the pinned tools or the tests failed:"; cat $$log; }; rm -rf $$log $$bin; exit $$up
-	$(MAKE) --no-print-directory lint
-	scripts/apidiff.sh
+	wait $$tools || { echo "building the pinned tools or the tests failed:"; cat $$log; }; \
+	wait $$checks; checked=$$?; cat $$log.checks; rm -rf $$log $$log.checks $$bin; \
+	[ $$checked = 0 ] || echo "make test: gofmt, go vet or scripts/apidiff.sh failed (above)"; \
+	[ $$up = 0 ] && [ $$checked = 0 ]
 	scripts/testlanes.sh test-mariadb test-mysql
 
 test-mariadb:
