@@ -31,11 +31,12 @@ type streamWriter struct {
 	mu   sync.Mutex
 	ids  []string
 	bg   *relaytest.Background
+	got  *testenv.Collector // what the relay delivered (the writer keeps at most 200 rows ahead)
 }
 
 func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exchange, prefix string) *streamWriter {
 	t.Helper()
-	w := &streamWriter{}
+	w := &streamWriter{got: got}
 	w.bg = relaytest.Go("writer", 30*time.Second, func(ctx context.Context) error {
 		for i := 0; ctx.Err() == nil; i++ {
 			for w.written()-got.Len() > 200 {
@@ -48,7 +49,9 @@ func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exc
 			stmt, ids := orderInsert(exchange, prefix, i, 10)
 			w.hold.Lock()
 			// Not ExecContext: a statement cut by the stop may have committed.
-			_, err := db.Primary.Exec(stmt)
+			// A deadlock with the tool's copy rolls the insert back; the
+			// application writes it again, as applications do.
+			err := execRetrying(db, stmt)
 			w.hold.Unlock()
 			if err != nil {
 				return err
@@ -74,7 +77,10 @@ func (w *streamWriter) written() int {
 func (w *streamWriter) stop(t *testing.T, atCutOver int) []string {
 	t.Helper()
 	testenv.WaitFor(t, 30*time.Second, "rows written after the cut-over", func() (bool, string) {
-		return w.written() >= atCutOver+500, fmt.Sprintf("%d written, %d at the cut-over", w.written(), atCutOver)
+		if exited, err := w.bg.Exited(); exited {
+			t.Fatalf("the writer stopped after %d rows (%d at the cut-over): %v", w.written(), atCutOver, err)
+		}
+		return w.written() >= atCutOver+500, fmt.Sprintf("%d written, %d at the cut-over, %d delivered", w.written(), atCutOver, w.got.Len())
 	})
 	if err := w.bg.Stop(); err != nil {
 		t.Fatalf("writer: %v", err)
@@ -126,15 +132,21 @@ func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int)
 // deadlock victim (pt-online-schema-change retries a chunk so, --tries).
 func execRetryingDeadlocks(t *testing.T, db *testenv.DB, q string, args ...any) {
 	t.Helper()
+	if err := execRetrying(db, q, args...); err != nil {
+		t.Fatalf("exec %.80q: %v", q, err)
+	}
+}
+
+// execRetrying runs q on the primary, again after a deadlock (up to ten
+// tries, 10 ms more of a pause each time).
+func execRetrying(db *testenv.DB, q string, args ...any) error {
 	for try := 1; ; try++ {
 		_, err := db.Primary.Exec(q, args...)
 		var me *mysql.MySQLError
 		if err == nil || !errors.As(err, &me) || me.Number != 1213 || try == 10 {
-			if err != nil {
-				t.Fatalf("exec %.80q: %v", q, err)
-			}
-			return
+			return err
 		}
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
 	}
 }
 
