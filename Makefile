@@ -14,7 +14,7 @@ HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 CHART := deploy/helm/binlog-relay
 
-.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb test-mysql test-flavor inbox-soak unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb up-test-mysql test-mysql test-flavor inbox-soak unit lint demo bench chaos clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
@@ -67,21 +67,31 @@ test:
 	@# machine), so the lanes only link; gofmt, go vet and the API check run
 	@# meanwhile. The deploy tests run helm and goreleaser with go run: they
 	@# compile at the lowest priority from now on, into the build cache, and
-	@# are ready long before the MariaDB lane reaches test/deploy.
+	@# are ready long before the MariaDB lane reaches test/deploy. The MariaDB
+	@# 10.11 servers come up first and their lane starts as soon as the tests
+	@# are built; the two sid chroots build meanwhile (scripts/stack.sh
+	@# chroots) and the other lane starts its servers when they are ready.
 	@( bin=$$(mktemp -d); for m in $(HELM) $(GORELEASER); do case $$m in *@v*) GOBIN=$$bin nice -n 19 $(GO) install $$m;; esac; done; \
 	  rm -rf $$bin ) >/dev/null 2>&1 & \
 	log=$$(mktemp); \
 	$(GO) test -count=1 -exec=true ./... >$$log 2>&1 & tests=$$!; \
 	( $(MAKE) --no-print-directory lint && scripts/apidiff.sh ) >$$log.checks 2>&1 & checks=$$!; \
-	scripts/stack.sh up; up=$$?; \
+	scripts/stack.sh up mariadb-10.11; up=$$?; \
+	[ $$up = 0 ] && { scripts/stack.sh chroots 2>&1 | awk '{ print "[chroots] " $$0; fflush() }' & }; \
 	wait $$tests || { echo "building the tests failed:"; cat $$log; }; \
 	wait $$checks; checked=$$?; cat $$log.checks; rm -rf $$log $$log.checks; \
 	[ $$checked = 0 ] || echo "make test: gofmt, go vet or scripts/apidiff.sh failed (above)"; \
 	[ $$up = 0 ] && [ $$checked = 0 ]
-	scripts/testlanes.sh test-mariadb test-mysql
+	scripts/testlanes.sh test-mariadb up-test-mysql
 
 test-mariadb:
 	$(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) ./...
+
+# make test's second lane: the MySQL 9.7 and MariaDB 11.8 servers (their
+# chroots built by then or being built), then their tests.
+up-test-mysql:
+	scripts/stack.sh up mysql-9.7 mariadb-11.8
+	@$(MAKE) --no-print-directory test-mysql
 
 test-mysql:
 	@# MariaDB 11.8 runs even when MySQL failed: both results are shown.

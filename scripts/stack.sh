@@ -8,6 +8,7 @@
 #   scripts/stack.sh env [FLAVOR]        export lines for the tests (eval "$(scripts/stack.sh env mysql-9.7)")
 #   scripts/stack.sh start|stop|restart NAME   one server of $RELAY_TEST_FLAVOR (NAME or FLAVOR/NAME)
 #   scripts/stack.sh rabbitmqctl ARGS... rabbitmqctl of the broker $RELAY_TEST_FLAVOR uses
+#   scripts/stack.sh chroots             build (side by side) and mount the two sid chroots, nothing else (make test starts it early)
 #   scripts/stack.sh redis-topologies    start what is down of the Redis Sentinel group and Cluster (idempotent)
 #   scripts/stack.sh rabbit-cluster      start what is down of a three-node RabbitMQ 4.3 cluster (idempotent; on request only)
 #   scripts/stack.sh rabbit-cluster-ctl NODE ARGS...  rabbitmqctl of that cluster's node rclu1, rclu2 or rclu3
@@ -145,10 +146,34 @@ unmount_chroot() {
   for m in $(findmnt -rn -o TARGET | grep -E "^$c(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
   ! findmnt -rn -o TARGET | grep -qE "^$c(/|$)"
 }
-# ensure_chroot NAME: build CHROOT_BASE/NAME with its packages unless its marker says it is done.
-ensure_chroot() {
+chroot_built() { [[ $(cat "$CHROOT_BASE/$1/.binlog-relay-chroot" 2>/dev/null) == "${CHROOT_PKGS[$1]}" ]]; }
+# ensure_chroots NAME...: build those of the chroots that are not built, side by side (each is
+# mostly downloads and unpacking: two at once take little longer than one), then mount them all.
+# A lock next to CHROOT_BASE keeps a second stack.sh (`up` while `chroots` builds, another clone)
+# waiting until they are done instead of building over them.
+ensure_chroots() {
+  local name pids=() failed=0 i=0
+  mkdir -p "$CHROOT_BASE" "$STACK_DIR"; chmod 755 "$STACK_DIR"
+  exec 8>"${CHROOT_BASE%/}.lock"
+  if ! flock -n 8; then
+    log "chroots: waiting for another stack.sh building them (${CHROOT_BASE%/}.lock)"
+    flock -w 1200 8 || die "could not lock ${CHROOT_BASE%/}.lock in 1200 s"
+  fi
+  for name in "$@"; do
+    chroot_built "$name" && continue
+    build_chroot "$name" & pids+=("$!:$name")
+  done
+  for i in "${pids[@]}"; do wait "${i%%:*}" || { log "chroot ${i#*:}: build failed (above)"; failed=1; }; done
+  (( failed == 0 )) || die "building the chroots failed"
+  for name in "$@"; do mount_chroot "$CHROOT_BASE/$name"; done
+  flock -u 8; exec 8>&-
+}
+ensure_chroot() { ensure_chroots "$1"; }
+# build_chroot NAME: build CHROOT_BASE/NAME with its packages (a subshell of ensure_chroots: die
+# ends only this build).
+build_chroot() {
   local name=$1 c="$CHROOT_BASE/$1" pkgs=${CHROOT_PKGS[$1]} apt_o=(-o Acquire::Check-Valid-Until=false -o Acquire::Retries=3)
-  if [[ $(cat "$c/.binlog-relay-chroot" 2>/dev/null) != "$pkgs" ]]; then
+  {
     local began=$SECONDS
     log "chroot $name: building $c (debootstrap --variant=minbase sid, then: $pkgs)"
     if [[ -d $c ]]; then unmount_chroot "$c" || die "cannot unmount what is mounted below $c"; rm -rf --one-file-system -- "$c"; fi
@@ -166,8 +191,7 @@ ensure_chroot() {
     chroot "$c" apt-get clean
     echo "$pkgs" >"$c/.binlog-relay-chroot"
     log "chroot $name: built in $((SECONDS - began)) s"
-  fi
-  mount_chroot "$c"
+  }
 }
 
 # ---------------------------------------------------------------- server helpers (of $FLAVOR)
@@ -906,17 +930,29 @@ cmd_up() {
   local f want=("$@") rabbit4=0
   (( ${#want[@]} )) || want=("${FLAVORS[@]}")
   for f in "${want[@]}"; do set_flavor "$f"; [[ $f == mariadb-10.11 ]] || rabbit4=1; done
-  ensure_packages; lock; touch "$STACK_DIR/$MARKER"
+  ensure_packages
+  # The chroots first, under their own lock: a stack.sh start|stop|redis-topologies of a test
+  # running meanwhile (make test's MariaDB lane runs while the other lane's `up` waits for them)
+  # need not wait for minutes of building.
+  local roots=(); for f in "${want[@]}"; do [[ -z ${CHROOT_OF[$f]} ]] || roots+=("${CHROOT_OF[$f]}"); done
+  (( rabbit4 )) && roots+=(mysql)
+  (( ${#roots[@]} == 0 )) || ensure_chroots $(printf '%s\n' "${roots[@]}" | sort -u)
+  lock; touch "$STACK_DIR/$MARKER"
   start_rabbit
-  for f in "${want[@]}"; do set_flavor "$f"; [[ -z ${CHROOT_OF[$f]} ]] || ensure_chroot "${CHROOT_OF[$f]}"; done
-  if (( rabbit4 )); then ensure_chroot mysql; start_rabbit4; fi
+  if (( rabbit4 )); then start_rabbit4; fi
   for f in "${want[@]}"; do up_flavor "$f"; done
   if [[ $STACK_DIR == /dev/shm/* ]]; then
     local avail; avail=$(shm_free_kib)
     (( ${avail:-0} >= SHM_MIN_FREE_GIB * 1024 * 1024 )) || log "WARNING: /dev/shm has $(( ${avail:-0} / 1024 )) MiB free," \
       "under ${SHM_MIN_FREE_GIB} GiB; the running stack stays there. Purge binary logs or: $0 down --wipe && $0 up"
   fi
-  ensure_redis; ensure_redis_topologies; ensure_rabbit
+  ensure_redis
+  # A test that fails over the Sentinel group or the Cluster holds this file lock
+  # (testenv.LockRedisTopologies): what it stopped on purpose is not to be restarted under it.
+  exec 7>"${TMPDIR:-/tmp}/binlog-relay-shared-redis-topologies.lock"
+  flock -n 7 || { log "redis-topologies: waiting for a test that holds them"; flock -w 900 7 || die "a test held the Redis topologies for 900 s"; }
+  ensure_redis_topologies; exec 7>&-
+  ensure_rabbit
   (( rabbit4 )) && ensure_rabbit4
   log "stack up in ${SECONDS}s (STACK_DIR=$STACK_DIR; flavours: ${want[*]})"
 }
@@ -1051,8 +1087,9 @@ case ${1:-} in
   env) shift; cmd_env "$@" ;;
   start|stop|restart) cmd_one "$@" ;;
   rabbitmqctl) shift; cmd_rabbitmqctl "$@" ;;
+  chroots) ensure_packages; ensure_chroots mysql mariadb ;;
   redis-topologies) lock; ensure_redis_topologies ;;
   rabbit-cluster) ensure_packages; lock; ensure_rabbit_cluster ;;
   rabbit-cluster-ctl) shift; cmd_rabbit_cluster_ctl "$@" ;;
-  *) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 2 ;;
+  *) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2 ;;
 esac
