@@ -14,7 +14,7 @@ HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 CHART := deploy/helm/binlog-relay
 
-.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test test-mariadb up-test-mysql test-mysql test-flavor inbox-soak unit lint demo bench chaos clean
+.PHONY: build image chart release-check snapshot stack-up stack-down stack-status test ci-mariadb up-test-mysql ci-deploy test-mariadb test-mysql test-flavor inbox-soak unit lint demo bench chaos clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/binlog-relay
@@ -63,35 +63,40 @@ unit:
 FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/rowstatus ./pkg/inbox ./examples/embed ./internal/streamlane
 CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test:
-	@# Every test binary compiles while the stack starts (minutes on a fresh
-	@# machine), so the lanes only link; gofmt, go vet and the API check run
-	@# meanwhile. The deploy tests run helm and goreleaser with go run: they
-	@# compile at the lowest priority from now on, into the build cache, and
-	@# are ready long before the MariaDB lane reaches test/deploy. The MariaDB
-	@# 10.11 servers come up first and their lane starts as soon as the tests
-	@# are built; the two sid chroots build meanwhile (scripts/stack.sh
-	@# chroots) and the other lane starts its servers when they are ready.
-	@( bin=$$(mktemp -d); for m in $(HELM) $(GORELEASER); do case $$m in *@v*) GOBIN=$$bin nice -n 19 $(GO) install $$m;; esac; done; \
-	  rm -rf $$bin ) >/dev/null 2>&1 & \
-	log=$$(mktemp); \
-	$(GO) test -count=1 -exec=true ./... >$$log 2>&1 & tests=$$!; \
-	( $(MAKE) --no-print-directory lint && scripts/apidiff.sh ) >$$log.checks 2>&1 & checks=$$!; \
-	scripts/stack.sh up mariadb-10.11; up=$$?; \
-	[ $$up = 0 ] && { scripts/stack.sh chroots 2>&1 | awk '{ print "[chroots] " $$0; fflush() }' & }; \
-	wait $$tests || { echo "building the tests failed:"; cat $$log; }; \
-	wait $$checks; checked=$$?; cat $$log.checks; rm -rf $$log $$log.checks; \
-	[ $$checked = 0 ] || echo "make test: gofmt, go vet or scripts/apidiff.sh failed (above)"; \
-	[ $$up = 0 ] && [ $$checked = 0 ]
-	scripts/testlanes.sh test-mariadb up-test-mysql
+	@# Three lanes side by side (scripts/testlanes.sh) while the two sid
+	@# chroots build (scripts/stack.sh chroots): ci-mariadb starts the MariaDB
+	@# 10.11 servers and compiles every test binary meanwhile (the lanes'
+	@# go test -p 1 only links), then runs everything but test/deploy on them;
+	@# up-test-mysql starts MySQL 9.7 and MariaDB 11.8 once the chroots are
+	@# built, then test-mysql; ci-deploy builds helm and goreleaser (minutes
+	@# on a fresh machine, a little nicer than the tests), runs gofmt, go vet
+	@# and the API check, then test/deploy.
+	scripts/stack.sh packages
+	@scripts/stack.sh chroots 2>&1 | awk '{ print "[chroots] " $$0; fflush() }' &
+	scripts/testlanes.sh ci-mariadb up-test-mysql ci-deploy
+
+# make test's lanes. prebuild compiles test binaries with go test's own
+# parallelism, one prebuild at a time (a second lane's finds them cached).
+prebuild = { out=$$(flock $${TMPDIR:-/tmp}/binlog-relay-prebuild.lock $(GO) test -count=1 -exec=true $(1) 2>&1) || \
+	  { echo "building the tests failed:"; printf '%s\n' "$$out" | grep -v '^ok\|no test files' | tail -60; false; }; }
+ci-mariadb:
+	@$(call prebuild,./...) & built=$$!; scripts/stack.sh up mariadb-10.11; up=$$?; wait $$built && [ $$up = 0 ]
+	$(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) $$($(GO) list ./... | grep -v /test/deploy$$)
+
+up-test-mysql:
+	scripts/stack.sh up mysql-9.7 mariadb-11.8
+	@$(call prebuild,$(FLAVOR_PKGS))
+	@$(MAKE) --no-print-directory test-mysql
+
+ci-deploy:
+	@for m in $(HELM) $(GORELEASER); do case $$m in *@v*) echo "building $$m"; bin=$$(mktemp -d); \
+	  GOBIN=$$bin nice -n 3 $(GO) install $$m || exit 1; rm -rf $$bin;; esac; done
+	@nice -n 3 $(MAKE) --no-print-directory lint && nice -n 3 scripts/apidiff.sh
+	scripts/stack.sh up mariadb-10.11 >/dev/null
+	$(GO) test -count=1 -p 1 -timeout 15m $(TESTFLAGS) ./test/deploy
 
 test-mariadb:
 	$(GO) test -count=1 -p 1 -timeout 25m $(TESTFLAGS) ./...
-
-# make test's second lane: the MySQL 9.7 and MariaDB 11.8 servers (their
-# chroots built by then or being built), then their tests.
-up-test-mysql:
-	scripts/stack.sh up mysql-9.7 mariadb-11.8
-	@$(MAKE) --no-print-directory test-mysql
 
 test-mysql:
 	@# MariaDB 11.8 runs even when MySQL failed: both results are shown.

@@ -8,6 +8,7 @@
 #   scripts/stack.sh env [FLAVOR]        export lines for the tests (eval "$(scripts/stack.sh env mysql-9.7)")
 #   scripts/stack.sh start|stop|restart NAME   one server of $RELAY_TEST_FLAVOR (NAME or FLAVOR/NAME)
 #   scripts/stack.sh rabbitmqctl ARGS... rabbitmqctl of the broker $RELAY_TEST_FLAVOR uses
+#   scripts/stack.sh packages            install with apt-get what the stack needs from Debian 12, nothing else
 #   scripts/stack.sh chroots             build (side by side) and mount the two sid chroots, nothing else (make test starts it early)
 #   scripts/stack.sh redis-topologies    start what is down of the Redis Sentinel group and Cluster (idempotent)
 #   scripts/stack.sh rabbit-cluster      start what is down of a three-node RabbitMQ 4.3 cluster (idempotent; on request only)
@@ -673,22 +674,18 @@ ensure_rabbit() {
     rabbitmqctl -q set_user_tags guest administrator
     rabbitmqctl -q set_permissions -p / guest '.*' '.*' '.*'
   fi
-  # Management UI is optional (nothing depends on it): enable online, never restart the broker.
-  # (port probe first: is_enabled costs a second of CLI start-up)
-  if [[ ${STACK_RABBIT_MGMT:-1} == 1 ]] && ! port_open 15672 \
-      && ! rabbitmq-plugins -q is_enabled rabbitmq_management >/dev/null 2>&1; then
-    if rabbitmq-plugins -q enable --online rabbitmq_management >/dev/null 2>&1; then
-      log "rabbitmq: management plugin enabled (port 15672)"
-    else log "rabbitmq: note: could not enable the management plugin (optional, skipped)"; fi
-  fi
-  # The consistent-hash exchange ships with the broker; per-key order end to end uses it
-  # (docs/ordering.md) and so do its tests. Enabled online, never restarting the broker; the
-  # enabled_plugins file spares the CLI's start-up when it is on already.
-  if ! grep -qs rabbitmq_consistent_hash_exchange /etc/rabbitmq/enabled_plugins \
-      && ! rabbitmq-plugins -q is_enabled rabbitmq_consistent_hash_exchange >/dev/null 2>&1; then
-    if rabbitmq-plugins -q enable --online rabbitmq_consistent_hash_exchange >/dev/null 2>&1; then
-      log "rabbitmq: consistent-hash exchange plugin enabled"
-    else log "rabbitmq: WARNING: could not enable rabbitmq_consistent_hash_exchange (the per-key ordering tests need it)"; fi
+  # Plugins are enabled online, never restarting the broker, in one CLI call (each call costs the
+  # CLI's start-up: seconds, minutes on a machine busy compiling). The management UI is optional
+  # (nothing depends on it); the consistent-hash exchange ships with the broker, and per-key order
+  # end to end uses it (docs/ordering.md), as do its tests. The port and the enabled_plugins file
+  # are looked at, not the CLI; enabling a plugin that is on already changes nothing.
+  local want=()
+  [[ ${STACK_RABBIT_MGMT:-1} == 1 ]] && ! port_open 15672 && want+=(rabbitmq_management)
+  grep -qs rabbitmq_consistent_hash_exchange /etc/rabbitmq/enabled_plugins || want+=(rabbitmq_consistent_hash_exchange)
+  if (( ${#want[@]} )) && ! rabbitmq-plugins -q enable --online "${want[@]}" >/dev/null 2>&1; then
+    log "rabbitmq: WARNING: could not enable ${want[*]} (the management UI is optional; the per-key ordering tests need rabbitmq_consistent_hash_exchange)"
+  elif (( ${#want[@]} )); then
+    log "rabbitmq: enabled ${want[*]} (management on port 15672)"
   fi
   ensure_stream_plugin 5552 rabbitmqctl rabbitmq-plugins
 }
@@ -1087,9 +1084,10 @@ case ${1:-} in
   env) shift; cmd_env "$@" ;;
   start|stop|restart) cmd_one "$@" ;;
   rabbitmqctl) shift; cmd_rabbitmqctl "$@" ;;
+  packages) ensure_packages ;;
   chroots) ensure_packages; ensure_chroots mysql mariadb ;;
   redis-topologies) lock; ensure_redis_topologies ;;
   rabbit-cluster) ensure_packages; lock; ensure_rabbit_cluster ;;
   rabbit-cluster-ctl) shift; cmd_rabbit_cluster_ctl "$@" ;;
-  *) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2 ;;
+  *) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 2 ;;
 esac

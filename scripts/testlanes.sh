@@ -2,10 +2,11 @@
 # Usage: scripts/testlanes.sh TARGET...
 #
 # Runs the make targets side by side, one lane each, and exits non-zero if
-# any of them failed. make test gives it one lane per server set:
-# test-mariadb (MariaDB 10.11 with RabbitMQ 3.10) and test-mysql (MySQL 9.7
-# then MariaDB 11.8, with RabbitMQ 4.3). The lanes share no database server
-# and no broker; within a lane packages run one at a time (-p 1). The few
+# any of them failed. make test gives it one lane per server set,
+# ci-mariadb (MariaDB 10.11 with RabbitMQ 3.10) and up-test-mysql (MySQL 9.7
+# then MariaDB 11.8, with RabbitMQ 4.3), and ci-deploy (the release tools,
+# lint, test/deploy). The lanes share no database server and no broker;
+# within a lane packages run one at a time (-p 1). The few
 # tests that stop or fail over a server every lane uses (the Redis Sentinel
 # group and Cluster) and those that drive the machine hard hold a file lock
 # (testenv.LockShared, testenv.LockHeavy) for their run.
@@ -14,7 +15,7 @@
 # lane's result and wall time are printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(($# > 0)) || { sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2; }
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
