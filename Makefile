@@ -89,8 +89,10 @@ up-test-mysql:
 	@$(MAKE) --no-print-directory test-mysql
 
 ci-deploy:
-	@for m in $(HELM) $(GORELEASER); do case $$m in *@v*) echo "building $$m"; bin=$$(mktemp -d); \
-	  GOBIN=$$bin nice -n 3 $(GO) install $$m || exit 1; rm -rf $$bin;; esac; done
+	@# go run caches the executable it links: test/deploy's go run of the
+	@# same command line finds it built.
+	nice -n 3 $(HELM) version >/dev/null
+	nice -n 3 $(GORELEASER) --version >/dev/null
 	@nice -n 3 $(MAKE) --no-print-directory lint && nice -n 3 scripts/apidiff.sh
 	scripts/stack.sh up mariadb-10.11 >/dev/null
 	$(GO) test -count=1 -p 1 -timeout 15m $(TESTFLAGS) ./test/deploy

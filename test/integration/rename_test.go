@@ -51,14 +51,18 @@ func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exc
 			// Not ExecContext: a statement cut by the stop may have committed.
 			// A deadlock with the tool's copy rolls the insert back; the
 			// application writes it again, as applications do.
+			// The ids are counted before hold is let go: a cut-over that
+			// takes it next counts every row committed before it.
 			err := execRetrying(db, stmt)
+			if err == nil {
+				w.mu.Lock()
+				w.ids = append(w.ids, ids...)
+				w.mu.Unlock()
+			}
 			w.hold.Unlock()
 			if err != nil {
 				return err
 			}
-			w.mu.Lock()
-			w.ids = append(w.ids, ids...)
-			w.mu.Unlock()
 		}
 		return nil
 	})
