@@ -53,7 +53,7 @@ unit:
 	$(GO) test -short -count=1 ./...
 
 # Unit and integration tests against the local stack, on every flavour of it
-# (scripts/stack.sh), in two lanes side by side (scripts/testlanes.sh) that
+# (scripts/stack.sh), in lanes side by side (scripts/testlanes.sh) that
 # share no database server and no broker: test-mariadb runs everything on
 # MariaDB 10.11 with RabbitMQ 3.10; test-mysql runs the suites that touch a
 # server on MySQL 9.7 with RabbitMQ 4.3, then the core suites (drain, kill

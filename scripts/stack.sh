@@ -946,8 +946,15 @@ cmd_up() {
   ensure_redis
   # A test that fails over the Sentinel group or the Cluster holds this file lock
   # (testenv.LockRedisTopologies): what it stopped on purpose is not to be restarted under it.
+  # Such a test calls `stack.sh redis-topologies`, which takes the stack lock: that one is let go
+  # while this waits, and taken again after, in the test's order (topologies, then stack).
   exec 7>"${TMPDIR:-/tmp}/binlog-relay-shared-redis-topologies.lock"
-  flock -n 7 || { log "redis-topologies: waiting for a test that holds them"; flock -w 900 7 || die "a test held the Redis topologies for 900 s"; }
+  if ! flock -n 7; then
+    log "redis-topologies: waiting for a test that holds them"
+    flock -u 9
+    flock -w 900 7 || die "a test held the Redis topologies for 900 s"
+    lock
+  fi
   ensure_redis_topologies; exec 7>&-
   ensure_rabbit
   (( rabbit4 )) && ensure_rabbit4
