@@ -169,30 +169,26 @@ ensure_chroots() {
   for name in "$@"; do mount_chroot "$CHROOT_BASE/$name"; done
   flock -u 8; exec 8>&-
 }
-ensure_chroot() { ensure_chroots "$1"; }
 # build_chroot NAME: build CHROOT_BASE/NAME with its packages (a subshell of ensure_chroots: die
 # ends only this build).
 build_chroot() {
   local name=$1 c="$CHROOT_BASE/$1" pkgs=${CHROOT_PKGS[$1]} apt_o=(-o Acquire::Check-Valid-Until=false -o Acquire::Retries=3)
-  {
-    local began=$SECONDS
-    log "chroot $name: building $c (debootstrap --variant=minbase sid, then: $pkgs)"
-    if [[ -d $c ]]; then unmount_chroot "$c" || die "cannot unmount what is mounted below $c"; rm -rf --one-file-system -- "$c"; fi
-    mkdir -p "$CHROOT_BASE"
-    debootstrap --variant=minbase sid "$c" "$DEBIAN_MIRROR" >/tmp/stack-debootstrap-"$name".log 2>&1 \
-      || { tail -n 20 /tmp/stack-debootstrap-"$name".log >&2; die "debootstrap of $c failed"; }
-    mount_chroot "$c"
-    # No init system in a chroot: a policy that forbids starting services keeps the packages'
-    # scripts from starting servers of their own.
-    printf '#!/bin/sh\nexit 101\n' >"$c/usr/sbin/policy-rc.d"; chmod 755 "$c/usr/sbin/policy-rc.d"
-    chroot "$c" apt-get "${apt_o[@]}" update -qq >/tmp/stack-apt-"$name".log 2>&1 \
-      && DEBIAN_FRONTEND=noninteractive chroot "$c" apt-get "${apt_o[@]}" install -y -qq --no-install-recommends $pkgs \
-        >>/tmp/stack-apt-"$name".log 2>&1 \
-      || { tail -n 30 /tmp/stack-apt-"$name".log >&2; die "apt-get install in $c failed"; }
-    chroot "$c" apt-get clean
-    echo "$pkgs" >"$c/.binlog-relay-chroot"
-    log "chroot $name: built in $((SECONDS - began)) s"
-  }
+  local began=$SECONDS
+  log "chroot $name: building $c (debootstrap --variant=minbase sid, then: $pkgs)"
+  if [[ -d $c ]]; then unmount_chroot "$c" || die "cannot unmount what is mounted below $c"; rm -rf --one-file-system -- "$c"; fi
+  debootstrap --variant=minbase sid "$c" "$DEBIAN_MIRROR" >/tmp/stack-debootstrap-"$name".log 2>&1 \
+    || { tail -n 20 /tmp/stack-debootstrap-"$name".log >&2; die "debootstrap of $c failed"; }
+  mount_chroot "$c"
+  # No init system in a chroot: a policy that forbids starting services keeps the packages'
+  # scripts from starting servers of their own.
+  printf '#!/bin/sh\nexit 101\n' >"$c/usr/sbin/policy-rc.d"; chmod 755 "$c/usr/sbin/policy-rc.d"
+  chroot "$c" apt-get "${apt_o[@]}" update -qq >/tmp/stack-apt-"$name".log 2>&1 \
+    && DEBIAN_FRONTEND=noninteractive chroot "$c" apt-get "${apt_o[@]}" install -y -qq --no-install-recommends $pkgs \
+      >>/tmp/stack-apt-"$name".log 2>&1 \
+    || { tail -n 30 /tmp/stack-apt-"$name".log >&2; die "apt-get install in $c failed"; }
+  chroot "$c" apt-get clean
+  echo "$pkgs" >"$c/.binlog-relay-chroot"
+  log "chroot $name: built in $((SECONDS - began)) s"
 }
 
 # ---------------------------------------------------------------- server helpers (of $FLAVOR)
@@ -685,7 +681,7 @@ ensure_rabbit() {
   if (( ${#want[@]} )) && ! rabbitmq-plugins -q enable --online "${want[@]}" >/dev/null 2>&1; then
     log "rabbitmq: WARNING: could not enable ${want[*]} (the management UI is optional; the per-key ordering tests need rabbitmq_consistent_hash_exchange)"
   elif (( ${#want[@]} )); then
-    log "rabbitmq: enabled ${want[*]} (management on port 15672)"
+    log "rabbitmq: enabled ${want[*]}"
   fi
   ensure_stream_plugin 5552 rabbitmqctl rabbitmq-plugins
 }
@@ -853,7 +849,7 @@ join_rclu() {
 }
 ensure_rabbit_cluster() {
   local began=$SECONDS n
-  ensure_chroot mysql
+  ensure_chroots mysql
   mkdir -p "$STACK_DIR/rabbit-cluster"
   if all_amqp_rclu && rclu_running; then log "rabbit-cluster: already up (rclu1-3@localhost on 5681-5683)"; return 0; fi
   for n in "${RCLU_NODES[@]}"; do start_rclu_node "$n"; done

@@ -39,7 +39,7 @@ func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exc
 	w := &streamWriter{got: got}
 	w.bg = relaytest.Go("writer", 30*time.Second, func(ctx context.Context) error {
 		for i := 0; ctx.Err() == nil; i++ {
-			for w.written()-got.Len() > 200 {
+			for w.written()-w.got.Len() > 200 {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -50,9 +50,9 @@ func startStreamWriter(t *testing.T, db *testenv.DB, got *testenv.Collector, exc
 			w.hold.Lock()
 			// Not ExecContext: a statement cut by the stop may have committed.
 			// A deadlock with the tool's copy rolls the insert back; the
-			// application writes it again, as applications do.
-			// The ids are counted before hold is let go: a cut-over that
-			// takes it next counts every row committed before it.
+			// application writes it again, as applications do. The ids are
+			// counted before hold is let go, so a cut-over that takes it next
+			// counts every row committed before it.
 			err := execRetrying(db, stmt)
 			if err == nil {
 				w.mu.Lock()
