@@ -3,7 +3,9 @@
 // the relay and the server, Cut it, Restore it. Cut resets every live
 // connection (RST, so the client notices at once instead of waiting for a
 // heartbeat) and resets new ones as they arrive, which is what a client sees
-// of a crashed or firewalled server. ListenTLS also terminates TLS, so a
+// of a crashed server or one behind a firewall that rejects. Blackhole is the
+// firewall that drops instead: nothing crosses and nothing is closed, so a
+// client learns of it only by its own timeouts. ListenTLS also terminates TLS, so a
 // plain-TCP server can stand behind a TLS client; ListenTap lets the test
 // watch what clients send (count a protocol's commands, say).
 package faultproxy
@@ -28,8 +30,11 @@ type Proxy struct {
 	mu     sync.Mutex
 	cut    bool
 	closed bool
-	conns  map[net.Conn]struct{} // both ends of every live pair
-	wg     sync.WaitGroup
+	// open is closed while bytes may cross; Blackhole replaces it with an
+	// open channel, which every copy waits on.
+	open  chan struct{}
+	conns map[net.Conn]struct{} // both ends of every live pair
+	wg    sync.WaitGroup
 	// accepted counts every connection a client opened through the proxy,
 	// refused ones included: how often a client dialled.
 	accepted atomic.Int64
@@ -65,7 +70,8 @@ func listen(target string, cfg *tls.Config, tap Tap) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, tls: cfg, tap: tap, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, tls: cfg, tap: tap, conns: map[net.Conn]struct{}{}, open: make(chan struct{})}
+	close(p.open)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -91,11 +97,64 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore lets connections through again.
+// Blackhole stops every byte in both directions, of live connections and
+// of new ones, without closing anything: the peers get no RST and no
+// answer, as behind a firewall that drops packets, and find out only by
+// their own timeouts (a heartbeat, a confirm deadline). New connections are
+// accepted (the kernel answers the handshake on loopback) and held
+// unanswered. Restore lets what was held through, on the connections that
+// are still open.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default: // already blackholed
+	}
+}
+
+// Restore lets connections through again, after Cut or Blackhole.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
 	p.mu.Unlock()
+	p.lift()
+}
+
+// lift ends a blackhole.
+func (p *Proxy) lift() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+// wait returns once bytes may cross.
+func (p *Proxy) wait() {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	<-open
+}
+
+// gated is a reader that holds what it reads while the proxy is
+// blackholed, and does not read meanwhile.
+type gated struct {
+	r io.Reader
+	p *Proxy
+}
+
+func (g gated) Read(b []byte) (int, error) {
+	g.p.wait()
+	n, err := g.r.Read(b)
+	if n > 0 {
+		g.p.wait() // read just before the blackhole began: held, as in flight
+	}
+	return n, err
 }
 
 // Live is the number of proxied connections open now.
@@ -116,6 +175,7 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.Cut()
+	p.lift() // copies held by a blackhole find their connections reset
 	p.wg.Wait()
 	return err
 }
@@ -142,6 +202,7 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
+	p.wait() // a blackhole holds a new connection unanswered
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		reset(client)
@@ -167,13 +228,14 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = tc.SetDeadline(time.Time{})
 		front = tc
 	}
-	up := func() { _, _ = io.Copy(server, front) }
+	from := gated{r: front, p: p}
+	up := func() { _, _ = io.Copy(server, from) }
 	if p.tap != nil {
-		up = func() { p.tap(server, front) }
+		up = func() { p.tap(server, from) }
 	}
 	done := make(chan struct{}, 2)
 	go func() { up(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(front, server); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(front, gated{r: server, p: p}); done <- struct{}{} }()
 	<-done
 	// One side ended: end the other, so neither waits on a half-open pair.
 	reset(client)

@@ -172,3 +172,71 @@ func TestCommandTapNotesEachCommand(t *testing.T) {
 		t.Fatalf("noted %q, want %q", noted, want)
 	}
 }
+
+// A blackhole answers nothing and closes nothing: a live connection's
+// write succeeds and its read times out (no RST, no EOF), a new connection
+// is accepted and left unanswered; Restore lets what was held through on
+// both, and the connections go on.
+func TestBlackholeHoldsBytesWithoutClosingUntilRestore(t *testing.T) {
+	p, err := Listen(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dialEcho(t, p, "hello", "through the proxy")
+	r := bufio.NewReader(c)
+
+	p.Blackhole()
+	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatalf("write into the blackhole: %v, want it taken (nothing is closed)", err)
+	}
+	if line, err := r.ReadString('\n'); !isTimeout(err) {
+		t.Fatalf("read through the blackhole: %q, %v; want a timeout (no answer, no RST)", line, err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("dial during the blackhole: %v, want the connection accepted", err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	_, _ = c2.Write([]byte("new\n"))
+	r2 := bufio.NewReader(c2)
+	if line, err := r2.ReadString('\n'); !isTimeout(err) {
+		t.Fatalf("a new connection during the blackhole read %q, %v; want a timeout", line, err)
+	}
+	if p.Live() != 1 {
+		t.Errorf("%d live pairs during the blackhole, want the first one only (the new one is held before its dial)", p.Live())
+	}
+
+	p.Restore()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("after Restore the live connection read %q, %v; want the held line", line, err)
+	}
+	_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
+	if line, err := r2.ReadString('\n'); err != nil || line != "new\n" {
+		t.Fatalf("after Restore the held connection read %q, %v; want its line answered", line, err)
+	}
+	if _, err := c.Write([]byte("more\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "more\n" {
+		t.Fatalf("after Restore: %q, %v", line, err)
+	}
+
+	// Close ends the proxy even with copies held by a blackhole.
+	p.Blackhole()
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while blackholed")
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
