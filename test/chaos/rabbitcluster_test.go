@@ -430,14 +430,14 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// queueConsumer reads a queue on one node, acking each delivery, and
+// nodeConsumer reads a queue on one node, acking each delivery, and
 // counts each message id.
-type queueConsumer struct {
+type nodeConsumer struct {
 	mu   sync.Mutex
 	seen map[string]int
 }
 
-func consumeQueue(t *testing.T, n rabbitNode, queue string) *queueConsumer {
+func consumeQueue(t *testing.T, n rabbitNode, queue string) *nodeConsumer {
 	t.Helper()
 	conn, err := amqp.Dial(n.url())
 	if err != nil {
@@ -454,7 +454,7 @@ func consumeQueue(t *testing.T, n rabbitNode, queue string) *queueConsumer {
 	if err != nil {
 		t.Fatalf("consuming %s on %s: %v", queue, n.full(), err)
 	}
-	c := &queueConsumer{seen: map[string]int{}}
+	c := &nodeConsumer{seen: map[string]int{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -470,7 +470,7 @@ func consumeQueue(t *testing.T, n rabbitNode, queue string) *queueConsumer {
 }
 
 // counts are the distinct message ids received and the duplicates.
-func (c *queueConsumer) counts() (distinct, duplicates int) {
+func (c *nodeConsumer) counts() (distinct, duplicates int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.seen {
@@ -481,7 +481,7 @@ func (c *queueConsumer) counts() (distinct, duplicates int) {
 }
 
 // missing are the ids not received.
-func (c *queueConsumer) missing(ids []string) []string {
+func (c *nodeConsumer) missing(ids []string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
