@@ -579,9 +579,13 @@ func (requeue) Available(s *Schedule) bool                    { return s.Config.
 func (requeue) Hold(*Schedule) (time.Duration, time.Duration) { return 0, 0 }
 func (requeue) Bound(*Schedule, Planned) int                  { return 0 }
 func (requeue) Inject(e *env, p Planned, _ *state) (string, error) {
-	n, err := e.writer.requeue(5 + p.Arg%46)
+	later := p.Arg/64%4 == 0 // a quarter: for later
+	n, err := e.writer.requeue(5+p.Arg%46, later)
 	if err != nil {
 		return "", err
+	}
+	if later {
+		return fmt.Sprintf("%d SENT rows put back to PENDING for two hours on", n), nil
 	}
 	return fmt.Sprintf("%d SENT rows put back to PENDING with a new body", n), nil
 }

@@ -156,9 +156,25 @@ func TestBlameChargesTheFaultAfterTheFirstDelivery(t *testing.T) {
 		{2, 12, 0},   // first delivered during the failover: that one (nothing twice, its bound is 0)
 		{35, 36, -1}, // no fault after it
 	} {
-		if got := blame(faults, at(tc.first), at(tc.dup)); got != tc.want {
+		ends := []time.Time{faults[0].End, faults[1].End, faults[2].End}
+		if got := blame(faults, ends, at(tc.first), at(tc.dup)); got != tc.want {
 			t.Errorf("first %.1fs, duplicate %.1fs: blamed %d, want %d", tc.first, tc.dup, got, tc.want)
 		}
+	}
+}
+
+// A fault is in effect until the rows committed before its recovery were
+// delivered: a duplicate sent while a paused relay catches up is the
+// pause's, however long after SIGCONT.
+func TestBlameCoversTheCatchUp(t *testing.T) {
+	h := history()
+	h.Faults = []FaultEvent{{Kind: "relay-pause", Start: h.Start.Add(4 * time.Second), End: h.Start.Add(5 * time.Second), Bound: 0}}
+	h.Txs[2].At = h.Start.Add(4500 * time.Millisecond) // committed during the pause
+	h.Deliveries[2].At = h.Start.Add(30 * time.Second) // delivered long after it
+	deliver(h, "m3", 31, false)
+	r := Check(h)
+	if d := r.Duplicates["relay-pause"]; d == nil || d.Dups != 1 {
+		t.Fatalf("duplicates %v, want the one after the catch-up charged to relay-pause (%v)", r.Duplicates["relay-pause"], r.Dups)
 	}
 }
 
@@ -214,5 +230,25 @@ func TestFixedSeedsCover(t *testing.T) {
 	}
 	if total > 100*time.Second {
 		t.Errorf("the fixed schedules write for %s, over make test's budget", total)
+	}
+}
+
+// Every named scenario's faults apply to its configuration and topology,
+// and end before its writer stops.
+func TestScenariosApply(t *testing.T) {
+	seen := map[string]bool{}
+	for _, sc := range scenarios {
+		if seen[sc.Name] {
+			t.Errorf("two scenarios named %s", sc.Name)
+		}
+		seen[sc.Name] = true
+		for _, p := range sc.Faults {
+			if !byName(p.Kind).Available(&sc.Schedule) {
+				t.Errorf("%s: %s does not apply to %s", sc.Name, p.Kind, sc.Config)
+			}
+			if p.At+p.Hold > sc.Duration {
+				t.Errorf("%s: %s ends after the writer", sc.Name, p)
+			}
+		}
 	}
 }

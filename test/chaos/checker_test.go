@@ -73,6 +73,8 @@ type Report struct {
 	Order      []Finding
 	Pending    []Finding
 	Failed     []Finding
+	// Dups are the duplicate deliveries, each with the fault charged.
+	Dups []Finding
 }
 
 // OK is true when nothing is held against the run.
@@ -125,12 +127,15 @@ const blameSlack = time.Second
 
 // blame is the fault that explains something seen at `seen` about a row
 // version whose story began at `from` (its first delivery, or its commit):
-// the earliest fault still going on at from (less blameSlack) or begun
-// after it, and begun before seen. -1: none.
-func blame(faults []FaultEvent, from, seen time.Time) int {
+// the earliest fault still in effect at from (less blameSlack) or begun
+// after it, and begun before seen. A fault is in effect from its start
+// until ends[i]: its recovery, or later, once every row committed before
+// its recovery was delivered (a relay paused for a minute sends its backlog
+// after SIGCONT). -1: none.
+func blame(faults []FaultEvent, ends []time.Time, from, seen time.Time) int {
 	best := -1
 	for i, f := range faults {
-		if f.Start.After(seen) || f.End.Before(from.Add(-blameSlack)) {
+		if f.Start.After(seen) || ends[i].Before(from.Add(-blameSlack)) {
 			continue
 		}
 		if best < 0 || f.Start.Before(faults[best].Start) {
@@ -139,6 +144,10 @@ func blame(faults []FaultEvent, from, seen time.Time) int {
 	}
 	return best
 }
+
+// catchUpFrom is how long before a fault the rows whose delivery it may
+// delay were committed: the relay's backlog when it struck.
+const catchUpFrom = 10 * time.Second
 
 type version struct {
 	id string
@@ -236,6 +245,24 @@ func Check(h *History) *Report {
 		}
 	}
 
+	// How long each fault was in effect: until its recovery, or until the
+	// rows committed during it (and in the seconds before) were all
+	// delivered, whichever is later.
+	ends := make([]time.Time, len(h.Faults))
+	for i, f := range h.Faults {
+		ends[i] = f.End
+	}
+	for ver, ds := range got {
+		w := versions[ver.id][ver.v]
+		first := ds[firstDelivery(ds)].At
+		for i, f := range h.Faults {
+			if w.at.Before(f.End) && w.at.After(f.Start.Add(-catchUpFrom)) && first.After(ends[i]) {
+				ends[i] = first
+			}
+		}
+	}
+	horizon := h.Start.Add(100 * time.Hour)
+
 	// Per version: delivered once as committed, or FAILED; duplicates blamed.
 	charged := map[int]int{} // duplicates by fault (-1: none)
 	ids := make([]string, 0, len(versions))
@@ -254,6 +281,8 @@ func Check(h *History) *Report {
 						What: fmt.Sprintf("not publishable at its commit (%s); delivered %d times", w.row.Body, len(ds))})
 				}
 				continue
+			case Later:
+				continue
 			case Fail:
 				if len(ds) > 0 {
 					r.Never = append(r.Never, Finding{ID: id, Version: v, Key: w.row.Key, What: "routed to an exchange that does not exist; delivered"})
@@ -269,7 +298,7 @@ func Check(h *History) *Report {
 					what += fmt.Sprintf(", %s in %s", end.Status, end.Table)
 				}
 				r.Lost = append(r.Lost, Finding{ID: id, Version: v, Key: w.row.Key, What: what,
-					Fault: faultName(blame(h.Faults, w.at, h.Start.Add(100*time.Hour)))})
+					Fault: faultName(blame(h.Faults, ends, w.at, horizon))})
 				continue
 			}
 			r.Distinct++
@@ -278,11 +307,14 @@ func Check(h *History) *Report {
 				if j == first {
 					continue
 				}
-				i := blame(h.Faults, ds[first].At, d.At)
+				i := blame(h.Faults, ends, ds[first].At, d.At)
 				kind := "none"
 				if i >= 0 {
 					kind = h.Faults[i].Kind
 				}
+				r.Dups = append(r.Dups, Finding{ID: id, Version: v, Key: w.row.Key, Fault: faultName(i),
+					What: fmt.Sprintf("delivered again by %s at %.1fs (first by %s at %.1fs)", d.Src, d.At.Sub(h.Start).Seconds(),
+						ds[first].Src, ds[first].At.Sub(h.Start).Seconds())})
 				dc := r.Duplicates[kind]
 				if dc == nil {
 					dc = &DupCount{}
@@ -336,7 +368,7 @@ func Check(h *History) *Report {
 		if m, ok := maxSeq[g]; ok && f.seq < m {
 			r.Order = append(r.Order, Finding{ID: f.ver.id, Version: f.ver.v, Key: f.key,
 				What:  fmt.Sprintf("committed in transaction %d, first delivered by %s after a row of transaction %d", f.seq, f.d.Src, m),
-				Fault: faultName(blame(h.Faults, f.at, f.d.At))})
+				Fault: faultName(blame(h.Faults, ends, f.at, f.d.At))})
 			continue
 		}
 		maxSeq[g] = max(maxSeq[g], f.seq)
@@ -355,10 +387,10 @@ func Check(h *History) *Report {
 		w := versions[id][last]
 		switch end.Status {
 		case "PENDING", "SENDING":
-			if w.row.Expect != Never {
+			if w.row.Expect != Never && w.row.Expect != Later {
 				r.Pending = append(r.Pending, Finding{ID: id, Version: last, Key: w.row.Key,
 					What:  fmt.Sprintf("%s in %s after the drain (%d deliveries)", end.Status, end.Table, len(got[version{id, last}])),
-					Fault: faultName(blame(h.Faults, w.at, h.Start.Add(100*time.Hour)))})
+					Fault: faultName(blame(h.Faults, ends, w.at, horizon))})
 			}
 		case "FAILED":
 			switch {
@@ -370,7 +402,7 @@ func Check(h *History) *Report {
 			}
 		}
 	}
-	for _, fs := range [][]Finding{r.Lost, r.Drafts, r.Unknown, r.RolledBack, r.Never, r.Pending, r.Failed} {
+	for _, fs := range [][]Finding{r.Lost, r.Drafts, r.Unknown, r.RolledBack, r.Never, r.Pending, r.Failed, r.Dups} {
 		sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
 	}
 	return r

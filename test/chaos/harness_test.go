@@ -299,7 +299,9 @@ func (e *env) drain(txs []Tx, within time.Duration) error {
 			live, archives := e.tables()
 			for _, table := range append([]string{live}, archives...) {
 				var n int
-				if err := e.db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM `%s` WHERE status IN ('PENDING', 'SENDING')", table)).Scan(&n); err != nil {
+				// Rows re-queued for hours on are the sweeper's then.
+				if err := e.db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM `%s` WHERE status IN ('PENDING', 'SENDING') "+
+					"AND (next_retry_time IS NULL OR next_retry_time < NOW(3) + INTERVAL 1 HOUR)", table)).Scan(&n); err != nil {
 					return fmt.Errorf("counting pending rows of %s: %w", table, err)
 				}
 				pending += n

@@ -40,6 +40,10 @@ const (
 	Deliver Expect = "deliver" // delivered, as committed
 	Fail    Expect = "fail"    // routed nowhere: ends FAILED with a reason, never delivered
 	Never   Expect = "never"   // not publishable at commit (cancelled in its transaction, another table): never delivered
+	// Later: re-queued for later (a next_retry_time hours ahead): the
+	// sweeper's when due, the binlog path's at once if route.time_zone
+	// reads the time as past. Not judged but for drafts.
+	Later Expect = "later"
 )
 
 // Tx is one transaction of the writer, in the order the writer committed

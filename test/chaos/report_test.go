@@ -51,7 +51,8 @@ func writeArtifacts(t *testing.T, e *env, h *History, res *result) string {
 		fmt.Fprintf(&b, "%s\n", m)
 	}
 	for name, fs := range map[string][]Finding{"lost": res.r.Lost, "drafts": res.r.Drafts, "pending": res.r.Pending, "order": res.r.Order,
-		"rolled back delivered": res.r.RolledBack, "never to deliver, delivered": res.r.Never, "unknown": res.r.Unknown, "failed": res.r.Failed} {
+		"rolled back delivered": res.r.RolledBack, "never to deliver, delivered": res.r.Never, "unknown": res.r.Unknown, "failed": res.r.Failed,
+		"duplicates": res.r.Dups} {
 		if len(fs) == 0 {
 			continue
 		}

@@ -384,8 +384,9 @@ func (w *writer) xa() int {
 
 // requeue puts up to n SENT rows back to PENDING with a new body, as an
 // application re-queues a message (docs/lifecycle.md, "Put back to a
-// publishable status"): each is a new version to deliver.
-func (w *writer) requeue(n int) (int, error) {
+// publishable status"): each is a new version to deliver. later re-queues
+// them for two hours on (next_retry_time): the sweeper's then.
+func (w *writer) requeue(n int, later bool) (int, error) {
 	w.hold.Lock()
 	defer w.hold.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -421,14 +422,18 @@ func (w *writer) requeue(n int) (int, error) {
 		}
 		_ = jsonUnmarshal(s.body, &doc)
 		b := body(s.key, doc.N, v, fmt.Sprintf("requeued %d", v))
-		r, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE `%s` SET status = 'PENDING', content = ?, retry_count = 0, next_retry_time = NULL WHERE message_id = ? AND status = 'SENT'", w.e.table), b, s.id)
+		next, expect := "NULL", Deliver
+		if later {
+			next, expect = "NOW(3) + INTERVAL 2 HOUR", Later
+		}
+		r, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE `%s` SET status = 'PENDING', content = ?, retry_count = 0, next_retry_time = %s WHERE message_id = ? AND status = 'SENT'", w.e.table, next), b, s.id)
 		if err != nil {
 			return 0, err
 		}
 		if k, _ := r.RowsAffected(); k != 1 {
 			return 0, fmt.Errorf("re-queue of %s changed %d rows", s.id, k)
 		}
-		rows = append(rows, Row{ID: s.id, Key: s.key, Version: v, Body: b, Expect: Deliver})
+		rows = append(rows, Row{ID: s.id, Key: s.key, Version: v, Body: b, Expect: expect})
 	}
 	if err := tx.Commit(); err != nil {
 		w.log("requeue", Unknown, rows)
