@@ -14,7 +14,7 @@ import (
 func history() *History {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	h := &History{Start: t0, End: map[string]EndRow{}}
+	h := &History{Start: t0, End: map[string]EndRow{}, Table: "producer_message"}
 	rows := []Row{
 		{ID: "m1", Key: "k1", Body: body("k1", 1, 0, ""), Expect: Deliver},
 		{ID: "m2", Key: "k1", Body: body("k1", 2, 0, ""), Expect: Deliver},
@@ -103,6 +103,16 @@ func TestCheckerFindsWhatEachHistoryBreaks(t *testing.T) {
 		{"rows of two keys interleaved", func(h *History) {
 			h.Deliveries[1].N, h.Deliveries[2].N = 2, 1
 		}, ""},
+		{"a failed row archived away with its retry recorded, as documented", func(h *History) {
+			h.Deliveries = h.Deliveries[:2]
+			h.Txs[2].Rows[0].Expect = Fail
+			h.End["m3"] = EndRow{Table: "producer_message_arch_1", Status: "PENDING", Error: "NOT_FOUND - no exchange"}
+		}, ""},
+		{"a failed row archived away with its failure recorded nowhere", func(h *History) {
+			h.Deliveries = h.Deliveries[:2]
+			h.Txs[2].Rows[0].Expect = Fail
+			h.End["m3"] = EndRow{Table: "producer_message_arch_1", Status: "PENDING"}
+		}, "left pending: 1"},
 		{"a row delivered and left PENDING", func(h *History) { h.End["m1"] = EndRow{Table: "producer_message", Status: "PENDING"} }, "left pending: 1"},
 		{"a re-queue delivered again is no duplicate", func(h *History) {
 			r := Row{ID: "m1", Key: "k1", Version: 1, Body: body("k1", 1, 1, "requeued"), Expect: Deliver}
@@ -135,9 +145,11 @@ func TestCheckerFindsWhatEachHistoryBreaks(t *testing.T) {
 	}
 }
 
-// A duplicate is charged to the first fault still going on at, or begun
-// after, the row's first delivery: a replay after a kill to the kill, not
-// to a fault long over before the row was first published.
+// A duplicate is charged to a fault still going on at, or begun after, the
+// row's first delivery: a replay to the last such fault before it (the
+// kill), one the sweeper sends a grace period later to the first (what
+// left the row behind); never to a fault long over before the row was
+// first published.
 func TestBlameChargesTheFaultAfterTheFirstDelivery(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -148,16 +160,18 @@ func TestBlameChargesTheFaultAfterTheFirstDelivery(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		first, dup float64
+		swept      bool
 		want       int
 	}{
-		{5, 11, 1},   // published before the kill, again after it
-		{9.5, 12, 1}, // just before
-		{25, 31, 2},  // held in the blackhole, published again after it
-		{2, 12, 0},   // first delivered during the failover: that one (nothing twice, its bound is 0)
-		{35, 36, -1}, // no fault after it
+		{5, 11, false, 1},   // published before the kill, again after it
+		{9.5, 12, false, 1}, // just before
+		{25, 31, false, 2},  // held in the blackhole, published again after it
+		{2, 12, false, 1},   // first delivered during the failover, replayed after the kill: the kill's
+		{2, 62, true, 0},    // first delivered during the failover, swept a minute later: the failover's
+		{35, 36, false, -1}, // no fault after it
 	} {
 		ends := []time.Time{faults[0].End, faults[1].End, faults[2].End}
-		if got := blame(faults, ends, at(tc.first), at(tc.dup)); got != tc.want {
+		if got := blame(faults, ends, at(tc.first), at(tc.dup), tc.swept); got != tc.want {
 			t.Errorf("first %.1fs, duplicate %.1fs: blamed %d, want %d", tc.first, tc.dup, got, tc.want)
 		}
 	}

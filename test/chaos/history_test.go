@@ -18,7 +18,8 @@ type History struct {
 	Txs        []Tx              `json:"txs"`
 	Deliveries []Delivery        `json:"deliveries"`
 	Faults     []FaultEvent      `json:"faults"`
-	End        map[string]EndRow `json:"end"` // by message id; status tables only
+	End        map[string]EndRow `json:"end"`   // by message id; status tables only
+	Table      string            `json:"table"` // the outbox table's name (the others in End are archives)
 	Journal    []string          `json:"journal"`
 }
 

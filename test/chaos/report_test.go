@@ -93,17 +93,25 @@ func matchIssue(s Schedule, r *Report) string {
 		}
 		return false
 	}
+	blamedWith := func(fs []Finding, kind, what string) bool {
+		for _, f := range fs {
+			if strings.HasPrefix(f.Fault, kind+" ") && strings.Contains(f.What, what) {
+				return true
+			}
+		}
+		return false
+	}
 	over := func(kind string) bool { d := r.Duplicates[kind]; return d != nil && len(d.Over) > 0 }
 	if s.Config.Stream && (blamed(r.Lost, "stream-blackhole") || blamed(r.Pending, "stream-blackhole") || over("stream-blackhole")) {
 		out = append(out, "issue 37 item 1 (a failed stream lane lets the checkpoint pass unconfirmed rows)")
 	}
-	if s.Config.Stream && (blamed(r.Lost, "config-change") || blamed(r.Pending, "config-change")) {
+	if s.Config.Stream && (blamed(r.Lost, "config-change") || blamed(r.Pending, "config-change") || over("config-change")) {
 		out = append(out, "issue 37 item 2 (publishing ids depend on settings seq_scope does not cover)")
 	}
 	if over("cutover-2step") || blamed(r.Pending, "cutover-2step") {
 		out = append(out, "issue 37 item 3 (a two-step cut-over leaves the copies PENDING)")
 	}
-	if blamed(r.Pending, "rename-rotation") || blamed(r.Lost, "rename-rotation") {
+	if blamedWith(r.Pending, "rename-rotation", "recorded nowhere") || blamed(r.Lost, "rename-rotation") {
 		out = append(out, "issue 37 item 4 (a failure record in the window of an archival rename is lost)")
 	}
 	if over("relay-pause") && s.Relays > 1 {

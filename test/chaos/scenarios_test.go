@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,5 +117,5 @@ func TestChaosScenarios(t *testing.T) {
 		}
 		t.Fatalf("-chaos.scenario %q matches none of %s", *scenarioFlag, strings.Join(names, ", "))
 	}
-	fmt.Print(sum.table())
+	out(sum.table())
 }
