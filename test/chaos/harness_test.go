@@ -20,6 +20,7 @@ var (
 	profileFlag  = flag.String("chaos.profile", "long", "the profile of -chaos.seed and -chaos.random: short (make test's) or long")
 	scenarioFlag = flag.String("chaos.scenario", "", "run the named scenarios matching this (all: every one; make chaos SCENARIO=...)")
 	splitFlag    = flag.Int("chaos.split", 1, "take 1/N of -chaos.random (make chaos runs N flavours one after another)")
+	keepFlag     = flag.Bool("chaos.keep", false, "write the artifacts of every schedule, passed or not")
 	outFlag      = flag.String("chaos.out", "", "also append each schedule's line and the summary to this file (make chaos prints them at the end)")
 )
 
@@ -227,7 +228,7 @@ func runSchedule(t *testing.T, s Schedule) *result {
 		ev.End = time.Now()
 		ev.Detail = strings.TrimSuffix(detail+"; "+more, "; ")
 		e.rec.fault(ev)
-		e.note("%s: %s (%.1fs)", p.Kind, ev.Detail, ev.End.Sub(ev.Start).Seconds())
+		e.note("%s from %.1fs for %.1fs: %s", p.Kind, ev.Start.Sub(e.start).Seconds(), ev.End.Sub(ev.Start).Seconds(), ev.Detail)
 		if rerr != nil {
 			fail("recovering from %s: %v", p.Kind, rerr)
 		}
@@ -273,8 +274,10 @@ func runSchedule(t *testing.T, s Schedule) *result {
 	res.r = Check(&h)
 	res.rows = res.r.Committed
 	res.took = time.Since(began)
-	if !res.ok() {
+	if !res.ok() || *keepFlag {
 		res.artifacts = writeArtifacts(t, e, &h, res)
+	}
+	if !res.ok() {
 		for _, p := range res.r.Problems() {
 			t.Errorf("%s", p)
 		}

@@ -64,6 +64,8 @@ func writeArtifacts(t *testing.T, e *env, h *History, res *result) string {
 	if m := matchIssue(s, res.r); m != "" {
 		fmt.Fprintf(&b, "\nmatches: %s\n", m)
 	}
+	b.WriteString("\ntimeline (per 5 s: rows committed to deliver, first deliveries by source, duplicates):\n")
+	b.WriteString(timeline(h))
 	b.WriteString("\njournal:\n")
 	for _, j := range h.Journal {
 		fmt.Fprintf(&b, "  %s\n", j)
@@ -79,6 +81,58 @@ func writeArtifacts(t *testing.T, e *env, h *History, res *result) string {
 		}
 	}
 	return dir
+}
+
+// timeline buckets the history by 5 s: what was committed and what
+// arrived, to see stalls and catch-ups at a glance.
+func timeline(h *History) string {
+	const step = 5 * time.Second
+	type bucket struct {
+		committed, first, dups int
+		src                    map[string]int
+	}
+	var bs []bucket
+	at := func(t time.Time) int {
+		i := max(int(t.Sub(h.Start)/step), 0)
+		for len(bs) <= i {
+			bs = append(bs, bucket{src: map[string]int{}})
+		}
+		return i
+	}
+	for _, tx := range h.Txs {
+		if tx.Outcome != Committed {
+			continue
+		}
+		for _, r := range tx.Rows {
+			if r.Expect == Deliver {
+				bs[at(tx.At)].committed++
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range sortedByTime(h.Deliveries) {
+		k := d.ID + "\x00" + normalize(d.Body)
+		i := at(d.At)
+		if seen[k] {
+			bs[i].dups++
+			continue
+		}
+		seen[k] = true
+		bs[i].first++
+		bs[i].src[d.Src]++
+	}
+	var b strings.Builder
+	for i, x := range bs {
+		fmt.Fprintf(&b, "  %5.0fs  committed %6d  delivered %6d (queue %d, stream %d)  again %d\n",
+			(time.Duration(i) * step).Seconds(), x.committed, x.first, x.src["queue"], x.src["stream"], x.dups)
+	}
+	return b.String()
+}
+
+func sortedByTime(ds []Delivery) []Delivery {
+	out := append([]Delivery(nil), ds...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
 }
 
 // matchIssue names the known loss path (issue 37) a failed run looks like,

@@ -51,12 +51,32 @@ func startWriter(e *env) *writer {
 	pool.SetMaxOpenConns(4)
 	w := &writer{e: e, rng: rand.New(rand.NewPCG(e.s.Seed, 0x5eed)), pool: pool, versions: map[string]int{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	if e.s.Traffic.PartialJSON {
+		// The relay reads a replica, which logs what it applies with its own
+		// settings: it must log the diffs too (the applier takes the global
+		// value when it starts).
+		for _, n := range switches {
+			setPartialJSON(e, n, "PARTIAL_JSON")
+			n := n
+			e.t.Cleanup(func() { setPartialJSON(e, n, "") })
+		}
+	}
 	if e.s.Traffic.Decoy > 0 {
 		e.tp.Exec(e.t, "switch1", fmt.Sprintf("CREATE TABLE `%s`.`%s` LIKE `%s`.`%s`", e.tp.DB, decoyName(e.table), e.tp.DB, e.table))
 	}
 	go w.run()
 	e.t.Cleanup(w.halt)
 	return w
+}
+
+// setPartialJSON sets binlog_row_value_options on a replica of the
+// topology (MySQL) and restarts its applier.
+func setPartialJSON(e *env, server, v string) {
+	for _, q := range []string{"STOP REPLICA SQL_THREAD", "SET GLOBAL binlog_row_value_options = '" + v + "'", "START REPLICA SQL_THREAD"} {
+		if _, err := e.tp.Servers[server].Exec(q); err != nil {
+			e.t.Errorf("%s: %s: %v", server, q, err)
+		}
+	}
 }
 
 // decoyName is the outbox table's name in other letter case: another
