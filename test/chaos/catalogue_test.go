@@ -187,7 +187,17 @@ func (relayPause) Recover(e *env, _ Planned, st *state) (string, error) {
 	}
 	r.paused = false
 	if len(e.relays) > 1 {
-		return fmt.Sprintf("SIGCONT; relay %d leads", e.leader()), nil
+		woke := time.Now()
+		l := e.leader()
+		if l != st.relay && l >= 0 && e.s.Traffic.Poison == 0 {
+			// Deposed: what it publishes from now on is counted (a row
+			// due for its sweeper would be too: none is due without
+			// failing rows).
+			e.mu.Lock()
+			e.woken = append(e.woken, Woken{Relay: st.relay, At: woke, Until: woke.Add(2 * leaseTTL)})
+			e.mu.Unlock()
+		}
+		return fmt.Sprintf("SIGCONT; relay %d leads", l), nil
 	}
 	return "SIGCONT", nil
 }

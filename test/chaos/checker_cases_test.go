@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"bytes"
+	"encoding/binary"
 	"reflect"
 	"slices"
 	"strings"
@@ -123,6 +125,12 @@ func TestCheckerFindsWhatEachHistoryBreaks(t *testing.T) {
 			r := Row{ID: "m1", Key: "k1", Version: 1, Body: body("k1", 1, 1, "requeued"), Expect: Deliver}
 			h.Txs = append(h.Txs, Tx{Seq: 4, Kind: "requeue", At: h.Start.Add(20 * time.Second), Outcome: Committed, Rows: []Row{r}})
 		}, "lost: 1"},
+		{"a leader deposed while paused publishes after it wakes", func(h *History) {
+			h.Woken = []Woken{{Relay: 0, At: h.Start.Add(5 * time.Second), Until: h.Start.Add(11 * time.Second), Publishes: 3}}
+		}, "a leader deposed while paused published after it woke: 1"},
+		{"a leader deposed while paused that keeps quiet", func(h *History) {
+			h.Woken = []Woken{{Relay: 0, At: h.Start.Add(5 * time.Second), Until: h.Start.Add(11 * time.Second)}}
+		}, ""},
 		{"an unsettled commit is judged neither way", func(h *History) {
 			h.Txs = append(h.Txs, Tx{Seq: 4, Kind: "insert", Outcome: Unknown, Rows: []Row{{ID: "m9", Key: "k1", Body: "y", Expect: Deliver}}})
 		}, ""},
@@ -264,5 +272,30 @@ func TestScenariosApply(t *testing.T) {
 				t.Errorf("%s: %s ends after the writer", sc.Name, p)
 			}
 		}
+	}
+}
+
+// publishTap passes AMQP frames on byte for byte and notes basic.publish
+// only (class 60, method 40), not the other methods, headers or bodies.
+func TestPublishTapCountsBasicPublish(t *testing.T) {
+	frame := func(typ byte, payload []byte) []byte {
+		f := []byte{typ, 0, 1, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(f[3:], uint32(len(payload)))
+		return append(append(f, payload...), 0xCE)
+	}
+	stream := []byte("AMQP\x00\x00\x09\x01")
+	stream = append(stream, frame(1, []byte{0, 60, 0, 40, 0, 0})...)   // basic.publish
+	stream = append(stream, frame(2, []byte{0, 60, 0, 0, 1, 2, 3})...) // its content header
+	stream = append(stream, frame(3, []byte("body"))...)               // its body
+	stream = append(stream, frame(1, []byte{0, 60, 0, 80, 1})...)      // basic.ack
+	stream = append(stream, frame(1, []byte{0, 60, 0, 40, 9, 9})...)   // another publish
+	var server bytes.Buffer
+	n := 0
+	publishTap(func() { n++ })(&server, bytes.NewReader(stream))
+	if !bytes.Equal(server.Bytes(), stream) {
+		t.Fatalf("the tap passed on %q, want %q", server.Bytes(), stream)
+	}
+	if n != 2 {
+		t.Fatalf("%d publishes noted, want 2", n)
 	}
 }

@@ -78,6 +78,9 @@ type Report struct {
 	Failed     []Finding
 	// Dups are the duplicate deliveries, each with the fault charged.
 	Dups []Finding
+	// Woken are leaders that published after waking from a pause past
+	// their lease (docs/ha.md: they publish nothing).
+	Woken []Finding
 }
 
 // OK is true when nothing is held against the run.
@@ -104,6 +107,7 @@ func (r *Report) Problems() []string {
 	add("order per key", r.Order)
 	add("left pending", r.Pending)
 	add("failed", r.Failed)
+	add("a leader deposed while paused published after it woke", r.Woken)
 	for _, k := range sortedKeys(r.Duplicates) {
 		d := r.Duplicates[k]
 		if len(d.Over) > 0 {
@@ -426,6 +430,12 @@ func Check(h *History) *Report {
 			case end.Error == "":
 				r.Failed = append(r.Failed, Finding{ID: id, Version: last, Key: w.row.Key, What: "FAILED without a reason in " + end.Table})
 			}
+		}
+	}
+	for _, w := range h.Woken {
+		if w.Publishes > 0 {
+			r.Woken = append(r.Woken, Finding{ID: fmt.Sprintf("relay %d", w.Relay),
+				What: fmt.Sprintf("%d basic.publish in the %.1fs after SIGCONT at %.1fs, another relay leading", w.Publishes, w.Until.Sub(w.At).Seconds(), w.At.Sub(h.Start).Seconds())})
 		}
 	}
 	for _, fs := range [][]Finding{r.Lost, r.Drafts, r.Unknown, r.RolledBack, r.Never, r.Pending, r.Failed, r.Dups} {

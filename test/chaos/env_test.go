@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
@@ -52,10 +55,12 @@ type env struct {
 	archives []string // tables a rotation renamed it to
 	cutovers int
 	settings settings // what a config change changes
+	woken    []Woken  // leaders deposed while paused
 
 	primary  *faultproxy.Proxy
 	replicas [2]*faultproxy.Proxy // switch2, switch3
-	amqp     []*faultproxy.Proxy  // one per broker node
+	amqp     []*faultproxy.Proxy  // every relay's, to every broker node
+	nodes    []string             // the broker nodes, host:port
 	stream   *faultproxy.Proxy
 	redisPx  *faultproxy.Proxy
 	store    *privateRedis
@@ -85,6 +90,70 @@ type relayProc struct {
 	proc     *relaytest.Process
 	logs     []string // every log file, one per start
 	paused   bool
+	amqp     []*faultproxy.Proxy // its own, to each broker node
+
+	mu        sync.Mutex
+	publishes []time.Time // each basic.publish it sent, when it passed its proxy
+}
+
+func (r *relayProc) published() {
+	r.mu.Lock()
+	r.publishes = append(r.publishes, time.Now())
+	r.mu.Unlock()
+}
+
+// publishedBetween counts relay r's publishes in (from, to].
+func (r *relayProc) publishedBetween(from, to time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.publishes {
+		if at.After(from) && !at.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// publishTap passes a client's AMQP 0-9-1 frames on unchanged and calls
+// note for each basic.publish (a method frame, type 1, of class 60 and
+// method 40: https://www.rabbitmq.com/resources/specs/amqp0-9-1.pdf, 4.2.3
+// and 1.8.3), from the client's side of a proxy.
+func publishTap(note func()) faultproxy.Tap {
+	return func(server io.Writer, client io.Reader) {
+		r := bufio.NewReaderSize(client, 64<<10)
+		w := bufio.NewWriterSize(server, 64<<10)
+		head := make([]byte, 8) // the protocol header first: "AMQP" 0 0 9 1
+		if _, err := io.ReadFull(r, head); err != nil {
+			return
+		}
+		if _, err := w.Write(head); err != nil || w.Flush() != nil {
+			return
+		}
+		var fh [7]byte // type, channel, size
+		for {
+			if _, err := io.ReadFull(r, fh[:]); err != nil {
+				return
+			}
+			size := int(binary.BigEndian.Uint32(fh[3:7]))
+			if _, err := w.Write(fh[:]); err != nil {
+				return
+			}
+			if fh[0] == 1 && size >= 4 {
+				if m, err := r.Peek(4); err == nil && binary.BigEndian.Uint16(m[0:2]) == 60 && binary.BigEndian.Uint16(m[2:4]) == 40 {
+					note()
+				}
+			}
+			if _, err := io.CopyN(w, r, int64(size)+1); err != nil { // the payload and the frame end
+				return
+			}
+			if r.Buffered() == 0 {
+				if err := w.Flush(); err != nil {
+					return
+				}
+			}
+		}
+	}
 }
 
 // recorder collects the history as it happens, from several goroutines.
@@ -160,13 +229,13 @@ func newEnv(t *testing.T, s *Schedule) *env {
 		e.exchange, e.queue = testenv.UniqueName("ex_chaos"), testenv.UniqueName("qq_chaos")
 		e.rabbit.declareQuorumQueue(e.exchange, e.queue)
 		for _, n := range rabbitNodes {
-			e.amqp = append(e.amqp, testenv.Proxy(t, fmt.Sprintf("127.0.0.1:%d", n.amqp)))
+			e.nodes = append(e.nodes, fmt.Sprintf("127.0.0.1:%d", n.amqp))
 			e.brokerURLs = append(e.brokerURLs, n.url())
 		}
 	default:
 		br := testenv.NewBroker(t)
 		e.exchange, e.queue = br.Exchange, br.Queue
-		e.amqp = []*faultproxy.Proxy{testenv.Proxy(t, testenv.AMQPHostPort())}
+		e.nodes = []string{testenv.AMQPHostPort()}
 		e.brokerURLs = []string{testenv.AMQPURL}
 	}
 	if s.Config.Stream {
@@ -203,13 +272,28 @@ func newEnv(t *testing.T, s *Schedule) *env {
 	}
 	t.Cleanup(func() { _ = e.rc.Close() })
 
+	// Each relay reaches the broker through proxies of its own, which count
+	// what it publishes: a leader deposed while paused must publish nothing
+	// once it wakes.
 	for i := 0; i < s.Relays; i++ {
-		e.relays = append(e.relays, &relayProc{serverID: 300000 + rand.Uint32N(1<<20)})
+		r := &relayProc{serverID: 300000 + rand.Uint32N(1<<20)}
+		for _, n := range e.nodes {
+			p, err := faultproxy.ListenTap(n, publishTap(r.published))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			r.amqp = append(r.amqp, p)
+			e.amqp = append(e.amqp, p)
+		}
+		e.relays = append(e.relays, r)
 	}
 	return e
 }
 
-// relayYAML is relay i's config for the current settings.
+// relayYAML is the relays' config for the current settings, with
+// SERVER_ID for each relay's own replica server id and BROKER_URLS for its
+// own proxies to the broker.
 func (e *env) relayYAML() string {
 	s := e.s
 	e.mu.Lock()
@@ -229,17 +313,7 @@ func (e *env) relayYAML() string {
 	} else {
 		table = fmt.Sprintf("  - {preset: debezium, schema: %s, route: {partition_key: aggregateid%s}}\n", e.tp.DB, tz)
 	}
-	var broker string
-	if len(e.amqp) == 1 {
-		broker = fmt.Sprintf(`url: "amqp://guest:guest@%s/"`, e.amqp[0].Addr())
-	} else {
-		urls := make([]string, len(e.amqp))
-		for i, p := range e.amqp {
-			urls[i] = fmt.Sprintf(`"amqp://guest:guest@%s/"`, p.Addr())
-		}
-		broker = "urls: [" + strings.Join(urls, ", ") + "]"
-	}
-	broker += fmt.Sprintf(", window: %d", brokerWindow)
+	broker := "BROKER_URLS" + fmt.Sprintf(", window: %d", brokerWindow)
 	if s.Config.Stream {
 		broker += fmt.Sprintf(`, stream: {name: %s, uri: "%s"}`, e.streamName, testenv.StreamURI(e.stream.Addr()))
 	}
@@ -282,7 +356,18 @@ func (e *env) relayYAML() string {
 func (e *env) writeConfigs() {
 	y := e.relayYAML()
 	for _, r := range e.relays {
-		r.cfg = relaytest.WriteConfig(e.t, strings.ReplaceAll(y, "SERVER_ID", fmt.Sprint(r.serverID)))
+		var broker string
+		if len(r.amqp) == 1 {
+			broker = fmt.Sprintf(`url: "amqp://guest:guest@%s/"`, r.amqp[0].Addr())
+		} else {
+			urls := make([]string, len(r.amqp))
+			for i, p := range r.amqp {
+				urls[i] = fmt.Sprintf(`"amqp://guest:guest@%s/"`, p.Addr())
+			}
+			broker = "urls: [" + strings.Join(urls, ", ") + "]"
+		}
+		c := strings.ReplaceAll(y, "SERVER_ID", fmt.Sprint(r.serverID))
+		r.cfg = relaytest.WriteConfig(e.t, strings.ReplaceAll(c, "BROKER_URLS", broker))
 	}
 }
 

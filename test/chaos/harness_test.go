@@ -267,6 +267,12 @@ func runSchedule(t *testing.T, s Schedule) *result {
 	e.rec.h.Txs = txs
 	e.rec.h.End = end
 	e.rec.h.Table = live
+	e.mu.Lock()
+	for _, w := range e.woken {
+		w.Publishes = e.relays[w.Relay].publishedBetween(w.At, w.Until)
+		e.rec.h.Woken = append(e.rec.h.Woken, w)
+	}
+	e.mu.Unlock()
 	h := e.rec.h
 	h.Deliveries = append([]Delivery(nil), h.Deliveries...)
 	h.Journal = append([]string(nil), h.Journal...)

@@ -21,6 +21,17 @@ type History struct {
 	End        map[string]EndRow `json:"end"`   // by message id; status tables only
 	Table      string            `json:"table"` // the outbox table's name (the others in End are archives)
 	Journal    []string          `json:"journal"`
+	// Woken are the leaders paused past their lease, each with what it
+	// published in the seconds after SIGCONT (counted at its own proxy).
+	Woken []Woken `json:"woken,omitempty"`
+}
+
+// Woken is a leader deposed while paused, woken again.
+type Woken struct {
+	Relay     int       `json:"relay"`
+	At        time.Time `json:"at"`    // SIGCONT
+	Until     time.Time `json:"until"` // the end of the window counted
+	Publishes int       `json:"publishes"`
 }
 
 // Outcome is what became of a transaction.

@@ -52,7 +52,7 @@ func writeArtifacts(t *testing.T, e *env, h *History, res *result) string {
 	}
 	for name, fs := range map[string][]Finding{"lost": res.r.Lost, "drafts": res.r.Drafts, "pending": res.r.Pending, "order": res.r.Order,
 		"rolled back delivered": res.r.RolledBack, "never to deliver, delivered": res.r.Never, "unknown": res.r.Unknown, "failed": res.r.Failed,
-		"duplicates": res.r.Dups} {
+		"duplicates": res.r.Dups, "woken leaders": res.r.Woken} {
 		if len(fs) == 0 {
 			continue
 		}
@@ -168,7 +168,7 @@ func matchIssue(s Schedule, r *Report) string {
 	if blamedWith(r.Pending, "rename-rotation", "recorded nowhere") || blamed(r.Lost, "rename-rotation") {
 		out = append(out, "issue 37 item 4 (a failure record in the window of an archival rename is lost)")
 	}
-	if over("relay-pause") && s.Relays > 1 {
+	if len(r.Woken) > 0 || (over("relay-pause") && s.Relays > 1) {
 		out = append(out, "issue 37 item 5 (a leader paused past its lease publishes when it wakes)")
 	}
 	if len(r.Never) > 0 && s.Traffic.Decoy > 0 {
