@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-relay/binlog-relay/internal/faultproxy"
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
@@ -240,11 +241,27 @@ func (brokerBlackhole) Inject(e *env, _ Planned, _ *state) (string, error) {
 	}
 	return "AMQP blackholed: no answer, no RST", nil
 }
-func (brokerBlackhole) Recover(e *env, _ Planned, _ *state) (string, error) {
-	for _, p := range e.amqp {
-		p.Restore()
+func (brokerBlackhole) Recover(e *env, p Planned, _ *state) (string, error) {
+	return heal(e.amqp, p), nil
+}
+
+// heal ends a blackhole: as a network that heals (what was held goes
+// through), or, for odd Args, as one whose firewall or NAT lost the
+// connections' state (they are reset, what was held is lost).
+func heal(ps []*faultproxy.Proxy, p Planned) string {
+	if p.Arg%2 == 1 {
+		for _, x := range ps {
+			x.Cut()
+		}
+		for _, x := range ps {
+			x.Restore()
+		}
+		return "ended with the connections reset"
 	}
-	return "", nil
+	for _, x := range ps {
+		x.Restore()
+	}
+	return "healed"
 }
 
 type streamBlackhole struct{}
@@ -260,9 +277,8 @@ func (streamBlackhole) Inject(e *env, _ Planned, _ *state) (string, error) {
 	e.stream.Blackhole()
 	return "stream port blackholed", nil
 }
-func (streamBlackhole) Recover(e *env, _ Planned, _ *state) (string, error) {
-	e.stream.Restore()
-	return "", nil
+func (streamBlackhole) Recover(e *env, p Planned, _ *state) (string, error) {
+	return heal([]*faultproxy.Proxy{e.stream}, p), nil
 }
 
 // rabbitNodeStop stops the app of one node of the three-node cluster

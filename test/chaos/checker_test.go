@@ -36,7 +36,10 @@ type Finding struct {
 }
 
 func (f Finding) String() string {
-	s := fmt.Sprintf("%s v%d", f.ID, f.Version)
+	s := f.ID
+	if f.Version >= 0 {
+		s += fmt.Sprintf(" v%d", f.Version)
+	}
 	if f.Key != "" {
 		s += " key " + f.Key
 	}
@@ -434,7 +437,7 @@ func Check(h *History) *Report {
 	}
 	for _, w := range h.Woken {
 		if w.Publishes > 0 {
-			r.Woken = append(r.Woken, Finding{ID: fmt.Sprintf("relay %d", w.Relay),
+			r.Woken = append(r.Woken, Finding{ID: fmt.Sprintf("relay %d", w.Relay), Version: -1,
 				What: fmt.Sprintf("%d basic.publish in the %.1fs after SIGCONT at %.1fs, another relay leading", w.Publishes, w.Until.Sub(w.At).Seconds(), w.At.Sub(h.Start).Seconds())})
 		}
 	}
