@@ -131,6 +131,12 @@ func TestCheckerFindsWhatEachHistoryBreaks(t *testing.T) {
 		{"a leader deposed while paused that keeps quiet", func(h *History) {
 			h.Woken = []Woken{{Relay: 0, At: h.Start.Add(5 * time.Second), Until: h.Start.Add(11 * time.Second)}}
 		}, ""},
+		{"into a stream, a row only the sweeper sent", func(h *History) {
+			h.Schedule.Config.Stream = true
+			for i := range h.Deliveries[:2] {
+				h.Deliveries[i].Src = "stream"
+			}
+		}, "not into the stream (sent by the sweeper over AMQP only): 1"},
 		{"an unsettled commit is judged neither way", func(h *History) {
 			h.Txs = append(h.Txs, Tx{Seq: 4, Kind: "insert", Outcome: Unknown, Rows: []Row{{ID: "m9", Key: "k1", Body: "y", Expect: Deliver}}})
 		}, ""},

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,6 +85,11 @@ type Report struct {
 	// Woken are leaders that published after waking from a pause past
 	// their lease (docs/ha.md: they publish nothing).
 	Woken []Finding
+	// OffStream are rows of a stream configuration that never reached the
+	// stream, only the queue (the sweeper's AMQP): a stream consumer never
+	// sees them. Only a row the stream lane cannot take goes that way, and
+	// the harness writes none.
+	OffStream []Finding
 }
 
 // OK is true when nothing is held against the run.
@@ -111,6 +117,7 @@ func (r *Report) Problems() []string {
 	add("left pending", r.Pending)
 	add("failed", r.Failed)
 	add("a leader deposed while paused published after it woke", r.Woken)
+	add("not into the stream (sent by the sweeper over AMQP only)", r.OffStream)
 	for _, k := range sortedKeys(r.Duplicates) {
 		d := r.Duplicates[k]
 		if len(d.Over) > 0 {
@@ -321,6 +328,11 @@ func Check(h *History) *Report {
 				continue
 			}
 			r.Distinct++
+			if h.Schedule.Config.Stream && !slices.ContainsFunc(ds, func(d Delivery) bool { return d.Src == "stream" }) {
+				r.OffStream = append(r.OffStream, Finding{ID: id, Version: v, Key: w.row.Key,
+					What:  fmt.Sprintf("delivered %d times, only by the queue (first at %.1fs)", len(ds), ds[firstDelivery(ds)].At.Sub(h.Start).Seconds()),
+					Fault: faultName(blame(h.Faults, ends, w.at, horizon, true))})
+			}
 			first := firstDelivery(ds)
 			for j, d := range ds {
 				if j == first {
@@ -441,7 +453,7 @@ func Check(h *History) *Report {
 				What: fmt.Sprintf("%d basic.publish in the %.1fs after SIGCONT at %.1fs, another relay leading", w.Publishes, w.Until.Sub(w.At).Seconds(), w.At.Sub(h.Start).Seconds())})
 		}
 	}
-	for _, fs := range [][]Finding{r.Lost, r.Drafts, r.Unknown, r.RolledBack, r.Never, r.Pending, r.Failed, r.Dups} {
+	for _, fs := range [][]Finding{r.Lost, r.Drafts, r.Unknown, r.RolledBack, r.Never, r.Pending, r.Failed, r.Dups, r.OffStream} {
 		sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
 	}
 	return r

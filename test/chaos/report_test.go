@@ -52,7 +52,7 @@ func writeArtifacts(t *testing.T, e *env, h *History, res *result) string {
 	}
 	for name, fs := range map[string][]Finding{"lost": res.r.Lost, "drafts": res.r.Drafts, "pending": res.r.Pending, "order": res.r.Order,
 		"rolled back delivered": res.r.RolledBack, "never to deliver, delivered": res.r.Never, "unknown": res.r.Unknown, "failed": res.r.Failed,
-		"duplicates": res.r.Dups, "woken leaders": res.r.Woken} {
+		"duplicates": res.r.Dups, "woken leaders": res.r.Woken, "not into the stream": res.r.OffStream} {
 		if len(fs) == 0 {
 			continue
 		}
@@ -156,7 +156,7 @@ func matchIssue(s Schedule, r *Report) string {
 		return false
 	}
 	over := func(kind string) bool { d := r.Duplicates[kind]; return d != nil && len(d.Over) > 0 }
-	if s.Config.Stream && (blamed(r.Lost, "stream-blackhole") || blamed(r.Pending, "stream-blackhole") || over("stream-blackhole")) {
+	if s.Config.Stream && (blamed(r.Lost, "stream-blackhole") || blamed(r.Pending, "stream-blackhole") || blamed(r.OffStream, "stream-blackhole") || over("stream-blackhole")) {
 		out = append(out, "issue 37 item 1 (a failed stream lane lets the checkpoint pass unconfirmed rows)")
 	}
 	if s.Config.Stream && (blamed(r.Lost, "config-change") || blamed(r.Pending, "config-change") || over("config-change")) {

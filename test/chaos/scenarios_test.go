@@ -52,6 +52,9 @@ var scenarios = []scenario{
 		at(5, "stream-blackhole", 35, 1))},
 	{Issue: "37.1", Schedule: named("stream-lane-fails-status", "relaxed/stream/status", 1, 80*time.Second, Traffic{Rate: 150},
 		at(5, "stream-blackhole", 35, 1))},
+	// The same, healed: what the lane held goes through after all.
+	{Issue: "37.1", Schedule: named("stream-lane-fails-healed", "relaxed/stream/status", 1, 80*time.Second, Traffic{Rate: 150},
+		at(5, "stream-blackhole", 35, 0))},
 	// Re-queues for later, then a SIGKILL and route.time_zone moved (UTC to
 	// Asia/Shanghai and back): the rows the reader emits before the kill
 	// position differ between the two, and so do the publishing ids of the
