@@ -1,8 +1,6 @@
 package chaos
 
-import (
-	"time"
-)
+import "time"
 
 // Fault is one kind of failure the harness injects, as etcd's robustness
 // tests have failpoints: a name, where it applies, how long it lasts, how

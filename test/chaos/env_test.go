@@ -29,7 +29,7 @@ import (
 const leaseTTL = 3 * time.Second
 
 // brokerWindow is broker.window: the unconfirmed messages a lost
-// connection may publish twice (the bounds in catalogue.go count it).
+// connection may publish twice (the bounds in catalogue_test.go count it).
 const brokerWindow = 256
 
 // batchSize is relay.batch_size as shipped: the confirmed rows that may

@@ -11,7 +11,7 @@ import (
 // outcome the end state settles), every delivery of the queue and the
 // stream consumers, every fault with when it began and ended, and the
 // outbox tables as they were once the run had drained. A failed run writes
-// it out whole (artifact.go), as etcd's robustness tests keep theirs.
+// it out whole (writeArtifacts), as etcd's robustness tests keep theirs.
 type History struct {
 	Schedule   Schedule          `json:"schedule"`
 	Start      time.Time         `json:"start"`
@@ -100,7 +100,7 @@ type FaultEvent struct {
 	Detail string    `json:"detail"`
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
-	Bound  int       `json:"bound"` // duplicates the docs allow for it (catalogue.go)
+	Bound  int       `json:"bound"` // duplicates the docs allow for it (catalogue_test.go)
 }
 
 // EndRow is a row of a status table at the end of the run.

@@ -97,7 +97,7 @@ type Planned struct {
 	At   time.Duration `json:"at"`   // after the writer starts
 	Kind string        `json:"kind"` // a catalogue name
 	Hold time.Duration `json:"hold"` // how long it lasts before it is recovered
-	Arg  int           `json:"arg"`  // the kind's own choice (catalogue.go)
+	Arg  int           `json:"arg"`  // the kind's own choice (the faults_*_test.go files)
 }
 
 func (p Planned) String() string {
@@ -128,7 +128,7 @@ type Traffic struct {
 
 // Schedule is one run: a configuration, a topology, the traffic and the
 // faults, all drawn from the seed (Draw), or written out by hand for a
-// named scenario (scenarios.go).
+// named scenario (scenarios_test.go).
 type Schedule struct {
 	Name     string        `json:"name,omitempty"` // a named scenario's
 	Seed     uint64        `json:"seed"`
