@@ -159,12 +159,12 @@ func TestCheckerFindsWhatEachHistoryBreaks(t *testing.T) {
 	}
 }
 
-// A duplicate is charged to a fault still going on at, or begun after, the
-// row's first delivery: a replay to the last such fault before it (the
-// kill), one the sweeper sends a grace period later to the first (what
-// left the row behind); never to a fault long over before the row was
-// first published.
-func TestBlameChargesTheFaultAfterTheFirstDelivery(t *testing.T) {
+// A replay is charged to the last fault still going on at, or begun
+// after, the row's first delivery (the kill), never to one long over
+// before the row was first published; what was left behind (lost, left
+// pending, swept again a grace period later) to the fault going on at the
+// row's commit, or else the first one after it.
+func TestBlameChargesTheFaultThatCausedIt(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	faults := []FaultEvent{
@@ -172,21 +172,32 @@ func TestBlameChargesTheFaultAfterTheFirstDelivery(t *testing.T) {
 		{Kind: "relay-kill", Start: at(10), End: at(10.5)},
 		{Kind: "broker-blackhole", Start: at(20), End: at(30)},
 	}
+	ends := []time.Time{faults[0].End, faults[1].End, faults[2].End}
 	for _, tc := range []struct {
 		first, dup float64
-		swept      bool
 		want       int
 	}{
-		{5, 11, false, 1},   // published before the kill, again after it
-		{9.5, 12, false, 1}, // just before
-		{25, 31, false, 2},  // held in the blackhole, published again after it
-		{2, 12, false, 1},   // first delivered during the failover, replayed after the kill: the kill's
-		{2, 62, true, 0},    // first delivered during the failover, swept a minute later: the failover's
-		{35, 36, false, -1}, // no fault after it
+		{5, 11, 1},   // published before the kill, again after it
+		{9.5, 12, 1}, // just before
+		{25, 31, 2},  // held in the blackhole, published again after it
+		{2, 12, 1},   // first delivered during the failover, replayed after the kill: the kill's
+		{35, 36, -1}, // no fault after it
 	} {
-		ends := []time.Time{faults[0].End, faults[1].End, faults[2].End}
-		if got := blame(faults, ends, at(tc.first), at(tc.dup), tc.swept); got != tc.want {
+		if got := blame(faults, ends, at(tc.first), at(tc.dup)); got != tc.want {
 			t.Errorf("first %.1fs, duplicate %.1fs: blamed %d, want %d", tc.first, tc.dup, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		commit, seen float64
+		want         int
+	}{
+		{2, 70, 0},   // committed during the failover
+		{9.9, 70, 1}, // just before the kill
+		{25, 90, 2},  // during the blackhole, though the kill's catch-up may still run
+		{31, 32, -1}, // nothing after it
+	} {
+		if got := blameCommit(faults, at(tc.commit), at(tc.seen)); got != tc.want {
+			t.Errorf("committed %.1fs, seen %.1fs: blamed %d, want %d", tc.commit, tc.seen, got, tc.want)
 		}
 	}
 }

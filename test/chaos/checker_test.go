@@ -142,24 +142,37 @@ func (r *Report) TotalDuplicates() int {
 // began.
 const blameSlack = time.Second
 
-// blame is the fault that explains something seen at `seen` about a row
-// version whose story began at `from` (its first delivery, or its commit).
-// The candidates are the faults still in effect at from (less blameSlack)
-// or begun after it, and begun before seen; a fault is in effect from its
-// start until ends[i]: its recovery, or later, once every row committed
-// during it was delivered (a relay paused for a minute sends its backlog
-// after SIGCONT). Of the candidates, swept picks the earliest: what the
-// sweeper sends again a grace period later was left behind by the fault in
-// effect when the row went out first, whatever came since. Otherwise the
-// latest: a replay or a republish follows the fault that caused it. -1:
-// none.
-func blame(faults []FaultEvent, ends []time.Time, from, seen time.Time, swept bool) int {
+// blame is the fault that explains a replay or a republish seen at `seen`
+// of a row version first delivered at `from`: the last fault begun before
+// seen that was still in effect at from (less blameSlack) or began after
+// it. A fault is in effect from its start until ends[i]: its recovery, or
+// later, once every row committed during it was delivered (a relay paused
+// for a minute sends its backlog after SIGCONT). -1: none.
+func blame(faults []FaultEvent, ends []time.Time, from, seen time.Time) int {
 	best := -1
 	for i, f := range faults {
 		if f.Start.After(seen) || ends[i].Before(from.Add(-blameSlack)) {
 			continue
 		}
-		if best < 0 || (swept && f.Start.Before(faults[best].Start)) || (!swept && f.Start.After(faults[best].Start)) {
+		if best < 0 || f.Start.After(faults[best].Start) {
+			best = i
+		}
+	}
+	return best
+}
+
+// blameCommit is the fault that left behind a row version committed at
+// `at`, for what is seen of it at `seen`: lost, left pending, or sent again
+// by the sweeper a grace period later. The fault going on at its commit,
+// or else the first one after it: what came later had nothing of it left
+// to lose. -1: none.
+func blameCommit(faults []FaultEvent, at, seen time.Time) int {
+	best := -1
+	for i, f := range faults {
+		if !f.Start.After(at) && !f.End.Before(at) {
+			return i
+		}
+		if f.Start.After(at) && !f.Start.After(seen) && (best < 0 || f.Start.Before(faults[best].Start)) {
 			best = i
 		}
 	}
@@ -324,21 +337,24 @@ func Check(h *History) *Report {
 					what += fmt.Sprintf(", %s in %s", end.Status, end.Table)
 				}
 				r.Lost = append(r.Lost, Finding{ID: id, Version: v, Key: w.row.Key, What: what,
-					Fault: faultName(blame(h.Faults, ends, w.at, horizon, true))})
+					Fault: faultName(blameCommit(h.Faults, w.at, horizon))})
 				continue
 			}
 			r.Distinct++
 			if h.Schedule.Config.Stream && !slices.ContainsFunc(ds, func(d Delivery) bool { return d.Src == "stream" }) {
 				r.OffStream = append(r.OffStream, Finding{ID: id, Version: v, Key: w.row.Key,
 					What:  fmt.Sprintf("delivered %d times, only by the queue (first at %.1fs)", len(ds), ds[firstDelivery(ds)].At.Sub(h.Start).Seconds()),
-					Fault: faultName(blame(h.Faults, ends, w.at, horizon, true))})
+					Fault: faultName(blameCommit(h.Faults, w.at, horizon))})
 			}
 			first := firstDelivery(ds)
 			for j, d := range ds {
 				if j == first {
 					continue
 				}
-				i := blame(h.Faults, ends, ds[first].At, d.At, d.At.Sub(w.at) >= sweptAfter)
+				i := blame(h.Faults, ends, ds[first].At, d.At)
+				if d.At.Sub(w.at) >= sweptAfter {
+					i = blameCommit(h.Faults, w.at, d.At)
+				}
 				kind := "none"
 				if i >= 0 {
 					kind = h.Faults[i].Kind
@@ -402,7 +418,7 @@ func Check(h *History) *Report {
 		if m, ok := maxSeq[g]; ok && f.seq < m {
 			r.Order = append(r.Order, Finding{ID: f.ver.id, Version: f.ver.v, Key: f.key,
 				What:  fmt.Sprintf("committed in transaction %d, first delivered by %s after a row of transaction %d", f.seq, f.d.Src, m),
-				Fault: faultName(blame(h.Faults, ends, f.at, f.d.At, false))})
+				Fault: faultName(blame(h.Faults, ends, f.at, f.d.At))})
 			continue
 		}
 		maxSeq[g] = max(maxSeq[g], f.seq)
@@ -435,7 +451,7 @@ func Check(h *History) *Report {
 					what += ", its failure recorded nowhere"
 				}
 				r.Pending = append(r.Pending, Finding{ID: id, Version: last, Key: w.row.Key, What: what,
-					Fault: faultName(blame(h.Faults, ends, w.at, horizon, true))})
+					Fault: faultName(blameCommit(h.Faults, w.at, horizon))})
 			}
 		case "FAILED":
 			switch {
