@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -42,13 +43,13 @@ func Requeue(ctx context.Context, e Env, o RequeueOptions, w io.Writer) error {
 // requeueTable picks the table: the one named, or the only one with a
 // failed status.
 func (e Env) requeueTable(name string) (*outbox.Table, error) {
-	var candidates []*outbox.Table
-	for _, t := range e.Cfg.Tables {
-		switch {
-		case name == "" && t.Columns.Status != "" && t.Statuses.Failed != "":
-			candidates = append(candidates, t)
-		case name != "" && (strings.EqualFold(t.FullName(), name) || strings.EqualFold(t.Name, name)):
-			candidates = append(candidates, t)
+	candidates := config.MatchTables(e.Cfg.Tables, name)
+	if name == "" {
+		candidates = nil
+		for _, t := range e.Cfg.Tables {
+			if t.Columns.Status != "" && t.Statuses.Failed != "" {
+				candidates = append(candidates, t)
+			}
 		}
 	}
 	var names []string

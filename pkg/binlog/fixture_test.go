@@ -25,7 +25,7 @@ const fixtureDir = "../../testdata/binlog"
 type fixtureSchema map[string][]Column
 
 func (f fixtureSchema) Columns(_ context.Context, schema, table string) ([]Column, error) {
-	cols, ok := f[tableKey(schema, table)]
+	cols, ok := f[strings.ToLower(schema+"."+table)]
 	if !ok {
 		return nil, fmt.Errorf("no columns for %s.%s", schema, table)
 	}

@@ -67,6 +67,12 @@ type Config struct {
 	// (default 5,000 rows, 8 MiB).
 	TxBufferRows  int
 	TxBufferBytes int64
+	// LowerCaseTableNames is the source's lower_case_table_names
+	// (DetectLowerCaseTableNames reads it): 0, the default on Linux,
+	// tells schema and table names apart by case (`Outbox` and `outbox`
+	// are two tables, and only the one configured is read); 1 and 2
+	// compare them without case (names.go).
+	LowerCaseTableNames int
 }
 
 // Defaults fills unset fields.
@@ -113,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TxBufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("binlog: Config.TxBufferBytes: %d must be positive", c.TxBufferBytes))
+	}
+	if c.LowerCaseTableNames < 0 || c.LowerCaseTableNames > 2 {
+		errs = append(errs, fmt.Errorf("binlog: Config.LowerCaseTableNames: %d is not 0, 1 or 2", c.LowerCaseTableNames))
 	}
 	return errors.Join(errs...)
 }
@@ -186,20 +195,20 @@ type Commit struct {
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
 	cfg        Config
-	tables     map[string]*outbox.Table // key: schema.table, lower case
+	tables     map[tableID]*outbox.Table // as the source tells tables apart (names.go)
 	schemas    SchemaSource
 	log        *slog.Logger
 	failoverFn FailoverFunc
 
 	layoutMu sync.Mutex
-	layouts  map[string]*layout // by table key; replaced per TABLE_MAP
+	layouts  map[tableID]*layout // replaced per TABLE_MAP
 
 	lastEventTime atomic.Int64 // unix seconds of the last event's header
 	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
 	connected     atomic.Bool
 	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
 
-	// renamedAway maps the key of a table an outbox table was renamed to
+	// renamedAway maps a table an outbox table was renamed to (tableID)
 	// to the configured name (inserts there are reported once:
 	// renamedWarned).
 	renamedAway, renamedWarned sync.Map
@@ -213,18 +222,21 @@ func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, log: slog.New(slog.DiscardHandler),
-		layouts: map[string]*layout{}}
+	r := &Reader{cfg: cfg, tables: map[tableID]*outbox.Table{}, log: slog.New(slog.DiscardHandler),
+		layouts: map[tableID]*layout{}}
 	for _, o := range opts {
 		o(r)
 	}
 	for _, t := range tables {
-		r.tables[tableKey(t.Schema, t.Name)] = t
+		id := r.tableID(t.Schema, t.Name)
+		if other, dup := r.tables[id]; dup {
+			return nil, fmt.Errorf("binlog: tables %s and %s are one table on a source with lower_case_table_names=%d",
+				other.FullName(), t.FullName(), cfg.LowerCaseTableNames)
+		}
+		r.tables[id] = t
 	}
 	return r, nil
 }
-
-func tableKey(schema, table string) string { return strings.ToLower(schema + "." + table) }
 
 // Connected reports whether the binlog stream is up.
 func (r *Reader) Connected() bool { return r.connected.Load() }
@@ -781,7 +793,7 @@ func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	default:
 		return nil
 	}
-	if _, ok := r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]; !ok {
+	if r.outboxTable(string(e.Table.Schema), string(e.Table.Table)) == nil {
 		return nil
 	}
 	return e.DecodeData(pos, data)

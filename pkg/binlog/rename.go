@@ -227,14 +227,14 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 	// Follow each configured table through the statement's pairs in order
 	// ("t TO tmp, tmp TO t2" ends at t2; "t TO old, new TO t" moves t to
 	// old and brings another table in under its name).
-	where := map[string]*outbox.Table{} // current key -> configured table
+	where := map[tableID]*outbox.Table{} // current name -> configured table
 	for k, t := range s.r.tables {
 		where[k] = t
 	}
 	moved := map[*outbox.Table]renamePair{}
-	taken := map[string]bool{} // keys some table was renamed to, and still holds
+	taken := map[tableID]bool{} // names some table was renamed to, and still holds
 	for _, p := range pairs {
-		from, to := tableKey(p.fromSchema, p.from), tableKey(p.toSchema, p.to)
+		from, to := s.r.tableID(p.fromSchema, p.from), s.r.tableID(p.toSchema, p.to)
 		taken[from], taken[to] = false, true
 		t, ok := where[from]
 		if !ok {
@@ -246,13 +246,13 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 	}
 	for key, t := range s.r.tables {
 		p, ok := moved[t]
-		if !ok || tableKey(p.toSchema, p.to) == key {
+		if !ok || s.r.tableID(p.toSchema, p.to) == key {
 			continue
 		}
 		s.r.log.Info("outbox table renamed: rows read before go on to be marked where they now live; the configured name is followed from here",
 			"table", t.FullName(), "renamed_to", p.toSchema+"."+p.to, "replaced", taken[key],
 			"binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
-		s.r.renamedAway.Store(tableKey(p.toSchema, p.to), t.FullName())
+		s.r.renamedAway.Store(s.r.tableID(p.toSchema, p.to), t.FullName())
 		rn := &Rename{Table: t, Schema: p.toSchema, Name: p.to, Replaced: taken[key]}
 		if err := send(ctx, s.out, Event{Kind: KindRename, Rename: rn}); err != nil {
 			return err
@@ -269,7 +269,7 @@ func (s *stream) noteUnread(ev *replication.BinlogEvent, e *replication.RowsEven
 	if e.Table == nil || rowsKind(ev.Header.EventType) != replication.EnumRowsEventTypeInsert {
 		return
 	}
-	key := tableKey(string(e.Table.Schema), string(e.Table.Table))
+	key := s.r.tableID(string(e.Table.Schema), string(e.Table.Table))
 	was, ok := s.r.renamedAway.Load(key)
 	if !ok {
 		return

@@ -161,7 +161,7 @@ type image struct {
 // emitRows applies one rows event of an outbox table to the open
 // transaction (or XA branch).
 func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
-	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
+	t := s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
 	lay, err := s.r.layoutFor(ctx, t, e.Table)
 	if err != nil {
 		return &fatalError{errorAt(t, ev, s, err)}
