@@ -30,8 +30,10 @@ type recorder struct {
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
 	// recent are the recent marks by table, for a rename that comes after
-	// them (rename.go).
+	// them (rename.go), and gens those of the rows renames moved away
+	// (generations.go).
 	recent recentMarks
+	gens   map[*outbox.Table]map[uint64]*generation
 }
 
 func (w *recorder) run(ctx context.Context, batches <-chan batch) error {

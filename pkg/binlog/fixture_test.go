@@ -81,7 +81,7 @@ func parseFixture(t *testing.T, path, flavor string, schemas SchemaSource, table
 		t.Fatal(err)
 	}
 	out := make(chan Event, 1000)
-	s := &stream{r: r, out: out, tracker: tr, cancel: func() {}}
+	s := &stream{r: r, out: out, tracker: tr, cancel: func() {}, renames: r.newRenameTracker()}
 	p := replication.NewBinlogParser()
 	p.SetFlavor(flavor)
 	p.SetVerifyChecksum(false)

@@ -531,7 +531,7 @@ type InfoSchema struct {
 func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Column, error) {
 	// information_schema compares names as the server does (exactly
 	// under lower_case_table_names=0), and so does the cache: as asked.
-	key := tableID{schema, table}
+	key := tableID{Schema: schema, Table: table}
 	s.mu.Lock()
 	cols, ok := s.cache[key]
 	s.mu.Unlock()
@@ -575,7 +575,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 // Forget drops a cached table.
 func (s *InfoSchema) Forget(schema, table string) {
 	s.mu.Lock()
-	delete(s.cache, tableID{schema, table})
+	delete(s.cache, tableID{Schema: schema, Table: table})
 	s.mu.Unlock()
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/binlog-relay/binlog-relay/internal/tablerename"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -25,8 +26,9 @@ import (
 // https://dev.mysql.com/doc/refman/8.4/en/identifier-case-sensitivity.html
 
 // tableID is a table as the source tells tables apart: schema and name,
-// folded to lower case where the source compares them without case.
-type tableID struct{ schema, name string }
+// folded to lower case where the source compares them without case (the
+// rename tracker's names are those).
+type tableID = tablerename.Name
 
 // tableID is the reader's key of schema.table.
 func (r *Reader) tableID(schema, table string) tableID {
@@ -35,9 +37,9 @@ func (r *Reader) tableID(schema, table string) tableID {
 
 func newTableID(lowerCaseTableNames int, schema, table string) tableID {
 	if lowerCaseTableNames != 0 {
-		return tableID{strings.ToLower(schema), strings.ToLower(table)}
+		return tableID{Schema: strings.ToLower(schema), Table: strings.ToLower(table)}
 	}
-	return tableID{schema, table}
+	return tableID{Schema: schema, Table: table}
 }
 
 // outboxTable is the configured table the source calls schema.table, nil
@@ -46,7 +48,15 @@ func (r *Reader) outboxTable(schema, table string) *outbox.Table {
 	return r.tables[r.tableID(schema, table)]
 }
 
-func (id tableID) String() string { return id.schema + "." + id.name }
+// newRenameTracker follows the configured tables through renames, from
+// the start of a stream.
+func (r *Reader) newRenameTracker() *tablerename.Tracker {
+	names := make([]tablerename.Name, len(r.tableList))
+	for i, t := range r.tableList {
+		names[i] = r.tableID(t.Schema, t.Name)
+	}
+	return tablerename.New(names)
+}
 
 // DetectLowerCaseTableNames reads the server's lower_case_table_names
 // (0, 1 or 2), for Config.LowerCaseTableNames.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
+	"github.com/binlog-relay/binlog-relay/internal/tablerename"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -196,6 +197,8 @@ type Commit struct {
 type Reader struct {
 	cfg        Config
 	tables     map[tableID]*outbox.Table // as the source tells tables apart (names.go)
+	tableList  []*outbox.Table           // in the order given, for the rename tracker
+	tableIndex map[*outbox.Table]int
 	schemas    SchemaSource
 	log        *slog.Logger
 	failoverFn FailoverFunc
@@ -222,7 +225,7 @@ func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, tables: map[tableID]*outbox.Table{}, log: slog.New(slog.DiscardHandler),
+	r := &Reader{cfg: cfg, tables: map[tableID]*outbox.Table{}, tableIndex: map[*outbox.Table]int{}, log: slog.New(slog.DiscardHandler),
 		layouts: map[tableID]*layout{}}
 	for _, o := range opts {
 		o(r)
@@ -234,6 +237,8 @@ func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 				other.FullName(), t.FullName(), cfg.LowerCaseTableNames)
 		}
 		r.tables[id] = t
+		r.tableIndex[t] = len(r.tableList)
+		r.tableList = append(r.tableList, t)
 	}
 	return r, nil
 }
@@ -291,7 +296,7 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 	}
 	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelStream()
-	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream}
+	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream, renames: r.newRenameTracker()}
 	stopWatch := context.AfterFunc(ctx, func() {
 		s.stopping.Store(true)
 		// Between transactions: stop now, and no transaction may begin
@@ -393,6 +398,9 @@ type stream struct {
 	r       *Reader
 	out     chan<- Event
 	tracker *Tracker
+	// renames follows the outbox tables through RENAME statements from
+	// the stream's start (rename.go).
+	renames *tablerename.Tracker
 
 	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT,
 	// how many of its outbox row images were read so far on this

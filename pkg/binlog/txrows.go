@@ -162,6 +162,9 @@ type image struct {
 // transaction (or XA branch).
 func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
 	t := s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
+	// Rows under the configured name: a name a rename left empty holds a
+	// table again (created under it).
+	s.renames.RowsRead(s.r.tableIndex[t])
 	lay, err := s.r.layoutFor(ctx, t, e.Table)
 	if err != nil {
 		return &fatalError{errorAt(t, ev, s, err)}

@@ -112,6 +112,15 @@ func maxID(t *testing.T, db *testenv.DB, table string) int {
 // the old table (_del) unless told to drop it.
 func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
 	t.Helper()
+	return ghostCopyThen(t, db, w, func() {
+		db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del, _producer_message_gho TO producer_message")
+	})
+}
+
+// ghostCopyThen copies producer_message into _producer_message_gho as
+// gh-ost does and runs swap with writes held.
+func ghostCopyThen(t *testing.T, db *testenv.DB, w *streamWriter, swap func()) (atCutOver int) {
+	t.Helper()
 	db.Exec(t, "CREATE TABLE _producer_message_gho LIKE producer_message")
 	top := maxID(t, db, "producer_message")
 	for lo := 0; lo < top; lo += 500 {
@@ -128,8 +137,21 @@ func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int)
 		SET g.status = s.status, g.retry_count = s.retry_count, g.next_retry_time = s.next_retry_time, g.error_msg = s.error_msg,
 		    g.update_time = s.update_time, g.version = s.version
 		WHERE g.version <> s.version OR g.status <> s.status`)
-	db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del, _producer_message_gho TO producer_message")
+	swap()
 	return w.written()
+}
+
+// ghostTwoStepCutOver is ghostCutOver with gh-ost's --cut-over=two-step
+// (and Facebook's OSC, which swaps the same way): the table renamed away in
+// one statement, the ghost table renamed in under its name in another, a
+// moment later; the relay's marks go on meanwhile and find no table.
+func ghostTwoStepCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
+	t.Helper()
+	return ghostCopyThen(t, db, w, func() {
+		db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del")
+		time.Sleep(1500 * time.Millisecond) // past relay.flush_interval: marks meet no table
+		db.Exec(t, "RENAME TABLE _producer_message_gho TO producer_message")
+	})
 }
 
 // execRetryingDeadlocks runs a statement, again when it is chosen as a
@@ -200,6 +222,7 @@ func TestOnlineSchemaChangeCutOverWhileRowsStream(t *testing.T) {
 		cutOver func(*testing.T, *testenv.DB, *streamWriter) int
 	}{
 		{"gh-ost", ghostCutOver},
+		{"gh-ost two-step", ghostTwoStepCutOver},
 		{"pt-online-schema-change", ptOSCCutOver},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,5 +291,47 @@ func TestAlterTableRenameWhileRowsStream(t *testing.T) {
 	})
 	if a, b := db.Count(t, "SELECT COUNT(*) FROM producer_message_old"), db.Count(t, "SELECT COUNT(*) FROM producer_message"); a != atRename || a+b != len(want) {
 		t.Fatalf("%d rows in producer_message_old, %d in the new table; want %d and %d", a, b, atRename, len(want)-atRename)
+	}
+}
+
+// A table renamed away and straight back in two statements ("RENAME TABLE
+// t TO t_tmp", then "RENAME TABLE t_tmp TO t", as a tool that checks or
+// repairs a table may do) while rows stream: the rows read before it live
+// under the configured name again, and their marks reach them there, not a
+// t_tmp that no longer exists. Every row is delivered once and ends SENT;
+// the sweeper, with a short grace period, claims nothing.
+func TestTableRenamedAwayAndBackWhileRowsStream(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("away-back"), Tables: relaytest.SeedTable(db.Name),
+		Sections: map[string]string{"relay": "{flush_interval: 1s}", "checkpoint": "{interval: 1s}", "sweeper": "{interval: 200ms, grace_period: 10s}"}}.YAML())
+
+	w := startStreamWriter(t, db, got, br.Exchange, "back")
+	waitReceived(t, got, 500, 30*time.Second)
+	var atRename int
+	for range 3 {
+		waitReceived(t, got, w.written(), 30*time.Second)
+		w.hold.Lock()
+		db.Exec(t, "RENAME TABLE producer_message TO producer_message_tmp")
+		db.Exec(t, "RENAME TABLE producer_message_tmp TO producer_message")
+		atRename = w.written()
+		w.hold.Unlock()
+		time.Sleep(300 * time.Millisecond) // rows published and not marked when the next one comes
+	}
+	want := w.stop(t, atRename)
+
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	testenv.WaitFor(t, 30*time.Second, "every row SENT", func() (bool, string) {
+		n := pendingIn(t, db, "producer_message")
+		return n == 0, fmt.Sprintf("%d not SENT", n)
+	})
+	// A row left PENDING would have been claimed before it was SENT.
+	want = append(want, insertOrders(t, db, br.Exchange, "last", 1, 1)...)
+	waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
+	claimed, _ := value(gatherApp(t, r.App), "binlog_relay_sweeper_claims_total")
+	if claimed != 0 {
+		t.Fatalf("sweeper_claims_total %v; want 0 (no row left PENDING)", claimed)
 	}
 }
