@@ -41,6 +41,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 require (

@@ -170,6 +170,12 @@ func (w *recorder) follow(ctx context.Context, mv *moved) error {
 	if mv.marks != nil {
 		gen.marks.add(*mv.marks, time.Now())
 	}
+	if mv.named {
+		// Copies of these rows may live under the configured name now (a
+		// cut-over's copy), and go wherever the table there goes: their
+		// marks go on with the current generation's, matched by message id.
+		w.recent.list(mv.from).mergeGuarded(gen.marks, mv.from)
+	}
 	w.r.log.Info("outbox table renamed: the rows read before it are marked where they now live",
 		zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Bool("replaced", mv.named),
 		zap.Uint64("generation", mv.gen), zap.Bool("earlier", mv.earlier), zap.Bool("back", mv.back),
@@ -329,6 +335,18 @@ func (l *recentList) merge(o *recentList) {
 	l.marks = append(l.marks, o.marks...)
 	l.ids += o.ids
 	l.dropped += o.dropped
+	l.trim(time.Now())
+}
+
+// mergeGuarded appends those of o's marks that are matched by message id
+// in t.
+func (l *recentList) mergeGuarded(o *recentList, t *outbox.Table) {
+	for _, e := range o.marks {
+		if e.marks.Guarded(t) {
+			l.marks = append(l.marks, e)
+			l.ids += len(e.marks.IDs)
+		}
+	}
 	l.trim(time.Now())
 }
 
