@@ -88,8 +88,9 @@ type moved struct {
 	earlier, back bool
 	// marks are those of the rows read before the rename that were not
 	// written when it reached the committer (nil: none, and always for an
-	// earlier generation).
+	// earlier generation); fails the failures recorded with the rename.
 	marks *rowstatus.Marks
+	fails []*failGroup
 	// The recorder's once-per-rename log lines: a table a write found
 	// missing, retries left where the configured name is not.
 	missing  map[*outbox.Table]bool
@@ -169,6 +170,9 @@ func (w *recorder) follow(ctx context.Context, mv *moved) error {
 	}
 	if mv.marks != nil {
 		gen.marks.add(*mv.marks, time.Now())
+	}
+	for _, g := range mv.fails {
+		gen.marks.addFailure(g, time.Now())
 	}
 	if mv.named {
 		// Copies of these rows may live under the configured name now (a
@@ -277,9 +281,12 @@ type recentList struct {
 	since   time.Time // of the oldest drop counted
 }
 
+// recentMark is one batch of marks or, with fail set, one failure
+// recorded (marks are its rows).
 type recentMark struct {
 	at    time.Time
 	marks rowstatus.Marks
+	fail  *failGroup
 }
 
 const (
@@ -307,6 +314,14 @@ func (m *recentMarks) list(t *outbox.Table) *recentList {
 func (l *recentList) add(marks rowstatus.Marks, now time.Time) {
 	l.marks = append(l.marks, recentMark{at: now, marks: marks})
 	l.ids += len(marks.IDs)
+	l.trim(now)
+}
+
+// addFailure keeps a failure recorded, to be written again where a rename
+// moves its rows.
+func (l *recentList) addFailure(g *failGroup, now time.Time) {
+	l.marks = append(l.marks, recentMark{at: now, marks: g.rows, fail: g})
+	l.ids += len(g.rows.IDs)
 	l.trim(now)
 }
 
@@ -360,6 +375,12 @@ func (w *recorder) remark(ctx context.Context, mv *moved, l *recentList) (c rena
 			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Int("rows", l.dropped))
 	}
 	for _, e := range l.marks {
+		if e.fail != nil {
+			if err := w.recordAgain(ctx, mv, e.fail); err != nil {
+				return c, asked, err
+			}
+			continue
+		}
 		n, err := w.markMoved(ctx, mv, e.marks)
 		if err != nil {
 			return c, asked, err
@@ -368,4 +389,21 @@ func (w *recorder) remark(ctx context.Context, mv *moved, l *recentList) (c rena
 		asked += int64(len(e.marks.IDs))
 	}
 	return c, asked, nil
+}
+
+// recordAgain writes a failure recorded before again where a rename moved
+// its rows (and under the configured name, matched by message id, when
+// another table holds it), for the rows the first write did not reach:
+// those still at the attempt's retry count (rowstatus.Attempt.Repeat).
+func (w *recorder) recordAgain(ctx context.Context, mv *moved, g *failGroup) error {
+	again := *g
+	again.t, again.moved = mv.to, mv
+	again.attempt.Repeat = true
+	_, n, err := w.recordMoved(ctx, &again)
+	if err == nil && n > 0 {
+		w.r.log.Warn("failed publishes recorded again where a rename moved their rows: the first record went to the table under the old name",
+			zap.String("table", mv.from.FullName()), zap.String("renamed_to", mv.to.FullName()), zap.Int64("rows", n),
+			zap.String("message_id", g.first), zap.String("reason", g.attempt.Reason))
+	}
+	return err
 }

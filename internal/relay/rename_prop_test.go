@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,8 +31,9 @@ import (
 // no row is SENT that was not published (no mark lands on another row);
 // whenever the reader has caught up and the recorder has written
 // everything, every published row is SENT where it lives and in the copy
-// under the configured name, if that table holds one: no mark was lost
-// and none waits for a rename that never comes.
+// under the configured name, if that table holds one, and every row whose
+// publish failed has its retry recorded there: no mark or failure record
+// was lost, and none waits for a rename that never comes.
 
 // physTable is one table of the fake primary; rows by id.
 type physTable struct {
@@ -49,7 +51,8 @@ func (p *physTable) clone() *physTable {
 }
 
 // renamePrimary is the fake primary: names to tables. It is the relay's
-// Marker: a write goes to the table under the name it names now.
+// Marker: a write goes to the table under the name it names now; a retry
+// recorded moves a PENDING row to RETRY.
 type renamePrimary struct {
 	names map[string]*physTable // by table name in schema shop
 }
@@ -85,6 +88,7 @@ func (p *renamePrimary) MarkRetryMany(_ context.Context, t *outbox.Table, _ rows
 type binlogEntry struct {
 	id     int
 	msgID  string
+	fails  bool // its publish fails: a retry is recorded
 	rename []tablerename.Pair
 }
 
@@ -97,7 +101,7 @@ type renameWorld struct {
 	read    int // entries the reader has read
 	// home is the table each message was inserted into.
 	home      map[string]*physTable
-	published map[string]bool
+	published map[string]bool // message -> its publish failed
 	// pending is the second statement of a two-step operation begun:
 	// "_gho_N" to bring in, or "tmp_N" to bring back ("" when none).
 	pending string
@@ -189,10 +193,13 @@ func (w *renameWorld) readOne(rt rapid.TB) {
 		row := markedRow(w.tb, e.id, 0, "k")
 		row.Values["message_id"] = e.msgID
 		res := publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Msg: &router.Message{Exchange: "orders"}}}
+		if e.fails {
+			res.Err = errors.New("nacked")
+		}
 		if err := w.c.row(ctx, &inflightRow{row: row}, res); err != nil {
 			rt.Fatal(err)
 		}
-		w.published[e.msgID] = true
+		w.published[e.msgID] = e.fails
 	} else {
 		for _, mv := range w.tracker.Renamed(e.rename) {
 			rn := &binlog.Rename{Table: w.tb, Schema: mv.To.Schema, Name: mv.To.Table, Replaced: mv.Replaced,
@@ -208,15 +215,15 @@ func (w *renameWorld) readOne(rt rapid.TB) {
 
 // The primary's operations.
 
-func (w *renameWorld) insert(n int) {
+func (w *renameWorld) insert(n int, fails ...bool) {
 	pt := w.primary.names[configured]
-	for range n {
+	for i := range n {
 		pt.nextID++
 		w.msgs++
 		msg := fmt.Sprintf("m-%d", w.msgs)
 		pt.rows[pt.nextID] = &fakeRow{msgID: msg, status: "PENDING"}
 		w.home[msg] = pt
-		w.log = append(w.log, binlogEntry{id: pt.nextID, msgID: msg})
+		w.log = append(w.log, binlogEntry{id: pt.nextID, msgID: msg, fails: i < len(fails) && fails[i]})
 	}
 }
 
@@ -278,8 +285,9 @@ func (w *renameWorld) catchUp(rt rapid.TB) {
 func (w *renameWorld) noWrongMarks(rt rapid.TB) {
 	for name, pt := range w.primary.names {
 		for id, r := range pt.rows {
-			if r.status == "SENT" && !w.published[r.msgID] {
-				rt.Fatalf("%s id %d (%s) is SENT but was never published", name, id, r.msgID)
+			failed, read := w.published[r.msgID]
+			if (r.status == "SENT" && (!read || failed)) || (r.status == "RETRY" && !failed) {
+				rt.Fatalf("%s id %d (%s) is %s, but its publish was not read or did not end so", name, id, r.msgID, r.status)
 			}
 		}
 	}
@@ -295,15 +303,19 @@ func (w *renameWorld) allMarked(rt rapid.TB) {
 	}
 	current := w.primary.names[configured]
 	for _, msg := range slices.Sorted(maps.Keys(w.published)) {
+		want := "SENT"
+		if w.published[msg] {
+			want = "RETRY" // a failure recorded: never PENDING without a reason
+		}
 		home := w.home[msg]
 		if name, ok := live[home]; ok {
-			if st := statusOf(home, msg); st != "SENT" {
-				rt.Fatalf("%s is %s in %s, where it was inserted; want SENT", msg, st, name)
+			if st := statusOf(home, msg); st != want {
+				rt.Fatalf("%s is %s in %s, where it was inserted; want %s", msg, st, name, want)
 			}
 		}
 		if current != nil {
-			if st := statusOf(current, msg); st != "" && st != "SENT" {
-				rt.Fatalf("%s is %s in the table now under the configured name; want SENT", msg, st)
+			if st := statusOf(current, msg); st != "" && st != want {
+				rt.Fatalf("%s is %s in the table now under the configured name; want %s", msg, st, want)
 			}
 		}
 	}
@@ -332,7 +344,8 @@ func TestRenamesPropertyMarksLandWhereTheRowsLive(t *testing.T) {
 				if !exists() {
 					rt.Skip("no table under the configured name")
 				}
-				w.insert(rapid.IntRange(1, 3).Draw(rt, "rows"))
+				n := rapid.IntRange(1, 3).Draw(rt, "rows")
+				w.insert(n, rapid.SliceOfN(rapid.Bool(), n, n).Draw(rt, "fails")...)
 			},
 			"one-step cut-over": func(rt *rapid.T) {
 				renames(rt)
@@ -437,5 +450,17 @@ func TestRenameAwayAndBackBeforeTheReaderSeesIt(t *testing.T) {
 	w.readEntries(t, 3)
 	w.renameAway()
 	w.secondStatement()
+	w.catchUp(t)
+}
+
+// A failure recorded by name after the primary ran an archival rotation,
+// before the reader read it: written again in the archive at the rename.
+func TestRenameFailureInTheWindowOfARotation(t *testing.T) {
+	w := newRenameWorld(t)
+	w.insert(2, false, true)
+	w.readEntries(t, 2)
+	w.archivalRotation()
+	w.insert(2)
+	w.flush(t)
 	w.catchUp(t)
 }
