@@ -796,15 +796,27 @@ func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	if err != nil {
 		return err
 	}
+	partial := false
 	switch e.Type() {
 	case replication.EnumRowsEventTypeInsert, replication.EnumRowsEventTypeUpdate, replication.EnumRowsEventTypeDelete:
 	default:
-		return nil
+		// go-mysql's Type calls a PARTIAL_UPDATE_ROWS_EVENT unknown; it is
+		// the one other rows event with an after image (partialjson.go).
+		if e.ColumnBitmap2 == nil {
+			return nil
+		}
+		partial = true
 	}
 	if r.outboxTable(string(e.Table.Schema), string(e.Table.Table)) == nil {
 		return nil
 	}
-	return e.DecodeData(pos, data)
+	if err := e.DecodeData(pos, data); err != nil {
+		return err
+	}
+	if partial {
+		resolvePartialJSON(e, data, pos)
+	}
+	return nil
 }
 
 // send delivers an event unless ctx ends first.
