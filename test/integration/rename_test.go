@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -333,5 +334,74 @@ func TestTableRenamedAwayAndBackWhileRowsStream(t *testing.T) {
 	claimed, _ := value(gatherApp(t, r.App), "binlog_relay_sweeper_claims_total")
 	if claimed != 0 {
 		t.Fatalf("sweeper_claims_total %v; want 0 (no row left PENDING)", claimed)
+	}
+}
+
+// A row whose publish failed, with its retry recorded after the primary
+// ran an archival rotation and before the relay read it: the record goes
+// by name to the new table, which holds other rows under the same ids, and
+// records nothing; when the relay reads the rename it records the retry
+// again in the archive, where the row lives. The row is not left PENDING
+// without a reason. (The relay's source is cut while the rotation runs, so
+// the failure is recorded in that window.)
+func TestFailureRecordedInARotationsWindowReachesTheArchive(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	unbound := testenv.NewExchange(t)
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
+	r := relaytest.StartRelay(t, viaProxy(t, relaytest.Config{Name: testenv.UniqueName("fail-rotate"), Tables: relaytest.SeedTable(db.Name),
+		Sections: map[string]string{"relay": "{flush_interval: 4s}", "checkpoint": "{interval: 4s}", "sweeper": "{enabled: false}"}}.YAML(), px))
+	stats := &r.App.Relay().Stats
+
+	// Another table's rows under the same ids, for the rotation to swap in.
+	db.Exec(t, "CREATE TABLE producer_message_new LIKE producer_message")
+	for i := 1; i <= 10; i++ {
+		db.Exec(t, "INSERT INTO producer_message_new (id, message_id, exchange, routing_key, content) VALUES (?, ?, ?, 'order.created', '{}')",
+			i, fmt.Sprintf("new-%d", i), br.Exchange)
+	}
+	// A sent row and an unroutable one in one transaction, until their
+	// batch is still unwritten when the source is cut (the relay writes
+	// its batches every 4 s: almost always).
+	var failed string
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("the relay wrote its batch before the source was cut, five times")
+		}
+		before := stats.Checkpoints.Load()
+		ok, bad := fmt.Sprintf("ok-%d", try), fmt.Sprintf("bad-%d", try)
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', '{}'), (?, ?, 'order.created', '{}')",
+			ok, br.Exchange, bad, unbound)
+		waitAllDistinct(t, got, []string{ok}, 30*time.Second)
+		testenv.WaitFor(t, 10*time.Second, "the unroutable row's failure", func() (bool, string) {
+			return stats.Failed.Load() > int64(try), fmt.Sprintf("%d failed", stats.Failed.Load())
+		})
+		px.Cut()
+		if stats.Checkpoints.Load() == before {
+			failed = bad
+			break
+		}
+		px.Restore()
+	}
+	testenv.WaitFor(t, 10*time.Second, "the source cut", func() (bool, string) { return px.Live() == 0, fmt.Sprint(px.Live(), " live") })
+	before := stats.Checkpoints.Load()
+	db.Exec(t, "RENAME TABLE producer_message TO producer_message_2026_11, producer_message_new TO producer_message")
+	testenv.WaitFor(t, 15*time.Second, "the failure written by name", func() (bool, string) {
+		return stats.Checkpoints.Load() > before, "no batch written"
+	})
+	px.Restore()
+
+	testenv.WaitFor(t, 30*time.Second, "the retry recorded in the archive", func() (bool, string) {
+		var status string
+		var retries int
+		var reason sql.NullString
+		err := db.Primary.QueryRow("SELECT status, retry_count, error_msg FROM producer_message_2026_11 WHERE message_id = ?", failed).Scan(&status, &retries, &reason)
+		if err != nil {
+			return false, err.Error()
+		}
+		return status == "PENDING" && retries == 1 && reason.Valid && reason.String != "", fmt.Sprintf("%s, retry_count %d, error_msg %q", status, retries, reason.String)
+	})
+	if n := db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE status <> 'PENDING' OR retry_count <> 0"); n != 0 {
+		t.Fatalf("%d rows of the new table written; want none (other messages under the same ids)", n)
 	}
 }
