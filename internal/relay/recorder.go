@@ -63,6 +63,9 @@ func (w *recorder) write(ctx context.Context, b batch) error {
 			return err
 		}
 	}
+	if b.through != nil {
+		w.r.marked.Store(b.through)
+	}
 	if b.pos != nil {
 		w.latest, w.latestSeq, w.dirty = *b.pos, b.seq, true
 	}

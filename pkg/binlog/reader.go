@@ -256,6 +256,16 @@ func (r *Reader) LastCommit() (Commit, bool) {
 	return *c, true
 }
 
+// LastReceived is when the stream last heard from its source (an event or
+// a heartbeat), zero before the first: a reader that hears nothing for
+// longer than a few heartbeat periods is cut off or stuck.
+func (r *Reader) LastReceived() time.Time {
+	if recv := r.lastRecvTime.Load(); recv != 0 {
+		return time.Unix(0, recv)
+	}
+	return time.Time{}
+}
+
 // Lag is how far the stream is behind the source: zero when idle and the
 // source's heartbeats are arriving, growing when nothing arrives at all.
 func (r *Reader) Lag(now time.Time) time.Duration {
