@@ -14,7 +14,7 @@ const (
 	exitUsage   = 2 // bad command line or config: nothing was started
 )
 
-var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "reconcile", "replay", "version", "help"}
+var commands = []string{"init", "run", "check", "lint", "status", "sweep", "requeue", "reconcile", "replay", "version", "help"}
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
