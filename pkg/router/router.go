@@ -13,7 +13,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
-	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -168,7 +167,7 @@ func headers(row *outbox.Row, h amqp.Table) {
 		if t.Route.ExpandHeaders && expandJSONObject(h, v) {
 			continue
 		}
-		h[col] = outboxsql.FormatValue(t, v)
+		h[col] = colval.ValueStringIn(v, t.Location())
 	}
 }
 
@@ -206,7 +205,7 @@ func rowLookup(row *outbox.Row) func(string) (any, bool) {
 	return func(column string) (any, bool) {
 		v, ok := row.Get(column)
 		if tm, isTime := v.(time.Time); isTime {
-			return outboxsql.FormatValue(row.Table, tm), true
+			return colval.ValueStringIn(tm, row.Table.Location()), true
 		}
 		return v, ok
 	}
@@ -234,7 +233,7 @@ func RouteColumns(t *outbox.Table) []string {
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
 	t := row.Table
 	if len(t.Route.ExchangeMap) > 0 {
-		key := outboxsql.FormatValue(t, row.Values[t.Route.ExchangeMapColumn])
+		key := colval.ValueStringIn(row.Values[t.Route.ExchangeMapColumn], t.Location())
 		if ex, ok := t.Route.ExchangeMap[key]; ok {
 			return ex, nil
 		}
@@ -269,10 +268,10 @@ func MessageID(row *outbox.Row) string {
 	t := row.Table
 	if t.Columns.MessageID != "" {
 		if v, ok := row.Values[t.Columns.MessageID]; ok && v != nil {
-			return outboxsql.FormatValue(t, v)
+			return colval.ValueStringIn(v, t.Location())
 		}
 	}
-	return t.FullName() + ":" + outboxsql.FormatValue(t, row.ID)
+	return t.FullName() + ":" + colval.ValueStringIn(row.ID, t.Location())
 }
 
 // expandJSONObject copies the keys of a JSON object value into headers and
