@@ -1,5 +1,13 @@
 // Package router turns an outbox row into an AMQP message: exchange, routing
 // key, message id, properties and headers, all from the table's mapping.
+//
+// Build a Router once over the validated tables (pkg/outbox) and call Route
+// for each row a source gives (pkg/binlog's KindRow events, or a row read
+// by SQL): the Message holds the exchange, the routing key and an
+// amqp091.Publishing, persistent, with the message id and the mapped
+// headers. Publish it mandatory, with publisher confirms: a return or a
+// nack is a failure. A row that cannot be routed is an error wrapping
+// ErrNoRoute, never a message with a part missing.
 package router
 
 import (
@@ -34,9 +42,9 @@ type Message struct {
 var ErrNoRoute = errors.New("no route")
 
 // ErrNullField marks a row whose exchange or message id column is NULL:
-// the row itself can never be published, so it is FAILED at once (with
-// ErrNoRoute's reason) instead of retried. `requeue --failed` sends it
-// again once fixed.
+// the row itself can never be published, so retrying it is pointless (the
+// relay marks it FAILED at once, with the reason). It comes wrapped with
+// ErrNoRoute.
 var ErrNullField = errors.New("required column is NULL")
 
 // Router routes rows of a set of tables. Templates are parsed once.
@@ -104,7 +112,10 @@ func New(tables []*outbox.Table, opts ...Option) (*Router, error) {
 	return r, nil
 }
 
-// Route builds the message for a row.
+// Route builds the message for a row of one of the router's tables. A row
+// that cannot be routed (a template column NULL, no entry in the exchange
+// map, a NULL message id) is an error wrapping ErrNoRoute, and ErrNullField
+// too when retrying cannot help.
 func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	t := row.Table
 	tr := r.tables[t]
