@@ -165,6 +165,7 @@ func Init(ctx context.Context, o InitOptions, lookup func(string) (string, bool)
 	for _, n := range settings.Notes {
 		say("not decided: %s", n)
 	}
+	settings.File = o.Out
 	var out bytes.Buffer
 	if err := discover.Render(&out, settings, tables, proposals); err != nil {
 		return err
@@ -240,8 +241,11 @@ func initSettings(o InitOptions, lookup func(string) (string, bool), say func(st
 	if o.Broker != "" {
 		u, hadPassword, _ := brokerURL(o.Broker)
 		s.BrokerURL = u
-		if hadPassword {
+		switch {
+		case hadPassword:
 			say("the --broker URL holds a password: the config reads it from $RELAY_BROKER_PASSWORD instead (set it before check and run)")
+		case strings.Contains(u, "${RELAY_BROKER_PASSWORD}"):
+			say("the config reads the broker user's password from $RELAY_BROKER_PASSWORD (set it before check and run)")
 		}
 	} else {
 		s.Notes = append(s.Notes, discover.Note{Key: "broker.url", Text: "--broker was not given: set your RabbitMQ's URL (its password as ${RELAY_BROKER_PASSWORD})"})
@@ -287,22 +291,20 @@ func ParseServerDSN(flag, dsn string) (*mysql.Config, error) {
 }
 
 // brokerURL checks an AMQP URL and puts ${RELAY_BROKER_PASSWORD} in place
-// of its password.
-func brokerURL(raw string) (string, bool, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+// of its password: the one it holds (had), or the one a URL with a user
+// and no password leaves to be set.
+func brokerURL(raw string) (u string, had bool, err error) {
+	parsed, err := url.Parse(raw)
+	if err != nil || (parsed.Scheme != "amqp" && parsed.Scheme != "amqps") || parsed.Host == "" {
 		return "", false, errors.New("init: --broker: want amqp://user@host:5672/ or amqps://")
 	}
-	pw, had := "", false
-	if u.User != nil {
-		pw, had = u.User.Password()
+	if parsed.User == nil || parsed.User.Username() == "" {
+		return parsed.String(), false, nil // the broker's default user
 	}
-	if !had || pw == "" {
-		return u.String(), false, nil
-	}
-	user := u.User.Username()
-	u.User = url.User(user)
-	s := u.String()
+	pw, _ := parsed.User.Password()
+	had = pw != ""
+	user := parsed.User.Username()
+	parsed.User = url.User(user)
 	esc := url.User(user).String()
-	return strings.Replace(s, "://"+esc+"@", "://"+esc+":${RELAY_BROKER_PASSWORD}@", 1), true, nil
+	return strings.Replace(parsed.String(), "://"+esc+"@", "://"+esc+":${RELAY_BROKER_PASSWORD}@", 1), had, nil
 }

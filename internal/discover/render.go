@@ -1,8 +1,10 @@
 package discover
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -34,6 +36,23 @@ type Settings struct {
 	RedisAddr string
 	// Notes are about the settings (what was not given).
 	Notes []Note
+	// File is where the config is written, for the next steps the header
+	// gives ("" for stdout).
+	File string
+}
+
+// variables are the environment variables the settings read, in order.
+func (s Settings) variables() []string {
+	var out []string
+	for _, v := range []string{s.Source.PasswordVar, s.Primary.PasswordVar} {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	if strings.Contains(s.BrokerURL, "${RELAY_BROKER_PASSWORD}") || s.BrokerURL == "" {
+		out = append(out, "RELAY_BROKER_PASSWORD")
+	}
+	return out
 }
 
 // commentColumn is where comments after a value start.
@@ -49,8 +68,13 @@ func Render(w io.Writer, s Settings, tables []*Table, proposals []*Proposal) err
 	}
 	r.comment(0, "binlog-relay config for "+strings.Join(names, ", ")+", written by `binlog-relay init` from the tables on the source "+
 		fmt.Sprintf("%s:%d", s.Source.Host, s.Source.Port)+serverVersion(tables)+".")
-	r.comment(0, "Next: set the environment variables it names, then `binlog-relay check --config FILE` (the servers, grants and tables), "+
-		"then `binlog-relay run --config FILE`. Every key: docs/configuration.md.")
+	file := cmp.Or(s.File, "FILE")
+	next := "Next: "
+	if vars := s.variables(); len(vars) > 0 {
+		next += "set " + strings.Join(vars, " and ") + " (passwords are never written here), then "
+	}
+	r.comment(0, next+"`binlog-relay check --config "+file+"` (the servers, grants and tables), "+
+		"then `binlog-relay run --config "+file+"`. Every key: docs/configuration.md.")
 	r.notes(0, s.Notes)
 	r.kv(0, "name", s.Name, "relays of one name share a checkpoint: binlog-relay:"+s.Name+":checkpoint in Redis")
 	r.server("source", s.Source, "the replica whose binlog is read: REPLICATION SLAVE, REPLICATION CLIENT, SELECT")

@@ -140,7 +140,7 @@ func Describe(ctx context.Context, db *sql.DB, schema, name string) (*Table, err
 			}
 			for i, c := range t.Columns {
 				if strings.EqualFold(strings.ReplaceAll(clause, " ", ""), "json_valid(`"+c.Name+"`)") {
-					t.Columns[i].DataType = "json"
+					t.Columns[i].DataType, t.Columns[i].ColumnType = "json", "json"
 				}
 			}
 			return nil
