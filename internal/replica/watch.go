@@ -44,7 +44,7 @@ type Watch struct {
 	pending  []seenAt // primary positions the relay had not streamed when read, oldest first
 	lastErr  string   // last poll error logged, to log each once
 	last     *State
-	primary  seenAt   // the primary's position as last read (LastPrimary)
+	primary  seenAt // the primary's position as last read (LastPrimary)
 }
 
 type seenAt struct {

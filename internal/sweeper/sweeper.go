@@ -79,10 +79,10 @@ type Sweeper struct {
 // Round is what the sweeper's last round over a table found, for the
 // console.
 type Round struct {
-	At      time.Time
-	Table   string
-	Due     bool   // rows were due (claimed on the primary)
-	Err     string // the pre-check's error, if it failed
+	At    time.Time
+	Table string
+	Due   bool   // rows were due (claimed on the primary)
+	Err   string // the pre-check's error, if it failed
 }
 
 // LastRound is the last round's outcome; ok is false before the first.
