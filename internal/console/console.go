@@ -53,7 +53,7 @@ type Config struct {
 	// Payloads shows the rows' payloads (http.console_payloads).
 	Payloads bool
 	// CacheFor is how long a replica query's result is served before it is
-	// asked again (default 5s).
+	// asked again (default 3s).
 	CacheFor time.Duration
 	// Refresh spaces the live updates (default 2s).
 	Refresh time.Duration
@@ -67,7 +67,7 @@ type Config struct {
 
 // Defaults fills the unset fields.
 func (c *Config) Defaults() {
-	c.CacheFor = cmp.Or(c.CacheFor, 5*time.Second)
+	c.CacheFor = cmp.Or(c.CacheFor, 3*time.Second)
 	c.Refresh = cmp.Or(c.Refresh, 2*time.Second)
 	c.ScanRows = cmp.Or(c.ScanRows, 50000)
 	c.PageRows = cmp.Or(c.PageRows, 50)
