@@ -103,25 +103,67 @@ func (s *Server) tableFailures(ctx context.Context, t *outbox.Table) TableFailur
 }
 
 func (s *Server) readGroups(ctx context.Context, t *outbox.Table, query string, args []any) ([]Group, error) {
-	rows, err := s.deps.Replica().QueryContext(ctx, query, args...)
+	db := s.deps.Replica()
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []Group
+	var firstIDs []any
 	for rows.Next() {
 		var g Group
-		var errText sql.NullString
+		var hash sql.NullString
 		var first, last, next sql.NullTime
-		if err := rows.Scan(&g.State, &errText, &g.Rows, &first, &last, &next); err != nil {
+		var id any
+		if err := rows.Scan(&g.State, &hash, &g.Rows, &first, &last, &next, &id); err != nil {
 			return nil, err
 		}
-		g.Table, g.Error = t.FullName(), errText.String
+		if b, ok := id.([]byte); ok {
+			id = string(b) // the driver reuses the buffer
+		}
+		g.Table = t.FullName()
 		g.FirstSeen, g.LastSeen, g.NextRetry = first.Time, last.Time, next.Time
-		g.Key = groupKey(g.State, g.Error)
 		out = append(out, g)
+		firstIDs = append(firstIDs, id)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	texts := map[string]string{}
+	if t.Columns.Error != "" && len(firstIDs) > 0 {
+		// One lookup by primary key per group: the text of its first row.
+		trows, err := db.QueryContext(ctx, outboxsql.FailureTextsSQL(t, len(firstIDs)), firstIDs...)
+		if err != nil {
+			return nil, err
+		}
+		defer trows.Close()
+		for trows.Next() {
+			var id any
+			var text sql.NullString
+			if err := trows.Scan(&id, &text); err != nil {
+				return nil, err
+			}
+			texts[outboxsql.FormatValue(t, idValue(id))] = text.String
+		}
+		if err := trows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out {
+		out[i].Error = texts[outboxsql.FormatValue(t, idValue(firstIDs[i]))]
+		out[i].Key = groupKey(out[i].State, out[i].Error)
+	}
+	return out, nil
+}
+
+// idValue is a scanned id as FormatValue takes it.
+func idValue(v any) any {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return v
 }
 
 // findGroup looks a group up by key among table's groups (cached).

@@ -21,7 +21,7 @@ import (
 type fakeReplica struct {
 	mu      sync.Mutex
 	queries []string
-	groups  [][]driver.Value // st, err, rows, first, last, next
+	groups  [][]driver.Value // st, err, rows, first, last, next, first id
 	rows    []map[string]driver.Value
 }
 
@@ -46,7 +46,18 @@ func (c fakeConn) QueryContext(_ context.Context, q string, _ []driver.NamedValu
 	defer f.mu.Unlock()
 	f.queries = append(f.queries, q)
 	if strings.HasPrefix(q, "SELECT g.st") {
-		return &fakeRows{cols: []string{"st", "err", "n", "first", "last", "next"}, vals: f.groups}, nil
+		var vals [][]driver.Value
+		for _, g := range f.groups {
+			vals = append(vals, []driver.Value{g[0], []byte("hash"), g[2], g[3], g[4], g[5], g[6]})
+		}
+		return &fakeRows{cols: []string{"st", "h", "n", "first", "last", "next", "id"}, vals: vals}, nil
+	}
+	if strings.HasPrefix(q, "SELECT `id`, LEFT(") {
+		var vals [][]driver.Value
+		for _, g := range f.groups {
+			vals = append(vals, []driver.Value{g[6], g[1]})
+		}
+		return &fakeRows{cols: []string{"id", "err"}, vals: vals}, nil
 	}
 	// SELECT `a`, `b`, ..., LEFT(...), seen, nrt FROM ...
 	list := q[len("SELECT "):strings.Index(q, ", LEFT(")]
@@ -118,8 +129,8 @@ func newFakeReplica() *fakeReplica {
 	now := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
 	return &fakeReplica{
 		groups: [][]driver.Value{
-			{[]byte("failed"), []byte("publish: no exchange 'gone'"), int64(3), now, now, nil},
-			{[]byte("retrying"), []byte("nacked"), int64(1), now, now, now.Add(time.Minute)},
+			{[]byte("failed"), []byte("publish: no exchange 'gone'"), int64(3), now, now, nil, int64(7)},
+			{[]byte("retrying"), []byte("nacked"), int64(1), now, now, now.Add(time.Minute), int64(9)},
 		},
 		rows: []map[string]driver.Value{
 			{"id": int64(7), "message_id": []byte("m-7"), "exchange": []byte("gone"), "routing_key": []byte("k"),

@@ -75,10 +75,15 @@ func errorExpr(t *outbox.Table) string {
 }
 
 // FailureGroupsSQL groups the failed and retrying rows of t by state and
-// error text: state, error, rows, first and last seen, earliest next
-// retry. It reads at most scan rows (the inner LIMIT; rows = scan means
-// there may be more) and returns at most groups groups, largest first. ok
-// is false when t has no state to show.
+// error text: state, a hash of the error text (MD5, NULL and empty alike),
+// rows, first and last seen, earliest next retry, and the lowest id, whose
+// text FailureTextsSQL reads. It reads at most scan rows (the inner LIMIT;
+// rows = scan means there may be more) and returns at most groups groups,
+// largest first. ok is false when t has no state to show.
+//
+// The texts are not grouped in the scan itself: up to 1,000 characters a
+// row would make the grouped rows too wide for an in-memory temporary table,
+// and on disk the query took seconds at 50,000 rows (docs/console.md).
 func FailureGroupsSQL(t *outbox.Table, scan, groups int) (query string, args []any, ok bool) {
 	states := FailureStates(t)
 	if len(states) == 0 {
@@ -101,10 +106,21 @@ func FailureGroupsSQL(t *outbox.Table, scan, groups int) (query string, args []a
 	if c := t.Columns.NextRetryTime; c != "" {
 		nrt = q(c)
 	}
-	return fmt.Sprintf("SELECT g.st, g.err, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt) FROM ("+
-		"SELECT %s AS st, %s AS err, %s AS seen, %s AS nrt FROM %s WHERE %s LIMIT ?"+
-		") g GROUP BY g.st, g.err ORDER BY COUNT(*) DESC, g.st, g.err LIMIT ?",
-		stateCase, errorExpr(t), seenExpr(t), nrt, QuotedName(t), where), []any{scan, groups}, true
+	hash := "''"
+	if t.Columns.Error != "" {
+		hash = "MD5(COALESCE(" + errorExpr(t) + ", ''))"
+	}
+	return fmt.Sprintf("SELECT g.st, g.h, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt), MIN(g.id) FROM ("+
+		"SELECT %s AS st, %s AS h, %s AS seen, %s AS nrt, %s AS id FROM %s WHERE %s LIMIT ?"+
+		") g GROUP BY g.st, g.h ORDER BY COUNT(*) DESC, g.st, g.h LIMIT ?",
+		stateCase, hash, seenExpr(t), nrt, q(t.Columns.ID), QuotedName(t), where), []any{scan, groups}, true
+}
+
+// FailureTextsSQL reads the error text of n rows by id: (id, text), one
+// primary-key lookup each (a group's lowest id from FailureGroupsSQL).
+func FailureTextsSQL(t *outbox.Table, n int) string {
+	return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", q(t.Columns.ID), errorExpr(t), QuotedName(t),
+		q(t.Columns.ID), strings.TrimSuffix(strings.Repeat("?,", n), ","))
 }
 
 // FailureRowsSQL reads one page of a failure group's rows, by id after

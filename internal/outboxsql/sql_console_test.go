@@ -12,15 +12,18 @@ import (
 func TestConsoleStatements(t *testing.T) {
 	seed, local, deb := presetTable(t, "producer-message"), presetTable(t, "local-message"), presetTable(t, "debezium")
 	q, args, ok := FailureGroupsSQL(seed, 50000, 100)
-	want := "SELECT g.st, g.err, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt) FROM (SELECT CASE WHEN `status` = 'FAILED' THEN 'failed' ELSE 'retrying' END AS st, " +
-		"LEFT(`error_msg`, 1000) AS err, `update_time` AS seen, `next_retry_time` AS nrt FROM `app`.`producer_message` " +
-		"WHERE `status` IN ('FAILED', 'PENDING') AND (`status` = 'FAILED' OR `retry_count` > 0) LIMIT ?) g GROUP BY g.st, g.err ORDER BY COUNT(*) DESC, g.st, g.err LIMIT ?"
+	want := "SELECT g.st, g.h, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt), MIN(g.id) FROM (SELECT CASE WHEN `status` = 'FAILED' THEN 'failed' ELSE 'retrying' END AS st, " +
+		"MD5(COALESCE(LEFT(`error_msg`, 1000), '')) AS h, `update_time` AS seen, `next_retry_time` AS nrt, `id` AS id FROM `app`.`producer_message` " +
+		"WHERE `status` IN ('FAILED', 'PENDING') AND (`status` = 'FAILED' OR `retry_count` > 0) LIMIT ?) g GROUP BY g.st, g.h ORDER BY COUNT(*) DESC, g.st, g.h LIMIT ?"
 	if !ok || q != want || !reflect.DeepEqual(args, []any{50000, 100}) {
 		t.Errorf("seed groups:\n got %s %v\nwant %s", q, args, want)
 	}
 	q, _, ok = FailureGroupsSQL(local, 10, 10)
-	if !ok || !strings.Contains(q, "WHERE `status` IN (2, 0) AND (`status` = 2 OR `retry_count` > 0)") || !strings.Contains(q, "NULL AS err") {
+	if !ok || !strings.Contains(q, "WHERE `status` IN (2, 0) AND (`status` = 2 OR `retry_count` > 0)") || !strings.Contains(q, "'' AS h") {
 		t.Errorf("local_message groups (numeric statuses, no error column): %s", q)
+	}
+	if got, want := FailureTextsSQL(seed, 2), "SELECT `id`, LEFT(`error_msg`, 1000) FROM `app`.`producer_message` WHERE `id` IN (?,?)"; got != want {
+		t.Errorf("texts:\n got %s\nwant %s", got, want)
 	}
 	if _, _, ok := FailureGroupsSQL(deb, 10, 10); ok {
 		t.Error("a table without a status column has failure groups")
