@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -294,5 +296,33 @@ func TestQueriesCached(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d group queries for 10 pages within the cache time, want 1", n)
+	}
+}
+
+// A slow query is asked again only after ten times its duration.
+func TestSlowQueriesKeptLonger(t *testing.T) {
+	c := newQueryCache(time.Second)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+	runs := 0
+	fetch := func(context.Context) (any, error) { runs++; return runs, nil }
+	get := func() {
+		if _, _, err := c.get(context.Background(), "groups", "k", time.Second, fetch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	c.mu.Lock()
+	c.kinds["k"].took = 2 * time.Second // as if the query took 2 s
+	c.mu.Unlock()
+	now = now.Add(5 * time.Second) // past the TTL, within 10 x 2 s
+	get()
+	if runs != 1 {
+		t.Fatalf("a 2 s query ran again after 5 s (%d runs)", runs)
+	}
+	now = now.Add(16 * time.Second)
+	get()
+	if runs != 2 {
+		t.Errorf("not asked again after 21 s (%d runs)", runs)
 	}
 }

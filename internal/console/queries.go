@@ -3,7 +3,9 @@ package console
 // The console's load on the replica: each kind of query (the groups of a
 // table, one page of a group) is asked at most once per CacheFor whatever
 // the number of browsers and live streams, and never twice at once: a
-// request that finds it running waits for that result.
+// request that finds it running waits for that result. A query that took
+// long is kept longer, slowTTL times its duration, so the console never
+// keeps the replica busy more than a tenth of the time with one kind.
 
 import (
 	"context"
@@ -14,6 +16,9 @@ import (
 
 // maxCached bounds the kinds kept (a group's pages are kinds of their own).
 const maxCached = 512
+
+// slowTTL: a result is fresh for at least this many times the query took.
+const slowTTL = 10
 
 type queryCache struct {
 	ttl time.Duration
@@ -28,6 +33,7 @@ type cached struct {
 	val     any
 	err     error
 	at      time.Time     // when the value was read
+	took    time.Duration // what reading it took
 	running chan struct{} // closed when the query in flight ends; nil when none
 }
 
@@ -57,7 +63,7 @@ func (c *queryCache) get(ctx context.Context, family, kind string, timeout time.
 			e = &cached{}
 			c.kinds[kind] = e
 		}
-		if e.running == nil && !e.at.IsZero() && c.now().Sub(e.at) < c.ttl {
+		if e.running == nil && !e.at.IsZero() && c.now().Sub(e.at) < max(c.ttl, slowTTL*e.took) {
 			v, err, age = e.val, e.err, c.now().Sub(e.at)
 			c.mu.Unlock()
 			return v, age, err
@@ -91,7 +97,7 @@ func (c *queryCache) run(e *cached, family string, timeout time.Duration, fetch 
 	took := time.Since(began)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e.val, e.err, e.at = v, err, c.now()
+	e.val, e.err, e.at, e.took = v, err, c.now(), took
 	close(e.running)
 	e.running = nil
 	st := c.stats[family]
