@@ -75,7 +75,8 @@ func errorExpr(t *outbox.Table) string {
 }
 
 // FailureGroupsSQL groups the failed and retrying rows of t by state and
-// error text: state, a hash of the error text (MD5, NULL and empty alike),
+// error text: state, a hash of the error text (SHA-256, NULL and empty
+// alike; MySQL 9 has no MD5()),
 // rows, first and last seen, earliest next retry, and the lowest id, whose
 // text FailureTextsSQL reads. It reads at most scan rows (the inner LIMIT;
 // rows = scan means there may be more) and returns at most groups groups,
@@ -108,7 +109,7 @@ func FailureGroupsSQL(t *outbox.Table, scan, groups int) (query string, args []a
 	}
 	hash := "''"
 	if t.Columns.Error != "" {
-		hash = "MD5(COALESCE(" + errorExpr(t) + ", ''))"
+		hash = "SHA2(COALESCE(" + errorExpr(t) + ", ''), 256)"
 	}
 	return fmt.Sprintf("SELECT g.st, g.h, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt), MIN(g.id) FROM ("+
 		"SELECT %s AS st, %s AS h, %s AS seen, %s AS nrt, %s AS id FROM %s WHERE %s LIMIT ?"+

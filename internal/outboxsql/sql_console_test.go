@@ -13,7 +13,7 @@ func TestConsoleStatements(t *testing.T) {
 	seed, local, deb := presetTable(t, "producer-message"), presetTable(t, "local-message"), presetTable(t, "debezium")
 	q, args, ok := FailureGroupsSQL(seed, 50000, 100)
 	want := "SELECT g.st, g.h, COUNT(*), MIN(g.seen), MAX(g.seen), MIN(g.nrt), MIN(g.id) FROM (SELECT CASE WHEN `status` = 'FAILED' THEN 'failed' ELSE 'retrying' END AS st, " +
-		"MD5(COALESCE(LEFT(`error_msg`, 1000), '')) AS h, `update_time` AS seen, `next_retry_time` AS nrt, `id` AS id FROM `app`.`producer_message` " +
+		"SHA2(COALESCE(LEFT(`error_msg`, 1000), ''), 256) AS h, `update_time` AS seen, `next_retry_time` AS nrt, `id` AS id FROM `app`.`producer_message` " +
 		"WHERE `status` IN ('FAILED', 'PENDING') AND (`status` = 'FAILED' OR `retry_count` > 0) LIMIT ?) g GROUP BY g.st, g.h ORDER BY COUNT(*) DESC, g.st, g.h LIMIT ?"
 	if !ok || q != want || !reflect.DeepEqual(args, []any{50000, 100}) {
 		t.Errorf("seed groups:\n got %s %v\nwant %s", q, args, want)
