@@ -137,7 +137,7 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request, sess *session) 
 			o.Error = &g.Error
 		}
 		fields = append(fields, [2]string{"key", key})
-		what = fmt.Sprintf("the FAILED group %q", reasonText(g.Error))
+		what = "the FAILED group: " + reasonText(g.Error)
 	} else {
 		for _, id := range r.PostForm["id"] {
 			id = strings.TrimSpace(id)

@@ -326,3 +326,36 @@ func TestSlowQueriesKeptLonger(t *testing.T) {
 		t.Errorf("not asked again after 21 s (%d runs)", runs)
 	}
 }
+
+// A replay: a range is required, the dry run counts, the confirmation
+// starts it in the background and the action log records its start and
+// end with who asked.
+func TestReplayDryRunThenConfirm(t *testing.T) {
+	h := newHarness(t, Config{Token: testToken})
+	_, token := h.signIn(testToken)
+	form := url.Values{"csrf": {token}, "table": {"shop.producer_message"}}
+	if code, body, _ := h.post("/ui/actions/replay", h.ts.URL, form); code != http.StatusBadRequest || !strings.Contains(body, "give a range") {
+		t.Errorf("replay without a range: %d\n%s", code, body)
+	}
+	form.Set("ids", "1-100")
+	form.Set("exchange", "audit")
+	code, body, _ := h.post("/ui/actions/replay", h.ts.URL, form)
+	if code != http.StatusOK || !strings.Contains(body, `id="dry-run-rows">3<`) || !strings.Contains(body, `name="ids" value="1-100"`) {
+		t.Fatalf("replay dry run: %d\n%s", code, body)
+	}
+	form.Set("step", "confirm")
+	if code, _, resp := h.post("/ui/actions/replay", h.ts.URL, form); code != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/actions" {
+		t.Fatalf("replay confirm: %d", code)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, page := h.get("/ui/actions")
+		if strings.Contains(page, "replay ended") && strings.Contains(page, "replay started") && strings.Contains(page, "<td>alice</td>") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the action log does not show the replay:\n%s", page)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
