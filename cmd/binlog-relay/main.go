@@ -36,7 +36,7 @@ usage:
   binlog-relay lint   --config relay.yaml   validate the config without connecting to anything
   binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
   binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
-  binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name]
+  binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name] [--error TEXT] [--dry-run]
                                             put FAILED rows back to PENDING, retry count reset
   binlog-relay reconcile --config relay.yaml [--since 24h] [--until T] [--table schema.name ...]
          [--repair] [--format table|json]   compare the outbox with the consumers' inboxes (replicas only);

@@ -23,6 +23,8 @@ func (a *App) sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.console.sweeper.Store(s)
+	defer a.console.sweeper.Store(nil)
 	return s.Run(ctx)
 }
 
