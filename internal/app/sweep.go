@@ -25,6 +25,8 @@ func (a *App) sweep(ctx context.Context) error {
 		return err
 	}
 	s.SetBinlogPath(binlogProgress{a})
+	a.console.sweeper.Store(s)
+	defer a.console.sweeper.Store(nil)
 	return s.Run(ctx)
 }
 

@@ -487,6 +487,12 @@ func (l *loader) resolveSecrets(c *Config) error {
 	if _, err := read("primary.password_file", c.Primary.PasswordFile, &c.Primary.Password); err != nil {
 		return err
 	}
+	if c.HTTP.ConsoleToken != "" && c.HTTP.ConsoleTokenFile != "" {
+		return errors.New("http.console_token_file: set either it or http.console_token, not both")
+	}
+	if _, err := read("http.console_token_file", c.HTTP.ConsoleTokenFile, &c.HTTP.ConsoleToken); err != nil {
+		return err
+	}
 	if _, err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
 		return err
 	}

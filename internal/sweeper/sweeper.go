@@ -22,6 +22,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -72,6 +73,8 @@ type Sweeper struct {
 	waitingForBroker bool  // logged once per outage
 	zones            zones // the primary's clock, for the pre-checks (precheck.go)
 
+	last atomic.Pointer[Round] // the last round's outcome (LastRound)
+
 	// The binlog path beside (binlogpath.go): the grace period of the
 	// rounds under way and whether they may claim, when the last rounds
 	// ended, a pause seen, and whether the path is far behind.
@@ -82,6 +85,26 @@ type Sweeper struct {
 	pausedAt   time.Time
 	deferring  bool
 }
+
+// Round is what the sweeper's last round over a table found, for the
+// console.
+type Round struct {
+	At    time.Time
+	Table string
+	Due   bool   // rows were due (claimed on the primary)
+	Err   string // the pre-check's error, if it failed
+}
+
+// LastRound is the last round's outcome; ok is false before the first.
+func (s *Sweeper) LastRound() (Round, bool) {
+	if p := s.last.Load(); p != nil {
+		return *p, true
+	}
+	return Round{}, false
+}
+
+// Interval is the time between rounds (sweeper.interval).
+func (s *Sweeper) Interval() time.Duration { return s.cfg.Interval }
 
 // New builds a sweeper. replica answers the pre-checks (the relay's binlog
 // source); primary takes the claims and status writes. Tables the sweeper
@@ -180,6 +203,11 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 	log := s.log.With(zap.String("table", p.T.FullName()))
 	due, zombies, err := s.look(ctx, p)
+	r := &Round{At: time.Now(), Table: p.T.FullName(), Due: due || zombies}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	s.last.Store(r)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("sweeper pre-check on the replica failed; next round retries", zap.Error(err))

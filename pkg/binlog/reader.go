@@ -64,8 +64,8 @@ type Config struct {
 	XABufferBytes int64
 	// TxBufferRows and TxBufferBytes bound the rows of one transaction held
 	// until its commit, so that its later UPDATEs and DELETEs of them apply
-	// first (txrows.go). Past either bound the rows held so far are sent
-	// (default 5,000 rows, 8 MiB).
+	// first (a row is emitted as its transaction committed it). Past either
+	// bound the rows held so far are sent (default 5,000 rows, 8 MiB).
 	TxBufferRows  int
 	TxBufferBytes int64
 	// LowerCaseTableNames is the source's lower_case_table_names
