@@ -60,7 +60,7 @@ unit:
 # -9, positions, XA, the seed tables) on MariaDB 11.8 with RabbitMQ 4.3.
 # Within a lane packages run one at a time (-p 1): they share the lane's
 # servers, and some tests read global server counters.
-FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/rowstatus ./pkg/inbox ./examples/embed ./internal/streamlane
+FLAVOR_PKGS := ./test/integration ./test/chaos ./internal/publisher ./internal/sweeper ./internal/rowstatus ./pkg/inbox ./examples/embed ./internal/streamlane ./internal/discover
 CORE_TESTS := ^(TestRelay|TestSwitchover|TestStoppedSQLThread|TestSameServerID|TestPurgedPosition|TestLostCheckpoint|TestLocalWrites|TestXA|TestSeed)
 test:
 	@# Three lanes side by side (scripts/testlanes.sh) while the two sid

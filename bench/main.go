@@ -64,7 +64,7 @@ type options struct {
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "kill"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "console", "kill"}
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
@@ -286,6 +286,7 @@ var relaySteps = []struct {
 	{"reconcile", "reconcile", reconcileStep},
 	{"lanes", "lanes", lanesStep},
 	{"replay", "replay", replayStep},
+	{"console", "console queries", consoleStep},
 	{"kill", "sigkill", killStep},
 }
 

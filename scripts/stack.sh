@@ -113,9 +113,12 @@ ensure_packages() {
   for pair in mariadbd:mariadb-server mariadb-install-db:mariadb-server mariadb:mariadb-client \
       mariadb-admin:mariadb-client redis-server:redis-server redis-cli:redis-tools \
       rabbitmq-server:rabbitmq-server rabbitmqctl:rabbitmq-server openssl:openssl \
-      promtool:prometheus debootstrap:debootstrap mountpoint:util-linux redis-sentinel:redis-sentinel; do
+      promtool:prometheus debootstrap:debootstrap mountpoint:util-linux redis-sentinel:redis-sentinel \
+      chromium:chromium; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
+  # chromium: test/integration/console_browser_test.go drives the operator's console in it
+  # (headless, through chromedp).
   # pika, the Python AMQP client: test/integration/presets_consumer_test.go consumes with it (a
   # consumer that is not Go). Debian's python3 is asked, which the package installs into.
   /usr/bin/python3 -c 'import pika' >/dev/null 2>&1 || missing+=(python3-pika)

@@ -15,12 +15,17 @@ type options struct {
 	requeue   command.RequeueOptions
 	reconcile command.ReconcileOptions
 	replay    command.ReplayOptions
+	init      command.InitOptions
 }
 
 // newFlagSet registers cmd's flags, bound to o. `help CMD` prints the same
 // set (usage.go).
 func newFlagSet(cmd string, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	if cmd == "init" { // it writes a config, and reads none
+		o.init.Flags(fs)
+		return fs
+	}
 	fs.StringVar(&o.config, "config", "relay.yaml", "path to the YAML config")
 	switch cmd {
 	case "run":
@@ -52,6 +57,8 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (o *options, ok boo
 		err = o.reconcile.Validate()
 	case "replay":
 		err = o.replay.Validate()
+	case "init":
+		err = o.init.Validate()
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "binlog-relay:", err)

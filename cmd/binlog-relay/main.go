@@ -2,9 +2,9 @@
 // outbox rows to RabbitMQ. See README.md.
 //
 // It only reads the command line and dispatches: main.go parses it and opens
-// the App, flags.go holds each command's flags, commands.go, lint.go,
-// reconcile.go and replay.go turn a command's outcome into its exit code,
-// usage.go answers help. The commands themselves are internal/app's.
+// the App, flags.go holds each command's flags, commands.go, init.go,
+// lint.go, reconcile.go and replay.go turn a command's outcome into its
+// exit code, usage.go answers help. The commands themselves are internal/app's.
 package main
 
 import (
@@ -26,6 +26,9 @@ var version = "dev"
 const usage = `binlog-relay: publish outbox rows from the binlog to RabbitMQ
 
 usage:
+  binlog-relay init   --source DSN --primary DSN --table schema.table [--broker URL] [--redis ADDR]
+         [--out relay.yaml]                 write a config from the table itself (a preset, or a mapping),
+                                            saying what it could not decide; exit 2 on a table it cannot map
   binlog-relay run    --config relay.yaml   stream until SIGTERM/SIGINT
          [--accept-gap]                     restart at the current position when the saved one is gone,
                                             losing what tables without a status column had in the gap
@@ -33,7 +36,7 @@ usage:
   binlog-relay lint   --config relay.yaml   validate the config without connecting to anything
   binlog-relay status --config relay.yaml   checkpoint, lag, outbox counts, oldest pending, failed, retry ratio
   binlog-relay sweep  --config relay.yaml   run only the fallback sweeper (any number, on any machines)
-  binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name]
+  binlog-relay requeue --config relay.yaml --failed [--since T] [--id N ...] [--table schema.name] [--error TEXT] [--dry-run]
                                             put FAILED rows back to PENDING, retry count reset
   binlog-relay reconcile --config relay.yaml [--since 24h] [--until T] [--table schema.name ...]
          [--repair] [--format table|json]   compare the outbox with the consumers' inboxes (replicas only);
@@ -69,8 +72,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	if cmd == "lint" {
+	switch cmd {
+	case "lint":
 		return lint(o.config, stdout, stderr)
+	case "init":
+		return initCmd(o, stdout, stderr)
 	}
 	return runOnApp(appCommands[cmd], o, stdout, stderr)
 }

@@ -14,7 +14,7 @@ const (
 	exitUsage   = 2 // bad command line or config: nothing was started
 )
 
-var commands = []string{"run", "check", "lint", "status", "sweep", "requeue", "reconcile", "replay", "version", "help"}
+var commands = []string{"init", "run", "check", "lint", "status", "sweep", "requeue", "reconcile", "replay", "version", "help"}
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
@@ -91,8 +91,17 @@ func commandUsage(w io.Writer, cmd string) {
 		fmt.Fprint(w, replayExitCodes)
 		return
 	}
+	if cmd == "init" {
+		fmt.Fprint(w, initExitCodes)
+		return
+	}
 	fmt.Fprint(w, exitCodes)
 }
+
+const initExitCodes = `
+exit codes: 0 written and lint passed, 1 the source did not answer, 2 usage error, a table it cannot map or
+            that is not there, an --out that exists, or a config lint refuses
+`
 
 const exitCodes = `
 exit codes: 0 ok, 1 runtime failure (a server, the broker or Redis), 2 usage or config error

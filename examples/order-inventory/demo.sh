@@ -34,6 +34,9 @@ echo "== relay"
 # A fresh database needs a fresh checkpoint: resuming an old one would replay the
 # previous run's outbox rows into this run's inventory.
 redis-cli -h 127.0.0.1 -p 6379 DEL binlog-relay:order-inventory-demo:checkpoint >/dev/null
+# The console (http.console in relay.yaml) lets whoever has this token requeue and replay.
+export DEMO_CONSOLE_TOKEN=${DEMO_CONSOLE_TOKEN:-$(openssl rand -hex 16)}
+echo "   console: http://127.0.0.1:9474/ui/ (sign in with the token $DEMO_CONSOLE_TOKEN)"
 "${RELAY_BIN:-$ROOT/bin/binlog-relay}" run --config relay.yaml > /tmp/order-inventory-relay.log 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do
@@ -59,3 +62,7 @@ mysql_primary "$DB" -e "SELECT status, COUNT(*) FROM producer_message GROUP BY s
 echo "== binlog-relay status"
 "${RELAY_BIN:-$ROOT/bin/binlog-relay}" status --config relay.yaml
 grep -q "every order deducted exactly once" /tmp/order-inventory-verify.out
+if [[ ${DEMO_KEEP:-} == 1 ]]; then
+  echo "== the relay keeps running for the console (http://127.0.0.1:9474/ui/); Ctrl-C stops it"
+  wait "${pids[1]}"
+fi

@@ -20,15 +20,13 @@ func forbidden(pub, path string) string {
 		return "an internal package, which no other module can import"
 	case strings.HasPrefix(path, "github.com/go-mysql-org/"):
 		return "go-mysql, which the binlog reader keeps as an implementation detail"
-	case strings.HasPrefix(path, "go.uber.org/zap") && !strings.HasPrefix(pub, inboxPkg):
-		return "zap: the public packages log through log/slog"
+	case strings.HasPrefix(path, "go.uber.org/zap"):
+		// One convention for every public package: a *slog.Logger (nil
+		// logs nothing). A zap user brings zap through zapslog.
+		return "zap: the public packages take a *slog.Logger (a zap user passes slog.New(zapslog.NewHandler(core)))"
 	}
 	return ""
 }
-
-// inboxPkg was published taking a *zap.Logger before the other public
-// packages existed; it keeps that signature, which users already call.
-const inboxPkg = "github.com/binlog-relay/binlog-relay/pkg/inbox"
 
 // TestPublicSignatures fails when an exported identifier of pkg/... (a
 // function's parameters or results, a type, an exported field or method)
@@ -152,5 +150,18 @@ func TestWalkerFindsForbiddenTypes(t *testing.T) {
 	w.typ(sig)
 	if len(w.problems) != 2 || !strings.Contains(w.problems[0], "internal/x.Secret") || !strings.Contains(w.problems[1], "go-mysql") {
 		t.Fatalf("problems %q, want the internal type behind the field and go-mysql's GTIDSet", w.problems)
+	}
+}
+
+// zap is refused in every public package, pkg/inbox included (it took a
+// *zap.Logger until the public packages agreed on log/slog).
+func TestZapRefusedEverywhere(t *testing.T) {
+	for _, pub := range []string{"github.com/binlog-relay/binlog-relay/pkg/inbox", "github.com/binlog-relay/binlog-relay/pkg/binlog"} {
+		if why := forbidden(pub, "go.uber.org/zap"); !strings.Contains(why, "*slog.Logger") {
+			t.Errorf("%s may mention zap: %q", pub, why)
+		}
+	}
+	if why := forbidden("github.com/binlog-relay/binlog-relay/pkg/inbox", "log/slog"); why != "" {
+		t.Errorf("log/slog refused: %s", why)
 	}
 }

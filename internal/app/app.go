@@ -64,6 +64,8 @@ type App struct {
 	guard   guards        // one relay per name and server_id, the gap policy (guards.go)
 	notice  ops.Notice    // /readyz: a gap taken, a server_id conflict, two relays with one name
 
+	console consoleState // the operator's console at /ui (console.go)
+
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose
 	// rows in the gap are then lost (`run --accept-gap`, internal/startpos).

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
+	"github.com/binlog-relay/binlog-relay/internal/console"
 	"github.com/binlog-relay/binlog-relay/internal/redisconn"
 	"github.com/binlog-relay/binlog-relay/internal/source"
 )
@@ -23,7 +24,13 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Cfg: cfg, Log: log, stages: st}
+	a := &App{Cfg: cfg, stages: st}
+	if cfg.HTTP.Console {
+		// Every stage logs through it, so the console lists their warnings.
+		a.console.errs = &console.Recorder{}
+		log = a.console.errs.Tee(log)
+	}
+	a.Log = log
 	redisconn.RouteLogs(log)
 	if a.Source, err = source.Open(cfg.Source, log.Named("source")); err != nil {
 		return nil, err

@@ -41,6 +41,14 @@ func (a *App) httpService() service {
 	a.ops.addr.Store(&bound)
 	m := a.Metrics()
 	srv := &ops.Server{Metrics: m.Handler(), Ready: a.readyText, Leader: a.leaderText, Pollers: a.pollers(m), Log: a.Log}
+	ui, err := a.newConsole() // console.go
+	if err != nil {
+		_ = ln.Close()
+		return func(context.Context) error { return err }
+	}
+	if ui != nil {
+		srv.Console = ui
+	}
 	a.stops.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

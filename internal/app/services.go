@@ -18,6 +18,9 @@ func (a *App) services() []service {
 	if svc := a.reconcileService(); svc != nil {
 		out = append(out, svc)
 	}
+	if svc := a.rosterService(); svc != nil {
+		out = append(out, svc)
+	}
 	if svc := a.httpService(); svc != nil {
 		out = append(out, svc)
 	}

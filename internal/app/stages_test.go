@@ -29,7 +29,7 @@ func parseStages(t *testing.T, extra string) *config.Config {
 }
 
 // Keys the config leaves at zero reach the stages as the stages' defaults,
-// the values the README's config reference gives.
+// the values docs/configuration.md gives.
 func TestStageDefaultsFromTheConfig(t *testing.T) {
 	s, err := newStages(parseStages(t, ""))
 	if err != nil {

@@ -17,13 +17,38 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/sweeper"
 )
 
-// sweep runs the sweeper inside `run` (with sweeper.enabled).
+// sweep runs the sweeper inside `run` (with sweeper.enabled), beside the
+// binlog path: it leaves alone the rows that path has not reached yet.
 func (a *App) sweep(ctx context.Context) error {
 	s, err := a.wire.sweeper()
 	if err != nil {
 		return err
 	}
+	s.SetBinlogPath(binlogProgress{a})
+	a.console.sweeper.Store(s)
+	defer a.console.sweeper.Store(nil)
 	return s.Run(ctx)
+}
+
+// binlogProgress is how far this process's binlog path has come
+// (sweeper.BinlogPath): the reader's position in time where every row it
+// read is settled, else the last transaction the relay settled every row
+// of. Nothing running (a standby): nothing heard, and the sweeper sweeps
+// by the wall clock.
+type binlogProgress struct{ a *App }
+
+func (p binlogProgress) Progress(now time.Time) (time.Time, time.Duration) {
+	rd, r := p.a.ops.reader.Load(), p.a.Relay()
+	if rd == nil || r == nil {
+		return time.Time{}, 0
+	}
+	behind := rd.Lag(now)
+	marked, ok := r.MarkedThrough()
+	if last, read := rd.LastCommit(); ok && read && (last.File != marked.File || last.Pos != marked.Pos) {
+		// Rows read and not settled yet: the path is where its marks are.
+		behind = max(behind, now.Sub(time.Unix(int64(marked.Time), 0)))
+	}
+	return rd.LastReceived(), behind
 }
 
 // sweeper wires a sweeper with a publisher of its own (one ordered

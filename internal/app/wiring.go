@@ -54,8 +54,14 @@ func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Table names are matched as the source compares them: by case under
+	// lower_case_table_names=0, where `Outbox` and `outbox` are two tables.
+	lctn, err := binlog.DetectLowerCaseTableNames(ctx, w.source.DB())
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
 	rc := w.stages.reader
-	rc.Password, rc.PasswordFunc, rc.TLS, rc.Flavor = password, tokens, stls, flavor
+	rc.Password, rc.PasswordFunc, rc.TLS, rc.Flavor, rc.LowerCaseTableNames = password, tokens, stls, flavor, lctn
 	return binlog.New(rc, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
 		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover()))
 }

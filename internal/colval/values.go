@@ -34,6 +34,16 @@ func ValueString(v any) string {
 	return ""
 }
 
+// ValueStringIn is ValueString with times in loc, as RFC 3339: the text of
+// a value in a header, a route template or a message id, where a
+// DATETIME reads in the table's route.time_zone.
+func ValueStringIn(v any, loc *time.Location) string {
+	if tm, ok := v.(time.Time); ok {
+		return tm.In(loc).Format(time.RFC3339Nano)
+	}
+	return ValueString(v)
+}
+
 // ValueBytes returns a value as bytes, copying so the result never aliases a
 // binlog packet buffer.
 func ValueBytes(v any) []byte {

@@ -73,3 +73,22 @@ func TestValueUint64(t *testing.T) {
 		}
 	}
 }
+
+// A time renders in the zone given (a table's route.time_zone), anything
+// else as ValueString renders it.
+func TestValueStringInUsesTheZone(t *testing.T) {
+	instant := time.Date(2024, 2, 29, 15, 59, 58, 123000000, time.UTC)
+	if got := ValueStringIn(instant, time.UTC); got != "2024-02-29T15:59:58.123Z" {
+		t.Fatalf("UTC: %s", got)
+	}
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ValueStringIn(instant, shanghai); got != "2024-02-29T23:59:58.123+08:00" {
+		t.Fatalf("Shanghai: %s", got)
+	}
+	if got := ValueStringIn(uint64(18446744073709551615), shanghai); got != "18446744073709551615" {
+		t.Fatalf("uint64: %s", got)
+	}
+}

@@ -18,9 +18,15 @@ type RequeueOptions struct {
 	Since time.Time
 	IDs   []string
 	Table string
+	// Error keeps only the rows whose error column is exactly this text
+	// (nil: any).
+	Error *string
+	// DryRun counts the rows on the source replica and writes nothing.
+	DryRun bool
 }
 
-// Flags registers --failed, --since, --id and --table on fs.
+// Flags registers --failed, --since, --id, --table, --error and --dry-run
+// on fs.
 func (o *RequeueOptions) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Failed, "failed", false, "put FAILED rows back to PENDING (required)")
 	fs.Func("since", "only rows that failed since this time: RFC 3339 (2024-05-01T10:00:00Z) or a duration back from now (2h)", func(s string) error {
@@ -37,6 +43,11 @@ func (o *RequeueOptions) Flags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&o.Table, "table", "", "schema.table to requeue (needed when several tables have a failed status)")
+	fs.Func("error", "only rows whose error column is exactly this text (\"\" for none)", func(s string) error {
+		o.Error = &s
+		return nil
+	})
+	fs.BoolVar(&o.DryRun, "dry-run", false, "count the rows on the source replica; write nothing")
 }
 
 // Validate checks the flags before anything connects.

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/replay"
@@ -175,13 +176,10 @@ func (e Env) replayKey(t *outbox.Table, archive bool) string {
 // replayTable picks the table: the one named, or the only one configured.
 func (e Env) replayTable(name string) (*outbox.Table, error) {
 	var names []string
-	var match []*outbox.Table
 	for _, t := range e.Cfg.Tables {
 		names = append(names, t.FullName())
-		if strings.EqualFold(t.FullName(), name) || strings.EqualFold(t.Name, name) {
-			match = append(match, t)
-		}
 	}
+	match := config.MatchTables(e.Cfg.Tables, name)
 	switch {
 	case name == "" && len(e.Cfg.Tables) == 1:
 		return e.Cfg.Tables[0], nil

@@ -487,6 +487,12 @@ func (l *loader) resolveSecrets(c *Config) error {
 	if _, err := read("primary.password_file", c.Primary.PasswordFile, &c.Primary.Password); err != nil {
 		return err
 	}
+	if c.HTTP.ConsoleToken != "" && c.HTTP.ConsoleTokenFile != "" {
+		return errors.New("http.console_token_file: set either it or http.console_token, not both")
+	}
+	if _, err := read("http.console_token_file", c.HTTP.ConsoleTokenFile, &c.HTTP.ConsoleToken); err != nil {
+		return err
+	}
 	if _, err := read("redis.password_file", c.Redis.PasswordFile, &c.Redis.Password); err != nil {
 		return err
 	}
@@ -666,7 +672,9 @@ func (c *Config) validateRelay() []error {
 }
 
 // validateTables checks every `tables:` entry and refuses a table
-// configured twice.
+// configured twice. Names differing only by case are two tables where the
+// server tells them apart (lower_case_table_names=0, the Linux default);
+// where it does not, the binlog reader refuses them at start.
 func (c *Config) validateTables() []error {
 	if len(c.Tables) == 0 {
 		return []error{errors.New("tables: at least one outbox table is required")}
@@ -678,10 +686,10 @@ func (c *Config) validateTables() []error {
 		if err := t.Validate(field); err != nil {
 			errs = append(errs, err)
 		}
-		if j, dup := seen[strings.ToLower(t.FullName())]; dup {
+		if j, dup := seen[t.FullName()]; dup {
 			errs = append(errs, fmt.Errorf("%s: table %s is already configured as tables[%d]", field, t.FullName(), j))
 		}
-		seen[strings.ToLower(t.FullName())] = i
+		seen[t.FullName()] = i
 	}
 	return errs
 }

@@ -149,7 +149,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"status value injection", "tables:\n  - {preset: producer-message, schema: a, statuses: {sent: \"SENT' OR 1=1 --\"}}\n", "tables[0].statuses.sent"},
 		{"bad time zone", "tables:\n  - {preset: producer-message, schema: a, route: {time_zone: Moon/Base}}\n", "tables[0].route.time_zone"},
 		{"missing schema", "tables:\n  - {preset: producer-message}\n", "tables[0].schema: required"},
-		{"duplicate table", "tables:\n  - {preset: producer-message, schema: a}\n  - {preset: producer-message, schema: A}\n", "tables[1]: table A.producer_message is already configured"},
+		{"duplicate table", "tables:\n  - {preset: producer-message, schema: a}\n  - {preset: producer-message, schema: a}\n", "tables[1]: table a.producer_message is already configured"},
 		{"no tables", "", "tables: at least one"},
 		{"no payload without preset", "tables:\n  - {schema: a, name: b, columns: {id: id}, route: {exchange: x}}\n", "tables[0].columns.payload: required"},
 	} {
@@ -224,5 +224,25 @@ tables:
 	want = []any{"r1", 3308, "mariadb", 3307, "mysql", "redis:6380", "ck", time.Second, "strict", 2, "debug", "console", 2}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("set keys: %v, want %v", got, want)
+	}
+}
+
+// Two tables whose names differ only by case are two tables on a server
+// with lower_case_table_names=0 (the Linux default): the config takes both,
+// and a name on the command line finds each by its own spelling, or
+// without case when it matches nothing as written.
+func TestTablesDifferingByCaseAreTwoTables(t *testing.T) {
+	c := mustParse(t, base+`tables:
+  - {preset: producer-message, schema: shop, name: outbox}
+  - {preset: producer-message, schema: shop, name: Outbox}
+`)
+	for name, want := range map[string]string{"shop.outbox": "shop.outbox", "Outbox": "shop.Outbox", "shop.Outbox": "shop.Outbox"} {
+		got, err := FindTable(c.Tables, name)
+		if err != nil || got.FullName() != want {
+			t.Errorf("FindTable(%q) = %v, %v; want %s", name, got, err, want)
+		}
+	}
+	if _, err := FindTable(c.Tables, "OUTBOX"); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Errorf("FindTable(OUTBOX): %v; want it ambiguous", err)
 	}
 }

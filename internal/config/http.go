@@ -43,7 +43,22 @@ type HTTP struct {
 	ManagementURL string `yaml:"management_url"`
 	// QueueInterval is how often queue depth is read (default 15s).
 	QueueInterval time.Duration `yaml:"queue_interval"`
+	// Console serves the operator's console at /ui on this port (off by
+	// default; docs/console.md). Without ConsoleToken it is read-only.
+	Console bool `yaml:"console"`
+	// ConsoleToken lets whoever signs in with it act (requeue, replay);
+	// ConsoleTokenFile reads it from a file instead. Neither set: the
+	// console only shows.
+	ConsoleToken     string `yaml:"console_token"`
+	ConsoleTokenFile string `yaml:"console_token_file"`
+	// ConsolePayloads shows the rows' payloads on the failures page (off:
+	// a payload may hold personal data).
+	ConsolePayloads bool `yaml:"console_payloads"`
 }
+
+// MinConsoleToken is the shortest http.console_token taken: it is the
+// only thing between a browser and the requeue and replay buttons.
+const MinConsoleToken = 16
 
 // ListenAddr is the address to serve on; explicit tells whether the config
 // named it (a taken default port is then not fatal). An empty addr means off.
@@ -110,6 +125,18 @@ func (h HTTP) Validate() error {
 		u, err := url.Parse(h.ManagementURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, errors.New("http.management_url: must be an http:// or https:// URL"))
+		}
+	}
+	if (h.ConsoleToken != "" || h.ConsoleTokenFile != "") && !h.Console {
+		errs = append(errs, errors.New("http.console_token: set http.console: true as well (the token is for the console)"))
+	}
+	if h.ConsoleToken != "" && len(strings.TrimSpace(h.ConsoleToken)) < MinConsoleToken {
+		// Length only: the message must not quote the token.
+		errs = append(errs, fmt.Errorf("http.console_token: shorter than %d characters (e.g. openssl rand -hex 24)", MinConsoleToken))
+	}
+	if h.Console {
+		if addr, _ := h.ListenAddr(); addr == "" {
+			errs = append(errs, errors.New(`http.console: needs the HTTP server (http.addr is "off")`))
 		}
 	}
 	for i, q := range h.Queues {

@@ -179,3 +179,36 @@ tables:
 		t.Errorf("max_label_values: -1 gave %v, want an error naming metrics.max_label_values", err)
 	}
 }
+
+// The console's keys: a token needs the console, is long enough and comes
+// from one place; its file is read like a password file; no error quotes it.
+func TestConsoleConfig(t *testing.T) {
+	base := "source: {host: r, user: relay}\nprimary: {host: p, user: relay}\nbroker: {url: \"amqp://g:g@rabbit:5672/\"}\ntables:\n  - {preset: producer-message, schema: shop}\n"
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("file-token-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) (string, bool) { return "", false }
+	for _, c := range []struct{ http, want string }{
+		{`{console: true, console_token: "short-S3CRET"}`, "http.console_token: shorter than 16"},
+		{`{console_token: "long-enough-token-S3CRET"}`, "http.console_token: set http.console: true"},
+		{`{console: true, console_token: "long-enough-token-S3CRET", console_token_file: "` + token + `"}`, "http.console_token_file: set either"},
+		{`{addr: "off", console: true}`, "http.console: needs the HTTP server"},
+		{`{console: true, console_token_file: "/nonexistent/token"}`, "http.console_token_file: reading"},
+	} {
+		_, err := Parse([]byte(base+"http: "+c.http+"\n"), none)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.http, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "S3CRET") {
+			t.Errorf("%s: the error quotes the token: %v", c.http, err)
+		}
+	}
+	cfg, err := Parse([]byte(base+`http: {console: true, console_token_file: "`+token+`", console_payloads: true}`+"\n"), none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.HTTP.Console || cfg.HTTP.ConsoleToken != "file-token-0123456789abcdef" || !cfg.HTTP.ConsolePayloads {
+		t.Errorf("parsed: console %v, token from the file %v, payloads %v", cfg.HTTP.Console, cfg.HTTP.ConsoleToken == "file-token-0123456789abcdef", cfg.HTTP.ConsolePayloads)
+	}
+}

@@ -242,14 +242,9 @@ func (c ReconcileConsumer) validate(field string, tables []*outbox.Table) []erro
 }
 
 // FindTable finds a configured outbox table by schema.name, or by name
-// alone when one table has it.
+// alone when one table has it (MatchTables).
 func FindTable(tables []*outbox.Table, name string) (*outbox.Table, error) {
-	var found []*outbox.Table
-	for _, t := range tables {
-		if strings.EqualFold(t.FullName(), name) || (!strings.Contains(name, ".") && strings.EqualFold(t.Name, name)) {
-			found = append(found, t)
-		}
-	}
+	found := MatchTables(tables, name)
 	switch len(found) {
 	case 1:
 		return found[0], nil
@@ -258,6 +253,26 @@ func FindTable(tables []*outbox.Table, name string) (*outbox.Table, error) {
 	default:
 		return nil, fmt.Errorf("%q is ambiguous: use schema.name", name)
 	}
+}
+
+// MatchTables are the configured tables a name given on the command line
+// means: schema.name, or name alone, as written; failing that, the same
+// without case. Two tables whose names differ only by case (two tables
+// under lower_case_table_names=0) are each found by their own spelling.
+func MatchTables(tables []*outbox.Table, name string) []*outbox.Table {
+	match := func(eq func(a, b string) bool) []*outbox.Table {
+		var found []*outbox.Table
+		for _, t := range tables {
+			if eq(t.FullName(), name) || (!strings.Contains(name, ".") && eq(t.Name, name)) {
+				found = append(found, t)
+			}
+		}
+		return found
+	}
+	if found := match(func(a, b string) bool { return a == b }); len(found) > 0 {
+		return found
+	}
+	return match(strings.EqualFold)
 }
 
 // tableNames lists the tables as schema.name.

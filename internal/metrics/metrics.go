@@ -64,6 +64,7 @@ type Metrics struct {
 	buildInfo      *prometheus.GaugeVec
 
 	live      *liveCollector
+	recent    *Recent // the last hour, for the console (recent.go)
 	replica   *replicaCollector
 	reconcile reconcileMetrics
 
@@ -113,7 +114,7 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 		own = prometheus.WrapRegistererWith(prometheus.Labels{"name": cfg.Name}, reg)
 	}
 	f := func(c prometheus.Collector) { own.MustRegister(c) }
-	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log)}
+	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log), recent: newRecent()}
 	m.published = counterVec(f, "messages_published_total", "Outbox rows confirmed by the broker and routed to at least one queue.", "table", "exchange")
 	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, no_exchange, refused, field_too_long, other.", "table", "exchange", "reason")
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
@@ -218,6 +219,7 @@ func (m *Metrics) Published(t *outbox.Table, exchange string, confirm, sinceComm
 	if confirm > 0 {
 		m.confirm.Observe(confirm.Seconds())
 	}
+	m.recent.published(confirm)
 	if sinceCommit > 0 {
 		m.commit.Observe(sinceCommit.Seconds())
 	}
@@ -227,6 +229,7 @@ func (m *Metrics) Published(t *outbox.Table, exchange string, confirm, sinceComm
 func (m *Metrics) Failed(t *outbox.Table, exchange string, reason error) {
 	name, label := m.tableName(t), m.exchange.value(exchange)
 	m.failed.WithLabelValues(name, label, FailureReason(exchange, reason)).Inc()
+	m.recent.failed()
 	if errors.Is(reason, publisher.ErrReturned) {
 		m.returned.WithLabelValues(name, label).Inc()
 	}

@@ -23,7 +23,13 @@ type Server struct {
 	Ready   func() (int, string) // /readyz (ReadyText)
 	Leader  func() (int, string) // /leader (LeaderText)
 	Pollers []func(context.Context)
-	Log     *zap.Logger
+	// Console, when set, is served at /ui (internal/console); its Close
+	// runs at Shutdown, ending its live streams.
+	Console interface {
+		http.Handler
+		Close()
+	}
+	Log *zap.Logger
 
 	once sync.Once
 	srv  *http.Server
@@ -54,8 +60,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	for _, poll := range s.Pollers {
 		wg.Go(func() { poll(pollCtx) })
 	}
-	s.Log.Info("metrics and health endpoints listening", zap.String("addr", bound),
-		zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/leader"}))
+	paths := []string{"/metrics", "/healthz", "/readyz", "/leader"}
+	if s.Console != nil {
+		paths = append(paths, "/ui")
+	}
+	s.Log.Info("metrics and health endpoints listening", zap.String("addr", bound), zap.Strings("paths", paths))
 	err := s.server().Serve(ln)
 	stopPolls()
 	wg.Wait()
@@ -85,6 +94,11 @@ func (s *Server) server() *http.Server {
 		})
 		s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog: log.New(&zapWriter{s.Log.Named("http")}, "", 0)}
+		if s.Console != nil {
+			mux.Handle("/ui", s.Console)
+			mux.Handle("/ui/", s.Console)
+			s.srv.RegisterOnShutdown(s.Console.Close)
+		}
 	})
 	return s.srv
 }

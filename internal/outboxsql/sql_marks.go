@@ -49,6 +49,10 @@ type Retry struct {
 	// Version, when set and the table has a version column, is the version
 	// the row must still be at.
 	Version *int64
+	// RetriesWere, when set and the table has a retry count, is the count
+	// the rows must still be at (a record written again moves only the
+	// rows the first write did not reach).
+	RetriesWere *int
 }
 
 // MarkRetrySQL records a failed publish: status, retry_count+1,
@@ -87,6 +91,10 @@ func MarkRetrySQL(t *outbox.Table, r Retry) (string, []any) {
 	if r.Version != nil && c.Version != "" {
 		where += fmt.Sprintf(" AND %s = ?", q(c.Version))
 		args = append(args, *r.Version)
+	}
+	if r.RetriesWere != nil && c.RetryCount != "" {
+		where += fmt.Sprintf(" AND %s = ?", q(c.RetryCount))
+		args = append(args, *r.RetriesWere)
 	}
 	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", QuotedName(t), strings.Join(sets, ", "), where), args
 }

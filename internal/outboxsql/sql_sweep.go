@@ -223,29 +223,71 @@ func (s *Sweep) DeleteIDsSQL(n int) string {
 	return fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", QuotedName(s.T), q(s.T.Columns.ID), ident.Placeholders(n))
 }
 
-// RequeueSQL puts up to n FAILED rows back to PENDING, due at once, with
-// their retry count reset: those that failed within since (by updated_at,
-// else created_at; zero: any age) and, when ids are given, only those.
-func (s *Sweep) RequeueSQL(since time.Duration, ids []string, n int) (string, []any, error) {
+// RequeueMatch picks the FAILED rows a requeue puts back.
+type RequeueMatch struct {
+	// Since keeps those that failed within it (by updated_at, else
+	// created_at); zero: any age.
+	Since time.Duration
+	// IDs, when given, keeps only those.
+	IDs []string
+	// Error, when set, keeps only the rows whose error column holds exactly
+	// *Error (a failure group of the console); "" matches NULL and empty.
+	Error *string
+}
+
+// requeueWhere is the condition selecting m's FAILED rows, with its
+// arguments.
+func (s *Sweep) requeueWhere(m RequeueMatch) (string, []any, error) {
 	t := s.T
 	if t.Statuses.Failed == "" {
 		return "", nil, fmt.Errorf("%s has no failed status (statuses.failed): nothing to requeue", t.FullName())
 	}
 	where := StatusIn(t, []string{t.Statuses.Failed})
 	var args []any
-	if since > 0 {
-		recent, arg := updatedWithin(t, since)
+	if m.Since > 0 {
+		recent, arg := updatedWithin(t, m.Since)
 		where += " AND " + recent
 		args = append(args, arg)
 	}
-	if len(ids) > 0 {
-		where += fmt.Sprintf(" AND %s IN (%s)", q(t.Columns.ID), ident.Placeholders(len(ids)))
-		for _, id := range ids {
+	if len(m.IDs) > 0 {
+		where += fmt.Sprintf(" AND %s IN (%s)", q(t.Columns.ID), ident.Placeholders(len(m.IDs)))
+		for _, id := range m.IDs {
 			args = append(args, id)
 		}
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", QuotedName(t), s.backToPending(true, false), where),
+	if m.Error != nil {
+		if t.Columns.Error == "" {
+			return "", nil, fmt.Errorf("%s has no error column (columns.error): its failures cannot be told apart by reason", t.FullName())
+		}
+		if *m.Error == "" {
+			where += fmt.Sprintf(" AND (%[1]s IS NULL OR %[1]s = '')", q(t.Columns.Error))
+		} else {
+			where += fmt.Sprintf(" AND %s = ?", q(t.Columns.Error))
+			args = append(args, *m.Error)
+		}
+	}
+	return where, args, nil
+}
+
+// RequeueSQL puts up to n of m's FAILED rows back to PENDING, due at once,
+// with their retry count reset.
+func (s *Sweep) RequeueSQL(m RequeueMatch, n int) (string, []any, error) {
+	where, args, err := s.requeueWhere(m)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", QuotedName(s.T), s.backToPending(true, false), where),
 		append(args, n), nil
+}
+
+// RequeueCountSQL counts m's FAILED rows: a requeue's dry run, asked of the
+// replica.
+func (s *Sweep) RequeueCountSQL(m RequeueMatch) (string, []any, error) {
+	where, args, err := s.requeueWhere(m)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", QuotedName(s.T), where), args, nil
 }
 
 // ResetSentSQL puts one SENT row back to PENDING. Arguments: the note (when

@@ -86,3 +86,22 @@ func TestReconcileStatements(t *testing.T) {
 		}
 	}
 }
+
+// A failure record written again (after a rename moved its rows) moves
+// only rows still at the retry count the attempt read, so a row the first
+// write reached is not counted twice; a table without a retry count has
+// no such condition.
+func TestRetryWrittenAgainMatchesTheRetryCount(t *testing.T) {
+	seed, eventuate := presetTable(t, "producer-message"), presetTable(t, "eventuate")
+	two := 2
+	q, args := MarkRetrySQL(seed, Retry{Status: "PENDING", Retrying: true, Delay: time.Second, Reason: "nack",
+		IDs: []any{1}, MessageIDs: []any{"m-1"}, From: []string{"PENDING"}, RetriesWere: &two})
+	want := "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `message_id` IN (?) AND `status` IN ('PENDING') AND `retry_count` = ?"
+	if q != want || fmt.Sprint(args) != "[1000000 nack 1 m-1 2]" {
+		t.Errorf("got %s %v\nwant %s [1000000 nack 1 m-1 2]", q, args, want)
+	}
+	q, _ = MarkRetrySQL(eventuate, Retry{Status: "0", IDs: []any{1}, RetriesWere: &two})
+	if want := "UPDATE `app`.`message` SET `published` = 0 WHERE `id` = ?"; q != want {
+		t.Errorf("got %s\nwant %s (no retry count to match)", q, want)
+	}
+}

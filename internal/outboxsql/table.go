@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -27,16 +26,6 @@ func SQLList(s *outbox.Statuses, vs []string) string {
 		parts[i] = SQLValue(s, v)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// FormatValue renders a decoded value as text for headers, templates and
-// message ids: times as RFC 3339 in the table's zone, anything else as
-// ValueString does.
-func FormatValue(t *outbox.Table, v any) string {
-	if tm, ok := v.(time.Time); ok {
-		return tm.In(t.Location()).Format(time.RFC3339Nano)
-	}
-	return colval.ValueString(v)
 }
 
 // CreatedBefore is a SQL condition selecting rows created more than age ago,

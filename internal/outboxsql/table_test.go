@@ -27,27 +27,6 @@ func TestStatusSQL(t *testing.T) {
 	}
 }
 
-func TestFormatValueUsesTheZone(t *testing.T) {
-	tb := validTable()
-	instant := time.Date(2024, 2, 29, 15, 59, 58, 123000000, time.UTC)
-	if got := FormatValue(&tb, instant); got != "2024-02-29T15:59:58.123Z" {
-		t.Fatalf("default zone: %s", got)
-	}
-	tb.Route.TimeZone = "Asia/Shanghai"
-	if err := tb.Validate("t"); err != nil {
-		t.Fatal(err)
-	}
-	if got := FormatValue(&tb, instant); got != "2024-02-29T23:59:58.123+08:00" {
-		t.Fatalf("Shanghai: %s", got)
-	}
-	if tb.Location().String() != "Asia/Shanghai" {
-		t.Fatalf("location %s", tb.Location())
-	}
-	if got := FormatValue(&tb, uint64(18446744073709551615)); got != "18446744073709551615" {
-		t.Fatalf("uint64: %s", got)
-	}
-}
-
 func TestCreatedBefore(t *testing.T) {
 	tb := validTable()
 	if _, _, ok := CreatedBefore(&tb, time.Minute); ok {

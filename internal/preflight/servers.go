@@ -77,6 +77,15 @@ func (c *checker) checkSource(ctx context.Context) bool {
 		// which the reader decodes; reported so the setting is known.
 		c.add(Info, where, "binlog_transaction_compression is %s (compressed transactions are decoded)", v)
 	}
+	if v, ok := variable(ctx, s.Source, "global.binlog_row_value_options"); ok && strings.Contains(strings.ToUpper(v), "PARTIAL_JSON") {
+		// The server logs JSON_SET/JSON_REPLACE/JSON_REMOVE updates as diffs
+		// against the before image (PARTIAL_UPDATE_ROWS_EVENT); the reader
+		// applies them (pkg/binlog partialjson.go). Sessions may set it
+		// too, so this is only what the global says.
+		c.add(Info, where, "binlog_row_value_options is PARTIAL_JSON (global): JSON updates by JSON_SET, JSON_REPLACE and JSON_REMOVE are logged as diffs, "+
+			"which the relay applies to the full before image (binlog_row_image=FULL) to publish the document as committed; "+
+			"a diff it cannot apply stops the relay, saying so (SET PERSIST binlog_row_value_options = '' turns the setting off)")
+	}
 	if flavor == binlog.FlavorMySQL {
 		if v, _ := variable(ctx, s.Source, "gtid_mode"); !strings.EqualFold(v, "ON") {
 			c.add(Warning, where, "gtid_mode is %s: the relay resumes by file/position and cannot fail over between replicas; set gtid_mode=ON and enforce_gtid_consistency=ON", v)

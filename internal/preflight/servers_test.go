@@ -113,6 +113,8 @@ func TestCheckSourceSettings(t *testing.T) {
 		{"one applier", binlog.FlavorMySQL, with("replica_parallel_workers", "1", "replica_preserve_commit_order", "OFF"), all, true, nil},
 		{"compression is said", binlog.FlavorMySQL, with("global.binlog_transaction_compression", "1"), all, false,
 			[]string{"INFO binlog_transaction_compression is ON (compressed transactions are decoded)"}},
+		{"partial JSON updates are said", binlog.FlavorMySQL, with("global.binlog_row_value_options", "PARTIAL_JSON"), all, false,
+			[]string{"INFO binlog_row_value_options is PARTIAL_JSON (global): JSON updates by JSON_SET, JSON_REPLACE and JSON_REMOVE are logged as diffs, which the relay applies"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,8 +54,15 @@ func TestTopicMatch(t *testing.T) {
 // retrying, recorded twice, or nothing. A processing log's SUCCESS alone is
 // not a handled message (the dedup row commits with the work).
 func TestVerdict(t *testing.T) {
-	state := &consumer{layout: inbox.Presets["inbox"]}
-	dedup := &consumer{layout: inbox.Presets["msg-dedup"]}
+	layout := func(preset string) inbox.Preset {
+		l, err := inbox.Config{Preset: preset}.Layout()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	state := &consumer{layout: layout("inbox")}
+	dedup := &consumer{layout: layout("msg-dedup")}
 	rec := func(c *consumer, status string, log bool) record {
 		return record{msgID: "m", log: log, state: c.stateOf(status, log)}
 	}

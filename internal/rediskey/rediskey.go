@@ -43,6 +43,10 @@ func (s Space) Checkpoint() string { return s.prefix + ":checkpoint" }
 // Instance holds the heartbeat of the relay running under the name.
 func (s Space) Instance() string { return s.prefix + ":instance" }
 
+// Relays is the sorted set of the relays of the name that are up (leader
+// and standbys, by holder), scored by when each last said so.
+func (s Space) Relays() string { return s.prefix + ":relays" }
+
 // Reconcile is the default reconcile.key.
 func (s Space) Reconcile() string { return s.prefix + ":reconcile" }
 

@@ -42,7 +42,9 @@ type committer struct {
 	seq, safeSeq uint64
 	handed       bool // a position was handed to the recorder (the start one may never have been saved)
 	// moving is the rename that the next batch carries (rename.go).
-	moving  *moved
+	moving *moved
+	// last is the last commit applied (Time zero: none yet).
+	last    binlog.Commit
 	batches chan<- batch
 }
 
@@ -63,6 +65,9 @@ type batch struct {
 	// a rename moved where they live now, and write its recent marks of
 	// them again there (rename.go).
 	moved *moved
+	// through is the last commit applied before the batch: once the batch
+	// is written, every row up to it is marked or recorded (nil: none yet).
+	through *binlog.Commit
 }
 
 // Ticket is the relay's tag on a publisher job (publisher.Job[Ticket]): it
@@ -170,6 +175,7 @@ func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result[
 	if err := c.tracker.Apply(tx); err != nil {
 		return err
 	}
+	c.last = tx
 	c.seq = max(c.seq, t.seq)
 	c.xaOpen = tx.OpenXA
 	c.advanced = !c.xaOpen
@@ -244,6 +250,10 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	}
 	b := batch{save: save, final: final, moved: c.moving}
 	c.moving = nil
+	if c.last.Time != 0 {
+		last := c.last
+		b.through = &last
+	}
 	if c.count > 0 {
 		b.marks, c.pending, c.count = c.pending, map[*outbox.Table]*rowstatus.Marks{}, 0
 		b.fails, c.fails = c.fails, nil

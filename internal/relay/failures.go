@@ -7,6 +7,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -77,8 +78,12 @@ func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
 	)
 	if g.moved != nil {
 		outcome, recorded, err = w.recordMoved(ctx, g)
+		g.moved.fails = append(g.moved.fails, g)
 	} else {
 		outcome, recorded, err = w.recordAt(ctx, g.t, g)
+		// Kept with the recent marks: a rename read later writes it
+		// again where the rows went (rename.go).
+		w.recent.list(g.t).addFailure(g, time.Now())
 	}
 	if err != nil {
 		return err
@@ -86,9 +91,13 @@ func (w *recorder) recordFailures(ctx context.Context, g *failGroup) error {
 	n := len(g.rows.IDs)
 	if int(recorded) < n {
 		// The rest left their publishable status meanwhile (the sweeper
-		// sent them, or someone changed them): the newer status stands.
-		w.r.log.Info("some failed rows were not recorded: they are no longer in a publishable status",
-			zap.String("table", g.t.FullName()), zap.Int("rows", n), zap.Int64("recorded", recorded))
+		// sent them, or someone changed them: the newer status stands), or
+		// the table under this name holds other rows now (renamed: the
+		// record is written again where the rows went when the stream
+		// reaches the rename).
+		w.r.log.Warn("some failed rows were not recorded: no row in a publishable status matched them; if the table was renamed, "+
+			"they are recorded where the rows went when the stream reaches the rename",
+			zap.String("table", g.t.FullName()), zap.Int("rows", n), zap.Int64("recorded", recorded), zap.String("message_id", g.first))
 	}
 	k := throttleKey{table: g.t.FullName(), exchange: g.exchange, kind: g.kind}
 	if ok, suppressed := w.r.warn.allow(k); ok {

@@ -30,40 +30,52 @@ type recorder struct {
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
 	// recent are the recent marks by table, for a rename that comes after
-	// them (rename.go).
+	// them (rename.go), and gens those of the rows renames moved away
+	// (generations.go).
 	recent recentMarks
+	gens   map[*outbox.Table]map[uint64]*generation
 }
 
 func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 	for b := range batches {
-		for t, m := range b.marks {
-			if err := w.markSent(ctx, t, *m); err != nil {
-				return err
-			}
+		if err := w.write(ctx, b); err != nil {
+			return err
 		}
-		for _, g := range b.fails {
-			if err := w.recordFailures(ctx, g); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// write writes one batch: its marks, failures and rename, then the
+// position.
+func (w *recorder) write(ctx context.Context, b batch) error {
+	for t, m := range b.marks {
+		if err := w.markSent(ctx, t, *m); err != nil {
+			return err
 		}
-		if b.moved != nil {
-			if err := w.follow(ctx, b.moved); err != nil {
-				return err
-			}
+	}
+	for _, g := range b.fails {
+		if err := w.recordFailures(ctx, g); err != nil {
+			return err
 		}
-		if b.pos != nil {
-			w.latest, w.latestSeq, w.dirty = *b.pos, b.seq, true
+	}
+	if b.moved != nil {
+		if err := w.follow(ctx, b.moved); err != nil {
+			return err
 		}
-		// A batch that moves the position is saved at once, after its marks,
-		// not only on the timer: a restart then replays only what came after
-		// the last marks. Batches are handed over at most every
-		// relay.flush_interval or relay.batch_size rows, so this is one Redis
-		// write per batch, beside the primary's round trip the marks took.
-		if b.save || b.final || b.pos != nil {
-			if err := w.save(ctx, b.final); err != nil {
-				return err
-			}
-		}
+	}
+	if b.through != nil {
+		w.r.marked.Store(b.through)
+	}
+	if b.pos != nil {
+		w.latest, w.latestSeq, w.dirty = *b.pos, b.seq, true
+	}
+	// A batch that moves the position is saved at once, after its marks,
+	// not only on the timer: a restart then replays only what came after
+	// the last marks. Batches are handed over at most every
+	// relay.flush_interval or relay.batch_size rows, so this is one Redis
+	// write per batch, beside the primary's round trip the marks took.
+	if b.save || b.final || b.pos != nil {
+		return w.save(ctx, b.final)
 	}
 	return nil
 }

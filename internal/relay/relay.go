@@ -141,6 +141,9 @@ type Relay struct {
 	Stats  Stats
 
 	lastSaved atomic.Pointer[checkpoint.Checkpoint]
+	// marked is the last commit up to which every row is marked or its
+	// failure recorded (MarkedThrough).
+	marked atomic.Pointer[binlog.Commit]
 	// laneSet is the current Run's lanes when there are several.
 	laneSet atomic.Pointer[laneSet]
 	// budget is the byte budget of the current Run.
@@ -170,6 +173,17 @@ func (r *Relay) Abort(cause error) {
 	if r.abortRun != nil {
 		r.abortRun(cause)
 	}
+}
+
+// MarkedThrough is the last transaction up to which the binlog path has
+// settled every row: published and marked SENT, or its failure recorded
+// (false before the first batch is written). Its Time tells the sweeper
+// beside it which rows the binlog path has not reached yet.
+func (r *Relay) MarkedThrough() (binlog.Commit, bool) {
+	if c := r.marked.Load(); c != nil {
+		return *c, true
+	}
+	return binlog.Commit{}, false
 }
 
 // Started reports whether the binlog stream and the broker are both

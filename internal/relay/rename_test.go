@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
@@ -163,5 +164,63 @@ func TestRenameMarksWhereTheRowsLive(t *testing.T) {
 				t.Errorf("%d counted as already sent, want 0", n)
 			}
 		})
+	}
+}
+
+// A failure recorded by name after the primary ran an archival rename and
+// before the relay read it ("RENAME TABLE t TO t_2026_11, t_new TO t")
+// finds the new table's rows (other messages under the same ids) and
+// records nothing; when the rename reaches the relay, the record is
+// written again where the row lives, as the marks are, and the row is not
+// left PENDING without a reason. A record that had landed is not counted
+// twice.
+func TestFailureInARenamesWindowIsRecordedWhereTheRowLives(t *testing.T) {
+	tb := presetTable(t, "producer-message", "")
+	r, logs := testRelay(t, tb, "")
+	tables := tablesMarker{"shop.producer_message": pendingRows(3, "new-"), "shop.t_2026_11": pendingRows(3, "m-")}
+	r.marker = tables
+	ctx := context.Background()
+	batches := make(chan batch, 4)
+	c := &committer{r: r, stop: ctx, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches}
+	w := &recorder{r: r}
+	write := func() {
+		for len(batches) > 0 {
+			if err := w.write(ctx, <-batches); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for id := 1; id <= 3; id++ {
+		row := markedRow(tb, id, 0, "k")
+		if id == 2 {
+			if err := c.fail(ctx, row, "orders", errors.New("nacked")); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if c.pending[tb] == nil {
+			c.pending[tb] = &rowstatus.Marks{}
+		}
+		c.pending[tb].Add(id, row.Values[tb.Columns.MessageID])
+		c.count++
+	}
+	// Written by name: the primary ran the rename already.
+	if err := c.flush(ctx, false, false); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	rn := renameTicket{&binlog.Rename{Table: tb, Schema: "shop", Name: "t_2026_11", Replaced: true, Generation: 1}}
+	if err := rn.apply(ctx, c, publisher.Result[Ticket]{}); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if got, want := tables.statuses("shop.t_2026_11"), "1:SENT 2:RETRY 3:SENT"; got != want {
+		t.Errorf("the archive: %s, want %s", got, want)
+	}
+	if got, want := tables.statuses("shop.producer_message"), "1:PENDING 2:PENDING 3:PENDING"; got != want {
+		t.Errorf("the new table: %s, want %s", got, want)
+	}
+	if n := logs.FilterLevelExact(zap.WarnLevel).FilterMessageSnippet("not recorded").Len(); n != 1 {
+		t.Errorf("%d warnings that the failure was not recorded by name, want 1 (not an info line)", n)
 	}
 }

@@ -423,7 +423,7 @@ func quoteAll(cols []string) string {
 func (r *Replayer) originalPublished(row *outbox.Row) string {
 	t := r.cfg.Table
 	if c := t.Columns.UpdatedAt; c != "" && row.Values[c] != nil {
-		return outboxsql.FormatValue(t, row.Values[c])
+		return colval.ValueStringIn(row.Values[c], t.Location())
 	}
 	c := t.Columns.CreatedAt
 	if c == "" || row.Values[c] == nil {
@@ -440,7 +440,7 @@ func (r *Replayer) originalPublished(row *outbox.Row) string {
 		}
 		return time.UnixMilli(n).In(t.Location()).Format(time.RFC3339Nano)
 	}
-	return outboxsql.FormatValue(t, v)
+	return colval.ValueStringIn(v, t.Location())
 }
 
 // route builds the replayed message of a row.

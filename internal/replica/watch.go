@@ -44,6 +44,7 @@ type Watch struct {
 	pending  []seenAt // primary positions the relay had not streamed when read, oldest first
 	lastErr  string   // last poll error logged, to log each once
 	last     *State
+	primary  seenAt // the primary's position as last read (LastPrimary)
 }
 
 type seenAt struct {
@@ -156,6 +157,9 @@ func (w *Watch) Poll(ctx context.Context, s Servers, log *zap.Logger) {
 func (w *Watch) observe(flavor, primary string, streamed binlog.Position, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if primary != "" {
+		w.primary = seenAt{primary, now}
+	}
 	if primary == "" || !streamed.HasGTID() {
 		w.measured, w.pending = false, nil
 		return
@@ -175,6 +179,15 @@ func (w *Watch) observe(flavor, primary string, streamed binlog.Position, now ti
 		}
 		w.pending = w.pending[1:]
 	}
+}
+
+// LastPrimary is the primary's position as the watch last read it, and
+// when; ok is false when it has not (it reads the primary only while this
+// relay streams and the replica is not caught up).
+func (w *Watch) LastPrimary() (pos string, at time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.primary.pos, w.primary.at, w.primary.pos != ""
 }
 
 // Delay is how long the oldest primary position the relay has not

@@ -107,6 +107,11 @@ type Attempt struct {
 	// Permanent: retrying cannot help (the row itself cannot be
 	// published); FAILED at once where the table has a failed status.
 	Permanent bool
+	// Repeat: the attempt was recorded once already, maybe elsewhere (the
+	// relay writes it again where a rename moved the row); it applies only
+	// to rows still at Retries, so a row the first write reached is not
+	// counted twice (a table without a retry count has nothing to count).
+	Repeat bool
 }
 
 // Outcome tells what MarkRetry did.
@@ -227,6 +232,9 @@ func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a At
 	}
 	if a.HasVersion {
 		r.Version = &a.Version
+	}
+	if a.Repeat {
+		r.RetriesWere = &a.Retries
 	}
 	q, args := outboxsql.MarkRetrySQL(t, r)
 	res, err := ex.ExecContext(ctx, q, args...)

@@ -134,7 +134,7 @@ func (s *Sweeper) claimedRows(p *plan, n int) {
 
 // lockDue reads and locks up to BatchSize due rows, skipping locked ones.
 func (s *Sweeper) lockDue(ctx context.Context, tx *sql.Tx, p *plan) ([]*Claimed, error) {
-	q, args := p.ClaimSQL(s.cfg.GracePeriod, s.cfg.BatchSize)
+	q, args := p.ClaimSQL(s.grace, s.cfg.BatchSize)
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("locking due rows: %w", err)

@@ -3,9 +3,11 @@ package sweeper
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -168,7 +170,7 @@ func TestPlanSQL(t *testing.T) {
 			check(t, "archive delete", q, args, c.archiveDelete)
 			q, args = p.ArchiveSelectSQL(retain, 1000)
 			check(t, "archive select", q, args, c.archiveSelect)
-			q, args, err = p.RequeueSQL(time.Hour, []string{"7", "9"}, 1000)
+			q, args, err = p.RequeueSQL(outboxsql.RequeueMatch{Since: time.Hour, IDs: []string{"7", "9"}}, 1000)
 			if c.requeu.sql == "" {
 				if err == nil {
 					t.Errorf("requeue: want an error for a table without a failed status, got %s", q)
@@ -201,7 +203,7 @@ func TestArchiveCopySQL(t *testing.T) {
 
 func TestRequeueWithoutFilters(t *testing.T) {
 	p, _ := newPlan(table(t, "producer-message", nil))
-	q, args, err := p.RequeueSQL(0, nil, 1000)
+	q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{}, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,5 +243,27 @@ func TestClaimedRowMatchesTheBinlogDecoding(t *testing.T) {
 	ev.Cols = []string{"id"}
 	if c := ev.claimedRow([]any{[]byte("0000-abc")}, []bool{false}); c.row.ID != "0000-abc" {
 		t.Errorf("eventuate id %#v", c.row.ID)
+	}
+}
+
+// A console failure group is requeued by its exact error text (NULL and
+// empty are one group), and its dry run counts the same rows.
+func TestRequeueByErrorText(t *testing.T) {
+	p, _ := newPlan(table(t, "producer-message", nil))
+	reason := "no exchange 'x'"
+	q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{Error: &reason}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "requeue", q, args, stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `error_msg` = ? LIMIT ?", []any{reason, 1000}})
+	none := ""
+	q, args, err = p.RequeueCountSQL(outboxsql.RequeueMatch{Error: &none, IDs: []string{"4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "count", q, args, stmt{"SELECT COUNT(*) FROM `app`.`producer_message` WHERE `status` = 'FAILED' AND `id` IN (?) AND (`error_msg` IS NULL OR `error_msg` = '')", []any{"4"}})
+	noErr, _ := newPlan(table(t, "local-message", nil))
+	if _, _, err := noErr.RequeueSQL(outboxsql.RequeueMatch{Error: &reason}, 10); err == nil || !strings.Contains(err.Error(), "columns.error") {
+		t.Errorf("a table without an error column: %v", err)
 	}
 }

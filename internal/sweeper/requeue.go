@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -16,6 +17,31 @@ type RequeueFilter struct {
 	Since time.Duration
 	// IDs keeps only these primary keys; empty means all.
 	IDs []string
+	// Error, when set, keeps only the rows whose error column holds exactly
+	// this text ("" for none): one failure group of the console.
+	Error *string
+}
+
+func (f RequeueFilter) match() outboxsql.RequeueMatch {
+	return outboxsql.RequeueMatch{Since: f.Since, IDs: f.IDs, Error: f.Error}
+}
+
+// RequeueCount counts the FAILED rows of t that Requeue would put back,
+// on db (a dry run asks the replica: it never locks a row of the primary).
+func RequeueCount(ctx context.Context, db *sql.DB, t *outbox.Table, f RequeueFilter) (int64, error) {
+	p, err := newPlan(t)
+	if err != nil {
+		return 0, fmt.Errorf("requeue: %w", err)
+	}
+	q, args, err := p.RequeueCountSQL(f.match())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting FAILED rows of %s: %w", t.FullName(), err)
+	}
+	return n, nil
 }
 
 // requeueBatch bounds the rows one requeue statement moves, so putting a
@@ -32,7 +58,7 @@ func Requeue(ctx context.Context, primary *sql.DB, t *outbox.Table, f RequeueFil
 	if err != nil {
 		return 0, fmt.Errorf("requeue: %w", err)
 	}
-	q, args, err := p.RequeueSQL(f.Since, f.IDs, requeueBatch)
+	q, args, err := p.RequeueSQL(f.match(), requeueBatch)
 	if err != nil {
 		return 0, err
 	}

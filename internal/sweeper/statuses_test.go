@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -76,7 +77,7 @@ func lifecycleStatements(t *testing.T, tb *outbox.Table) []stmt {
 		add(q, args)
 	}
 	add(p.ArchiveDeleteSQL(time.Hour, 10))
-	if q, args, err := p.RequeueSQL(0, []string{"1"}, 10); err == nil {
+	if q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{IDs: []string{"1"}}, 10); err == nil {
 		add(q, args)
 	}
 	return out

@@ -22,6 +22,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,7 +72,39 @@ type Sweeper struct {
 
 	waitingForBroker bool  // logged once per outage
 	zones            zones // the primary's clock, for the pre-checks (precheck.go)
+
+	last atomic.Pointer[Round] // the last round's outcome (LastRound)
+
+	// The binlog path beside (binlogpath.go): the grace period of the
+	// rounds under way and whether they may claim, when the last rounds
+	// ended, a pause seen, and whether the path is far behind.
+	path       BinlogPath
+	grace      time.Duration
+	claims     bool
+	lastRounds time.Time
+	pausedAt   time.Time
+	deferring  bool
 }
+
+// Round is what the sweeper's last round over a table found, for the
+// console.
+type Round struct {
+	At    time.Time
+	Table string
+	Due   bool   // rows were due (claimed on the primary)
+	Err   string // the pre-check's error, if it failed
+}
+
+// LastRound is the last round's outcome; ok is false before the first.
+func (s *Sweeper) LastRound() (Round, bool) {
+	if p := s.last.Load(); p != nil {
+		return *p, true
+	}
+	return Round{}, false
+}
+
+// Interval is the time between rounds (sweeper.interval).
+func (s *Sweeper) Interval() time.Duration { return s.cfg.Interval }
 
 // New builds a sweeper. replica answers the pre-checks (the relay's binlog
 // source); primary takes the claims and status writes. Tables the sweeper
@@ -82,7 +115,7 @@ func New(cfg Config, tables []*outbox.Table, replica, primary *sql.DB, pub Publi
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sweeper{cfg: cfg, replica: replica, primary: primary, pub: pub, router: rt, status: sw, log: log,
+	s := &Sweeper{cfg: cfg, replica: replica, primary: primary, pub: pub, router: rt, status: sw, log: log, grace: cfg.GracePeriod, claims: true,
 		jobs: make(chan publisher.Job[*Claimed], cfg.BatchSize), results: make(chan publisher.Result[*Claimed], cfg.BatchSize)}
 	for _, t := range tables {
 		p, err := newPlan(t)
@@ -148,12 +181,14 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	for {
+		s.pace(time.Now())
 		for _, p := range s.plans {
 			if ctx.Err() != nil || work.Err() != nil {
 				return
 			}
 			s.round(ctx, work, p)
 		}
+		s.lastRounds = time.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -168,6 +203,11 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 	log := s.log.With(zap.String("table", p.T.FullName()))
 	due, zombies, err := s.look(ctx, p)
+	r := &Round{At: time.Now(), Table: p.T.FullName(), Due: due || zombies}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	s.last.Store(r)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("sweeper pre-check on the replica failed; next round retries", zap.Error(err))
@@ -183,7 +223,7 @@ func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 			due = true
 		}
 	}
-	if due {
+	if due && s.claims {
 		s.drain(ctx, work, p, log)
 	}
 	if s.cfg.Archive.Mode != ArchiveOff && time.Since(p.lastArchive) >= s.cfg.Archive.Interval {
@@ -195,7 +235,7 @@ func (s *Sweeper) round(ctx, work context.Context, p *plan) {
 // look asks the replica whether the table has due rows and zombies, by the
 // primary's clock (precheck.go).
 func (s *Sweeper) look(ctx context.Context, p *plan) (due, zombies bool, err error) {
-	q, args := p.LookSQL(s.cfg.GracePeriod, s.cfg.ZombieTimeout)
+	q, args := p.LookSQL(s.grace, s.cfg.ZombieTimeout)
 	err = s.precheck(ctx, q, args, &due, &zombies)
 	return due, zombies, err
 }

@@ -233,7 +233,7 @@ func neededColumns(t *outbox.Table) []string { return t.StreamColumns() }
 // event's column count and types so a schema that moved on is an error, not
 // values in the wrong place.
 func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replication.TableMapEvent) (*layout, error) {
-	key := tableKey(t.Schema, t.Name)
+	key := r.tableID(t.Schema, t.Name)
 	r.layoutMu.Lock()
 	cached := r.layouts[key]
 	r.layoutMu.Unlock()
@@ -478,6 +478,8 @@ func (r *Reader) noteDDL(schema, query string) {
 	if r.schemas == nil {
 		return
 	}
+	// Without case: a statement that names another table of the same
+	// letters only reads this one's columns again, which is harmless.
 	q := strings.ToLower(query)
 	for key, t := range r.tables {
 		if !strings.Contains(q, strings.ToLower(t.Name)) {
@@ -522,12 +524,14 @@ type SchemaSource interface {
 type InfoSchema struct {
 	DB    *sql.DB
 	mu    sync.Mutex
-	cache map[string][]Column
+	cache map[tableID][]Column // by schema and table as asked
 }
 
 // Columns returns the table's columns in ordinal order.
 func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Column, error) {
-	key := tableKey(schema, table)
+	// information_schema compares names as the server does (exactly
+	// under lower_case_table_names=0), and so does the cache: as asked.
+	key := tableID{Schema: schema, Table: table}
 	s.mu.Lock()
 	cols, ok := s.cache[key]
 	s.mu.Unlock()
@@ -561,7 +565,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 	}
 	s.mu.Lock()
 	if s.cache == nil {
-		s.cache = map[string][]Column{}
+		s.cache = map[tableID][]Column{}
 	}
 	s.cache[key] = cols
 	s.mu.Unlock()
@@ -571,7 +575,7 @@ func (s *InfoSchema) Columns(ctx context.Context, schema, table string) ([]Colum
 // Forget drops a cached table.
 func (s *InfoSchema) Forget(schema, table string) {
 	s.mu.Lock()
-	delete(s.cache, tableKey(schema, table))
+	delete(s.cache, tableID{Schema: schema, Table: table})
 	s.mu.Unlock()
 }
 

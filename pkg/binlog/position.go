@@ -1,7 +1,3 @@
-// Package binlog streams a MySQL or MariaDB replica's binary log and turns
-// INSERTs into configured outbox tables into rows, with an explicit marker at
-// the end of every transaction so the caller can checkpoint only whole
-// transactions.
 package binlog
 
 import (
@@ -84,9 +80,9 @@ func parseGTIDSet(flavor, text string) (mysql.GTIDSet, error) {
 	}
 }
 
-// NormalizeGTIDSet rewrites a GTID text in the flavour's canonical form
-// (see parseGTIDSet): one GTID per domain for MariaDB, merged intervals
-// for MySQL.
+// NormalizeGTIDSet rewrites a GTID text in the flavour's canonical form:
+// one GTID per domain for MariaDB (the highest sequence number of each, as
+// a Position holds it), merged intervals for MySQL.
 func NormalizeGTIDSet(flavor, text string) (string, error) {
 	set, err := parseGTIDSet(flavor, text)
 	if err != nil {
@@ -129,8 +125,10 @@ func (g TxGTID) equal(o TxGTID) bool {
 	return g.sid == o.sid && g.tag == o.tag && g.gno == o.gno
 }
 
-// Tracker keeps the position as transactions complete. The relay keeps one
-// per stage that needs it, fed the same ordered commits, so the set is never
+// Tracker keeps the position as transactions complete: feed it each
+// Commit in stream order (Apply) and read the Position to resume from.
+// Several stages that need the position each keep their own, fed the same
+// commits; the GTID set is rendered only when Position is asked for, never
 // copied per transaction.
 type Tracker struct {
 	flavor string

@@ -21,6 +21,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/sourceinfo"
+	"github.com/binlog-relay/binlog-relay/internal/tablerename"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -63,10 +64,16 @@ type Config struct {
 	XABufferBytes int64
 	// TxBufferRows and TxBufferBytes bound the rows of one transaction held
 	// until its commit, so that its later UPDATEs and DELETEs of them apply
-	// first (txrows.go). Past either bound the rows held so far are sent
-	// (default 5,000 rows, 8 MiB).
+	// first (a row is emitted as its transaction committed it). Past either
+	// bound the rows held so far are sent (default 5,000 rows, 8 MiB).
 	TxBufferRows  int
 	TxBufferBytes int64
+	// LowerCaseTableNames is the source's lower_case_table_names
+	// (DetectLowerCaseTableNames reads it): 0, the default on Linux,
+	// tells schema and table names apart by case (`Outbox` and `outbox`
+	// are two tables, and only the one configured is read); 1 and 2
+	// compare them without case (names.go).
+	LowerCaseTableNames int
 }
 
 // Defaults fills unset fields.
@@ -113,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TxBufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("binlog: Config.TxBufferBytes: %d must be positive", c.TxBufferBytes))
+	}
+	if c.LowerCaseTableNames < 0 || c.LowerCaseTableNames > 2 {
+		errs = append(errs, fmt.Errorf("binlog: Config.LowerCaseTableNames: %d is not 0, 1 or 2", c.LowerCaseTableNames))
 	}
 	return errors.Join(errs...)
 }
@@ -186,20 +196,22 @@ type Commit struct {
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
 	cfg        Config
-	tables     map[string]*outbox.Table // key: schema.table, lower case
+	tables     map[tableID]*outbox.Table // as the source tells tables apart (names.go)
+	tableList  []*outbox.Table           // in the order given, for the rename tracker
+	tableIndex map[*outbox.Table]int
 	schemas    SchemaSource
 	log        *slog.Logger
 	failoverFn FailoverFunc
 
 	layoutMu sync.Mutex
-	layouts  map[string]*layout // by table key; replaced per TABLE_MAP
+	layouts  map[tableID]*layout // replaced per TABLE_MAP
 
 	lastEventTime atomic.Int64 // unix seconds of the last event's header
 	lastRecvTime  atomic.Int64 // unix nanos when that event or a heartbeat arrived
 	connected     atomic.Bool
 	lastCommit    atomic.Pointer[Commit] // the last transaction streamed (metrics)
 
-	// renamedAway maps the key of a table an outbox table was renamed to
+	// renamedAway maps a table an outbox table was renamed to (tableID)
 	// to the configured name (inserts there are reported once:
 	// renamedWarned).
 	renamedAway, renamedWarned sync.Map
@@ -213,18 +225,23 @@ func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, tables: map[string]*outbox.Table{}, log: slog.New(slog.DiscardHandler),
-		layouts: map[string]*layout{}}
+	r := &Reader{cfg: cfg, tables: map[tableID]*outbox.Table{}, tableIndex: map[*outbox.Table]int{}, log: slog.New(slog.DiscardHandler),
+		layouts: map[tableID]*layout{}}
 	for _, o := range opts {
 		o(r)
 	}
 	for _, t := range tables {
-		r.tables[tableKey(t.Schema, t.Name)] = t
+		id := r.tableID(t.Schema, t.Name)
+		if other, dup := r.tables[id]; dup {
+			return nil, fmt.Errorf("binlog: tables %s and %s are one table on a source with lower_case_table_names=%d",
+				other.FullName(), t.FullName(), cfg.LowerCaseTableNames)
+		}
+		r.tables[id] = t
+		r.tableIndex[t] = len(r.tableList)
+		r.tableList = append(r.tableList, t)
 	}
 	return r, nil
 }
-
-func tableKey(schema, table string) string { return strings.ToLower(schema + "." + table) }
 
 // Connected reports whether the binlog stream is up.
 func (r *Reader) Connected() bool { return r.connected.Load() }
@@ -237,6 +254,16 @@ func (r *Reader) LastCommit() (Commit, bool) {
 		return Commit{}, false
 	}
 	return *c, true
+}
+
+// LastReceived is when the stream last heard from its source (an event or
+// a heartbeat), zero before the first: a reader that hears nothing for
+// longer than a few heartbeat periods is cut off or stuck.
+func (r *Reader) LastReceived() time.Time {
+	if recv := r.lastRecvTime.Load(); recv != 0 {
+		return time.Unix(0, recv)
+	}
+	return time.Time{}
 }
 
 // Lag is how far the stream is behind the source: zero when idle and the
@@ -279,7 +306,7 @@ func (r *Reader) Run(ctx context.Context, start Position, out chan<- Event) erro
 	}
 	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelStream()
-	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream}
+	s := &stream{r: r, out: out, tracker: tracker, cancel: cancelStream, renames: r.newRenameTracker()}
 	stopWatch := context.AfterFunc(ctx, func() {
 		s.stopping.Store(true)
 		// Between transactions: stop now, and no transaction may begin
@@ -381,6 +408,9 @@ type stream struct {
 	r       *Reader
 	out     chan<- Event
 	tracker *Tracker
+	// renames follows the outbox tables through RENAME statements from
+	// the stream's start (rename.go).
+	renames *tablerename.Tracker
 
 	// The open transaction: its GTID, whether it is inside BEGIN..COMMIT,
 	// how many of its outbox row images were read so far on this
@@ -776,15 +806,27 @@ func (r *Reader) decodeRows(e *replication.RowsEvent, data []byte) (err error) {
 	if err != nil {
 		return err
 	}
+	partial := false
 	switch e.Type() {
 	case replication.EnumRowsEventTypeInsert, replication.EnumRowsEventTypeUpdate, replication.EnumRowsEventTypeDelete:
 	default:
+		// go-mysql's Type calls a PARTIAL_UPDATE_ROWS_EVENT unknown; it is
+		// the one other rows event with an after image (partialjson.go).
+		if e.ColumnBitmap2 == nil {
+			return nil
+		}
+		partial = true
+	}
+	if r.outboxTable(string(e.Table.Schema), string(e.Table.Table)) == nil {
 		return nil
 	}
-	if _, ok := r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]; !ok {
-		return nil
+	if err := e.DecodeData(pos, data); err != nil {
+		return err
 	}
-	return e.DecodeData(pos, data)
+	if partial {
+		resolvePartialJSON(e, data, pos)
+	}
+	return nil
 }
 
 // send delivers an event unless ctx ends first.

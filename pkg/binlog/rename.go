@@ -7,24 +7,45 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/binlog-relay/binlog-relay/internal/tablerename"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
-// Rename says that an outbox table was renamed (RENAME TABLE, or ALTER
-// TABLE ... RENAME): the rows read before this event now live in
-// Schema.Name. Marks, retries and failures of those rows go there; when
-// Replaced, under the configured name as well, matched by message id (a
-// row of another message there is left alone).
+// Rename says that an outbox table's rows moved: a RENAME TABLE (or ALTER
+// TABLE ... RENAME) took the table holding them away from the configured
+// name, moved it again, or brought it back. The rows concerned now live in
+// Schema.Name; marks, retries and failures of those rows go there and,
+// when Replaced, under the configured name as well, matched by message id
+// (a row of another message there is left alone).
+//
+// The rows read under the configured name up to a rename that takes their
+// table away are one generation, numbered per table from 1. A Rename with
+// Earlier unset starts a generation: the rows read under the configured
+// name until this event. One with Earlier set is about an earlier
+// generation (internal/tablerename says which statements make which).
 type Rename struct {
 	Table        *outbox.Table
 	Schema, Name string
-	// Replaced: the same statement renamed another table in under the
-	// configured name. That table may be an empty one (archival by "RENAME
-	// TABLE t TO t_2026_11, t_new TO t") or a copy holding the same rows,
-	// same ids and message ids (an online schema change's cut-over: gh-ost's
-	// "t TO _t_del, _t_gho TO t", pt-online-schema-change's "t TO _t_old,
-	// _t_new TO t"); a status write matched by message id is right for both.
+	// Replaced: another table holds the configured name now, renamed in by
+	// the same statement or, for an earlier generation, by a later one (a
+	// two-step cut-over's second statement). That table may be an empty
+	// one (archival by "RENAME TABLE t TO t_2026_11, t_new TO t") or a copy
+	// holding the same rows, same ids and message ids (an online schema
+	// change's cut-over: gh-ost's "t TO _t_del, _t_gho TO t",
+	// pt-online-schema-change's "t TO _t_old, _t_new TO t"); a status
+	// write matched by message id is right for both.
 	Replaced bool
+	// Generation numbers the rows concerned; Earlier says they are those
+	// of an earlier generation, not the rows read since the last rename.
+	Generation uint64
+	Earlier    bool
+}
+
+// Back reports whether the rename brought an earlier generation's rows
+// back under the configured name ("RENAME TABLE t TO t_tmp", then "RENAME
+// TABLE t_tmp TO t"): they are read and marked there again.
+func (r *Rename) Back() bool {
+	return r.Earlier && r.Schema == r.Table.Schema && r.Name == r.Table.Name
 }
 
 // renamePair is one "from TO to" of a rename statement, schema-qualified.
@@ -215,45 +236,37 @@ func tokens(q string) []token {
 	return out
 }
 
-// renamed follows the renames of a statement the stream passed: for each
-// outbox table moved away from its configured name it sends a rename event
-// (before the statement's commit), and remembers the name it went to, so
-// rows written there later are reported once as not published.
+// renamed follows the renames of a statement the stream passed
+// (internal/tablerename): for each move of an outbox table's rows it sends
+// a rename event (before the statement's commit), and remembers where a
+// table went, so rows written there later are reported once as not
+// published.
 func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schema, query string) error {
 	pairs, ok := parseRenames(schema, query)
 	if !ok {
 		return nil
 	}
-	// Follow each configured table through the statement's pairs in order
-	// ("t TO tmp, tmp TO t2" ends at t2; "t TO old, new TO t" moves t to
-	// old and brings another table in under its name).
-	where := map[string]*outbox.Table{} // current key -> configured table
-	for k, t := range s.r.tables {
-		where[k] = t
+	ps := make([]tablerename.Pair, len(pairs))
+	for i, p := range pairs {
+		ps[i] = tablerename.Pair{From: s.r.tableID(p.fromSchema, p.from), To: s.r.tableID(p.toSchema, p.to)}
 	}
-	moved := map[*outbox.Table]renamePair{}
-	taken := map[string]bool{} // keys some table was renamed to, and still holds
-	for _, p := range pairs {
-		from, to := tableKey(p.fromSchema, p.from), tableKey(p.toSchema, p.to)
-		taken[from], taken[to] = false, true
-		t, ok := where[from]
-		if !ok {
-			continue
-		}
-		delete(where, from)
-		where[to] = t
-		moved[t] = renamePair{t.Schema, t.Name, p.toSchema, p.to}
-	}
-	for key, t := range s.r.tables {
-		p, ok := moved[t]
-		if !ok || tableKey(p.toSchema, p.to) == key {
-			continue
+	for _, mv := range s.renames.Renamed(ps) {
+		t := s.r.tableList[mv.Table]
+		rn := &Rename{Table: t, Schema: mv.To.Schema, Name: mv.To.Table, Replaced: mv.Replaced, Generation: mv.Generation, Earlier: mv.Earlier}
+		if mv.Back(s.r.tableID(t.Schema, t.Name)) {
+			// As configured (the same table where the source folds names).
+			rn.Schema, rn.Name = t.Schema, t.Name
+			for _, p := range ps {
+				if p.To == mv.To {
+					s.r.renamedAway.Delete(p.From)
+				}
+			}
+		} else {
+			s.r.renamedAway.Store(mv.To, t.FullName())
 		}
 		s.r.log.Info("outbox table renamed: rows read before go on to be marked where they now live; the configured name is followed from here",
-			"table", t.FullName(), "renamed_to", p.toSchema+"."+p.to, "replaced", taken[key],
-			"binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
-		s.r.renamedAway.Store(tableKey(p.toSchema, p.to), t.FullName())
-		rn := &Rename{Table: t, Schema: p.toSchema, Name: p.to, Replaced: taken[key]}
+			"table", t.FullName(), "renamed_to", rn.Schema+"."+rn.Name, "replaced", rn.Replaced, "generation", rn.Generation,
+			"earlier", rn.Earlier, "binlog_file", s.tracker.file, "binlog_pos", ev.Header.LogPos)
 		if err := send(ctx, s.out, Event{Kind: KindRename, Rename: rn}); err != nil {
 			return err
 		}
@@ -269,7 +282,7 @@ func (s *stream) noteUnread(ev *replication.BinlogEvent, e *replication.RowsEven
 	if e.Table == nil || rowsKind(ev.Header.EventType) != replication.EnumRowsEventTypeInsert {
 		return
 	}
-	key := tableKey(string(e.Table.Schema), string(e.Table.Table))
+	key := s.r.tableID(string(e.Table.Schema), string(e.Table.Table))
 	was, ok := s.r.renamedAway.Load(key)
 	if !ok {
 		return

@@ -47,7 +47,7 @@ func newScriptOf(t *testing.T, cfg Config, tb *outbox.Table, tme *replication.Ta
 		t.Fatal(err)
 	}
 	out := make(chan Event, 100_000)
-	return &script{t: t, s: &stream{r: r, out: out, tracker: tr, cancel: func() {}}, out: out, pos: 4, tme: tme}
+	return &script{t: t, s: &stream{r: r, out: out, tracker: tr, cancel: func() {}, renames: r.newRenameTracker()}, out: out, pos: 4, tme: tme}
 }
 
 func (sc *script) feed(typ replication.EventType, e replication.Event) error {
@@ -338,7 +338,7 @@ func TestMismatchedTableMapNamesTablePositionAndFix(t *testing.T) {
 	}
 	tr, _ := NewTracker(Position{Flavor: FlavorMariaDB, GTIDSet: "0-1-1", File: "binlog.000004", Pos: 4})
 	out := make(chan Event, 10)
-	s := &stream{r: r, out: out, tracker: tr, cancel: func() {}}
+	s := &stream{r: r, out: out, tracker: tr, cancel: func() {}, renames: r.newRenameTracker()}
 	sc := &script{t: t, s: s, out: out, pos: 1000, tme: tableMap(false, cID, cMsgID, cEx, cRK, cBody, cStatus, cCreated)}
 	sc.gtid(2)
 	sc.query("BEGIN")

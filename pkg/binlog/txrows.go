@@ -161,7 +161,10 @@ type image struct {
 // emitRows applies one rows event of an outbox table to the open
 // transaction (or XA branch).
 func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
-	t := s.r.tables[tableKey(string(e.Table.Schema), string(e.Table.Table))]
+	t := s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
+	// Rows under the configured name: a name a rename left empty holds a
+	// table again (created under it).
+	s.renames.RowsRead(s.r.tableIndex[t])
 	lay, err := s.r.layoutFor(ctx, t, e.Table)
 	if err != nil {
 		return &fatalError{errorAt(t, ev, s, err)}
@@ -192,6 +195,10 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 			err = s.inserted(ctx, s.image(lay, t, ev, e.Rows[i]))
 		case replication.EnumRowsEventTypeUpdate:
 			if s.concerns(lay, t, e.Rows[i], e.Rows[i+1]) {
+				if perr := lay.partialJSONError(e.Rows[i+1]); perr != nil {
+					// Never the draft, nor a diff: stop, and say why.
+					return &fatalError{errorAt(t, ev, s, perr)}
+				}
 				err = s.updated(ctx, s.image(lay, t, ev, e.Rows[i]), s.image(lay, t, ev, e.Rows[i+1]))
 			}
 		case replication.EnumRowsEventTypeDelete:
@@ -216,15 +223,16 @@ func rowsKind(et replication.EventType) replication.EnumRowsEventType {
 		replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
 		return replication.EnumRowsEventTypeInsert
 	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
-		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1,
+		// binlog_row_value_options=PARTIAL_JSON: JSON columns logged as
+		// diffs, which decodeRows applied to the before image
+		// (partialjson.go).
+		replication.PARTIAL_UPDATE_ROWS_EVENT:
 		return replication.EnumRowsEventTypeUpdate
 	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2,
 		replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
 		return replication.EnumRowsEventTypeDelete
 	}
-	// PARTIAL_UPDATE_ROWS_EVENT (binlog_row_value_options=PARTIAL_JSON)
-	// carries JSON diffs, not the row as committed: go-mysql's Type calls it
-	// unknown, and decodeRows leaves it undecoded.
 	return replication.EnumRowsEventTypeUnknown
 }
 

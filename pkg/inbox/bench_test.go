@@ -8,7 +8,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -32,7 +31,7 @@ func BenchmarkInboxThroughput(b *testing.B) {
 	cfg := e.config()
 	cfg.Workers = 16
 	counters := &Counters{}
-	c, err := New(cfg, e.db, trivial, zap.NewNop(), WithMetrics(counters))
+	c, err := New(cfg, e.db, trivial, nil, WithMetrics(counters))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -107,9 +107,9 @@ const MaxMessageIDLen = 128
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if p, ok := Presets[c.Preset]; ok || c.Preset == "" {
+	if p, ok := presets[c.Preset]; ok || c.Preset == "" {
 		if c.Preset == "" {
-			p = Presets["inbox"]
+			p = presets["inbox"]
 		}
 		setDefault(&c.Table, p.Table)
 	}

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
@@ -27,7 +27,7 @@ type Consumer struct {
 	purger  *Purger
 	ownPub  *AMQPPublisher
 	dial    Dialer
-	log     *zap.Logger
+	log     *slog.Logger
 
 	// beforeAck, if set, runs after the outcome is durable and before the ACK. Tests
 	// use it to kill the process in exactly that window.
@@ -60,20 +60,22 @@ func WithDialer(d Dialer) Option { return func(o *options) { o.dial = d } }
 func WithPublisher(p Publisher) Option { return func(o *options) { o.pub = p } }
 
 // New returns a Consumer. db must reach the database holding both cfg.Table and the
-// handler's business tables: they share a transaction.
-func New(cfg Config, db *sql.DB, h Handler, log *zap.Logger, opts ...Option) (*Consumer, error) {
+// handler's business tables: they share a transaction. log receives the consumer's
+// state changes and each failed or dropped message (nil logs nothing); a zap user
+// passes slog.New(zapslog.NewHandler(zapLogger.Core())), see Example_zap.
+func New(cfg Config, db *sql.DB, h Handler, log *slog.Logger, opts ...Option) (*Consumer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if db == nil || h == nil || log == nil {
-		return nil, errors.New("inbox: New needs a database, a handler and a logger")
+	if db == nil || h == nil {
+		return nil, errors.New("inbox: New needs a database and a handler")
 	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	log = log.Named("inbox")
+	log = orDiscard(log)
 	c := &Consumer{cfg: cfg, dial: o.dial, log: log,
 		inbox: newInbox(cfg, db, h, o.dedup, o.metrics, log)}
 	c.inbox.fromHeaders = o.fromHeaders
@@ -181,8 +183,8 @@ func (c *Consumer) consume(ctx context.Context) error {
 			wait.Reset()
 		}
 		delay := wait.Next()
-		c.log.Warn("broker session ended; reconnecting", zap.String("queue", c.cfg.Queue),
-			zap.Duration("delay", delay), zap.Error(err))
+		c.log.Warn("broker session ended; reconnecting", slog.String("queue", c.cfg.Queue),
+			slog.Duration("delay", delay), slog.Any("error", err))
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil
 		}
@@ -223,8 +225,8 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("consuming queue %q: %w", c.cfg.Queue, err)
 	}
-	c.log.Info("consuming", zap.String("queue", c.cfg.Queue), zap.String("consumer", c.cfg.ConsumerName),
-		zap.Int("workers", c.cfg.Workers), zap.Int("prefetch", c.cfg.Prefetch))
+	c.log.Info("consuming", slog.String("queue", c.cfg.Queue), slog.String("consumer", c.cfg.ConsumerName),
+		slog.Int("workers", c.cfg.Workers), slog.Int("prefetch", c.cfg.Prefetch))
 
 	// Handlers run on a context that shutdown does not cancel, so in-flight work
 	// finishes and is ACKed; only ShutdownTimeout cancels it.
@@ -250,7 +252,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 		case <-done:
 		case <-t.C:
 			c.log.Warn("shutdown timeout; cancelling in-flight handlers (their messages will be redelivered)",
-				zap.Duration("timeout", c.cfg.ShutdownTimeout))
+				slog.Duration("timeout", c.cfg.ShutdownTimeout))
 			hardStop()
 			<-done
 		}
@@ -292,15 +294,15 @@ func (c *Consumer) handle(ctx, work context.Context, d amqp.Delivery) {
 		if work.Err() != nil {
 			return // cancelled at shutdown: left unACKed, redelivered later
 		}
-		c.log.Warn("inbox could not record the message; requeueing it", zap.String("message_id", m.ID),
-			zap.String("queue", c.cfg.Queue), zap.Duration("delay", c.cfg.RequeueDelay), zap.Error(err))
+		c.log.Warn("inbox could not record the message; requeueing it", slog.String("message_id", m.ID),
+			slog.String("queue", c.cfg.Queue), slog.Duration("delay", c.cfg.RequeueDelay), slog.Any("error", err))
 		// Wait first so an unreachable database does not turn the queue into a spin.
 		select {
 		case <-time.After(c.cfg.RequeueDelay):
 		case <-ctx.Done():
 		}
 		if err := d.Nack(false, true); err != nil {
-			c.log.Debug("nack failed; the broker requeues on connection loss", zap.Error(err))
+			c.log.Debug("nack failed; the broker requeues on connection loss", slog.Any("error", err))
 		}
 		return
 	}
@@ -310,6 +312,6 @@ func (c *Consumer) handle(ctx, work context.Context, d amqp.Delivery) {
 	if err := d.Ack(false); err != nil {
 		// The outcome is recorded: the redelivery will be recognised as a duplicate.
 		c.log.Warn("ACK failed; the redelivery will be ACKed as a duplicate",
-			zap.String("message_id", m.ID), zap.Error(err))
+			slog.String("message_id", m.ID), slog.Any("error", err))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
@@ -109,7 +111,8 @@ func TestDatabaseErrorRequeuesUntilRecovery(t *testing.T) {
 	e := newParallelTestEnv(t)
 	core, logs := observer.New(zap.InfoLevel)
 	var calls atomic.Int64
-	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), zap.New(core), nil)
+	// Through zapslog, as a zap user plugs in.
+	rc := e.startConsumerWith(e.config(), deductHandler(&calls, nil), slog.New(zapslog.NewHandler(core)), nil)
 	testenv.WaitFor(t, 10*time.Second, "consumer started", func() (bool, string) {
 		return logs.FilterMessage("consuming").Len() == 1, "not yet"
 	})

@@ -5,14 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -89,7 +88,7 @@ func TestCrashHelperProcess(t *testing.T) {
 	cfg := Config{URL: testenv.AMQPURL, Queue: os.Getenv("INBOX_CRASH_QUEUE"), ConsumerName: "inventory",
 		Workers: 1, DisableRetryTask: true, DisableRetention: true}
 	var calls atomic.Int64
-	c, err := New(cfg, db, deductHandler(&calls, nil), zap.NewExample())
+	c, err := New(cfg, db, deductHandler(&calls, nil), slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

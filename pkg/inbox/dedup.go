@@ -3,11 +3,11 @@ package inbox
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 )
 
 // DedupStore is the optional fast path in front of the database. A marker is written
@@ -57,12 +57,12 @@ type dedupGuard struct {
 	consumer string
 	ttl      time.Duration
 	timeout  time.Duration
-	log      *zap.Logger
+	log      *slog.Logger
 
 	pausedUntil atomic.Int64 // unix nanoseconds
 }
 
-func newDedupGuard(store DedupStore, cfg Config, log *zap.Logger) *dedupGuard {
+func newDedupGuard(store DedupStore, cfg Config, log *slog.Logger) *dedupGuard {
 	if store == nil {
 		return nil
 	}
@@ -113,6 +113,6 @@ func (g *dedupGuard) fail(ctx context.Context, err error) {
 	prev := g.pausedUntil.Load()
 	if g.pausedUntil.CompareAndSwap(prev, until) && prev < time.Now().UnixNano() {
 		g.log.Warn("redis dedup fast path unavailable; using the database alone",
-			zap.Duration("pause", dedupPause), zap.Error(err))
+			slog.Duration("pause", dedupPause), slog.Any("error", err))
 	}
 }

@@ -5,8 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-
-	"go.uber.org/zap"
+	"log/slog"
 )
 
 // Processing log statuses (t_message_log).
@@ -28,7 +27,7 @@ var errRequeue = errors.New("requeued for another attempt")
 func (in *Inbox) processDedup(ctx context.Context, m Message) (Outcome, error) {
 	if reason := idProblem(m.ID, in.st.m.MessageIDLen); reason != "" {
 		// No row can key it: requeueing would loop forever.
-		in.log.Error("message dropped: it cannot be deduplicated", in.fields(m, zap.String("reason", reason))...)
+		in.log.Error("message dropped: it cannot be deduplicated", in.fields(m, slog.String("reason", reason))...)
 		return Failed, nil
 	}
 	if in.dedup.seen(ctx, m.ID) {
@@ -98,7 +97,7 @@ func (in *Inbox) dedupFailed(ctx context.Context, m Message, herr error) (Outcom
 	malformed := errors.Is(herr, ErrMalformed)
 	if in.st.m.LogTable == "" {
 		if malformed {
-			in.log.Error("malformed message dropped (no processing log to record it in)", in.fields(m, zap.String("error", msg))...)
+			in.log.Error("malformed message dropped (no processing log to record it in)", in.fields(m, slog.String("error", msg))...)
 			return Failed, nil
 		}
 		return 0, fmt.Errorf("handling message %s: %s: %w", m.ID, msg, errRequeue)
@@ -125,7 +124,7 @@ func (in *Inbox) dedupFailed(ctx context.Context, m Message, herr error) (Outcom
 	if err := tx.Commit(); err != nil {
 		return 0, unrecorded(fmt.Errorf("committing failure record of message %s: %w", m.ID, err))
 	}
-	fields := in.fields(m, zap.String("status", status), zap.Int("retry_count", retries), zap.String("error", msg))
+	fields := in.fields(m, slog.String("status", status), slog.Int("retry_count", retries), slog.String("error", msg))
 	if status == LogFailed {
 		in.log.Warn("message FAILED", fields...)
 		return Failed, nil

@@ -55,10 +55,16 @@
 // pkg/inbox/otelinbox hands the headers to an OpenTelemetry propagator instead, and
 // WithContextFromHeaders takes any other extraction.
 //
-// # Metrics
+// # Metrics and logs
 //
 // Pass a Metrics (WithMetrics) to count processed, duplicate, retried and failed
 // deliveries; Counters is a ready-made implementation.
+//
+// New, NewRetrier and NewPurger take a *slog.Logger (nil logs nothing), as every
+// public package of this module does: state changes and retries scheduled at info, a
+// message FAILED at warn, one dropped at error, with the fields consumer, message_id,
+// exchange and routing_key. A program that logs with zap passes
+// slog.New(zapslog.NewHandler(zapLogger.Core())) (Example_zap).
 //
 // docs/inbox.md describes the table, the state machine and every Config field;
 // examples/order-inventory runs the whole outbox-to-inbox flow.

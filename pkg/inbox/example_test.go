@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 )
@@ -45,7 +48,8 @@ func Example() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	counters := &inbox.Counters{}
-	c, err := inbox.New(cfg, db, deduct, zap.NewExample(),
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	c, err := inbox.New(cfg, db, deduct, log,
 		inbox.WithDedup(inbox.NewRedisDedup(rdb)), // optional fast path
 		inbox.WithMetrics(counters))
 	if err != nil {
@@ -57,6 +61,27 @@ func Example() {
 		panic(err)
 	}
 	fmt.Printf("%+v\n", counters.Snapshot())
+}
+
+// A service that logs with zap hands the inbox its zap logger through
+// zapslog: the inbox's lines come out of the same core, under the name given.
+func Example_zap() {
+	db, err := sql.Open("mysql", "app:secret@tcp(127.0.0.1:3306)/shop?parseTime=true")
+	if err != nil {
+		panic(err)
+	}
+	zl, err := zap.NewProduction()
+	if err != nil {
+		panic(err)
+	}
+	log := slog.New(zapslog.NewHandler(zl.Core(), zapslog.WithName("inbox")))
+	cfg := inbox.Config{URL: "amqp://guest:guest@127.0.0.1:5672/", Queue: "inventory.order-created", ConsumerName: "inventory-service"}
+	handle := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error { return nil }
+	c, err := inbox.New(cfg, db, handle, log)
+	if err != nil {
+		panic(err)
+	}
+	_ = c.Run(context.Background())
 }
 
 // A handler reports a body it can never handle with Malformed: the message is recorded

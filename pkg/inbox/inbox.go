@@ -5,13 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 )
+
+// orDiscard is the logger a constructor keeps: log, or one that writes
+// nothing when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
 
 // txAttempts is how often one delivery's transaction is run when InnoDB reports a
 // deadlock or lock wait timeout; after that the error is handled like any other.
@@ -28,12 +36,12 @@ type Inbox struct {
 	handler Handler
 	dedup   *dedupGuard
 	metrics Metrics
-	log     *zap.Logger
+	log     *slog.Logger
 	// fromHeaders build the handler's context from the headers (headers.go).
 	fromHeaders []ContextFromHeaders
 }
 
-func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, log *zap.Logger) *Inbox {
+func newInbox(cfg Config, db *sql.DB, h Handler, dedup DedupStore, m Metrics, log *slog.Logger) *Inbox {
 	if m == nil {
 		m = NopMetrics{}
 	}
@@ -79,7 +87,7 @@ func (in *Inbox) runTx(ctx context.Context, m Message, attempt func(ctx context.
 			return out, err
 		}
 		in.log.Debug("inbox transaction hit a transient error; running it again",
-			zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
+			slog.String("message_id", m.ID), slog.Int("attempt", i), slog.Any("error", err))
 		if werr := transientPause(ctx, i); werr != nil {
 			return 0, err
 		}
@@ -171,7 +179,7 @@ func (in *Inbox) existing(ctx context.Context, m Message, last bool) (Outcome, e
 	default:
 		_ = tx.Rollback()
 		in.log.Warn("inbox row has an unknown status; ACKing without work",
-			zap.String("message_id", m.ID), zap.String("status", r.status))
+			slog.String("message_id", m.ID), slog.String("status", r.status))
 		return Duplicate, nil
 	}
 	m.RetryCount = r.retryCount
@@ -187,7 +195,7 @@ func (in *Inbox) existing(ctx context.Context, m Message, last bool) (Outcome, e
 		return 0, fmt.Errorf("committing retried message %s: %w", m.ID, err)
 	}
 	in.dedup.markDone(ctx, m.ID)
-	in.log.Info("retried message succeeded", in.fields(m, zap.Int("retry_count", r.retryCount))...)
+	in.log.Info("retried message succeeded", in.fields(m, slog.Int("retry_count", r.retryCount))...)
 	return Processed, nil
 }
 
@@ -220,7 +228,7 @@ func (in *Inbox) recordFailure(ctx context.Context, m Message, herr error, versi
 			// requeues the delivery instead of running the handler again
 			// at once.
 			in.log.Debug("recording a failure hit a transient error; recording it again",
-				zap.String("message_id", m.ID), zap.Int("attempt", i), zap.Error(err))
+				slog.String("message_id", m.ID), slog.Int("attempt", i), slog.Any("error", err))
 			if transientPause(ctx, i) != nil {
 				return 0, err
 			}
@@ -302,13 +310,13 @@ func (in *Inbox) recordFailureOnce(ctx context.Context, m Message, msg string, m
 	if err = tx.Commit(); err != nil {
 		return 0, false, fmt.Errorf("committing failure record of message %s: %w", m.ID, err)
 	}
-	fields := in.fields(m, zap.String("status", status), zap.Int("retry_count", r.retryCount),
-		zap.String("error", msg))
+	fields := in.fields(m, slog.String("status", status), slog.Int("retry_count", r.retryCount),
+		slog.String("error", msg))
 	if status == StatusFailed {
 		in.log.Warn("message FAILED", fields...)
 		return Failed, false, nil
 	}
-	in.log.Info("handler failed; retry scheduled", append(fields, zap.Duration("backoff", delay))...)
+	in.log.Info("handler failed; retry scheduled", append(fields, slog.Duration("backoff", delay))...)
 	return RetryScheduled, false, nil
 }
 
@@ -337,9 +345,9 @@ func (in *Inbox) reject(ctx context.Context, m Message, id, reason string, keepB
 		return 0, fmt.Errorf("committing rejected message %s: %w", id, err)
 	}
 	in.log.Warn("message FAILED without running the handler",
-		zap.String("consumer", in.cfg.ConsumerName), zap.String("message_id", m.ID),
-		zap.String("recorded_as", id), zap.String("reason", reason),
-		zap.String("exchange", m.Exchange), zap.String("routing_key", m.RoutingKey))
+		slog.String("consumer", in.cfg.ConsumerName), slog.String("message_id", m.ID),
+		slog.String("recorded_as", id), slog.String("reason", reason),
+		slog.String("exchange", m.Exchange), slog.String("routing_key", m.RoutingKey))
 	return Failed, nil
 }
 
@@ -348,8 +356,8 @@ func (in *Inbox) reject(ctx context.Context, m Message, id, reason string, keepB
 func (in *Inbox) runHandler(ctx context.Context, tx *sql.Tx, m Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			in.log.Error("handler panicked", in.fields(m, zap.Any("panic", v),
-				zap.ByteString("stack", debug.Stack()))...)
+			in.log.Error("handler panicked", in.fields(m, slog.Any("panic", v),
+				slog.String("stack", string(debug.Stack())))...)
 			err = &panicError{value: v}
 		}
 	}()
@@ -358,12 +366,12 @@ func (in *Inbox) runHandler(ctx context.Context, tx *sql.Tx, m Message) (err err
 
 func (in *Inbox) logDuplicate(m Message, r rowState) {
 	in.log.Debug("duplicate delivery; ACK without work",
-		in.fields(m, zap.String("status", r.status), zap.Bool("redelivered", m.Redelivered))...)
+		in.fields(m, slog.String("status", r.status), slog.Bool("redelivered", m.Redelivered))...)
 }
 
-func (in *Inbox) fields(m Message, extra ...zap.Field) []zap.Field {
-	return append([]zap.Field{
-		zap.String("consumer", in.cfg.ConsumerName), zap.String("message_id", m.ID),
-		zap.String("exchange", m.Exchange), zap.String("routing_key", m.RoutingKey),
+func (in *Inbox) fields(m Message, extra ...any) []any {
+	return append([]any{
+		slog.String("consumer", in.cfg.ConsumerName), slog.String("message_id", m.ID),
+		slog.String("exchange", m.Exchange), slog.String("routing_key", m.RoutingKey),
 	}, extra...)
 }

@@ -68,9 +68,10 @@ type Preset struct {
 	MessageIDLen int
 }
 
-// Presets are the inbox tables the inbox takes as they are. Columns and
+// presets are the inbox tables the inbox takes as they are (Config.Preset;
+// Config.Layout gives one with the config laid over it). Columns and
 // tables are overridable field by field (Config.Columns, Config.Table).
-var Presets = map[string]Preset{
+var presets = map[string]Preset{
 	// The project's own table (schema/consumer_message.sql): unique per
 	// (consumer, message_id), so services may share it.
 	"inbox": {Kind: KindState, Table: "consumer_message", MessageIDLen: 128, Columns: Columns{
@@ -95,10 +96,10 @@ var Presets = map[string]Preset{
 			RetryCount: "retry_count", Error: "error", CreatedAt: "create_time", UpdatedAt: "update_time"}},
 }
 
-// PresetNames lists the presets, sorted, for error messages.
+// PresetNames lists the presets' names (Config.Preset), sorted.
 func PresetNames() []string {
 	var names []string
-	for n := range Presets {
+	for n := range presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -118,7 +119,7 @@ func (c Config) resolve() (mapping, error) {
 	if name == "" {
 		name = "inbox"
 	}
-	p, ok := Presets[name]
+	p, ok := presets[name]
 	if !ok {
 		return mapping{}, fmt.Errorf("inbox config: Preset: unknown preset %q (known: %v)", c.Preset, PresetNames())
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
@@ -100,7 +98,7 @@ func TestAutocommitOffPoolCommitsPurgeAndRelease(t *testing.T) {
 	e.insertRow("claimed", StatusRetrying, 1, 5, "1 HOUR", "0 SECOND")
 	cfg := e.config()
 	cfg.Retention = time.Hour
-	p, err := NewPurger(cfg, e.db, zaptest.NewLogger(t))
+	p, err := NewPurger(cfg, e.db, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

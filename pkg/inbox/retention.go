@@ -4,8 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"go.uber.org/zap"
+	"log/slog"
 )
 
 // Purger deletes SUCCESS rows older than Retention, in batches so that no single
@@ -15,16 +14,16 @@ import (
 type Purger struct {
 	cfg Config
 	st  store
-	log *zap.Logger
+	log *slog.Logger
 }
 
-// NewPurger returns a Purger for cfg.ConsumerName's rows.
-func NewPurger(cfg Config, db *sql.DB, log *zap.Logger) (*Purger, error) {
+// NewPurger returns a Purger for cfg.ConsumerName's rows; log may be nil (no logs).
+func NewPurger(cfg Config, db *sql.DB, log *slog.Logger) (*Purger, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Purger{cfg: cfg, log: log.Named("retention"),
+	return &Purger{cfg: cfg, log: orDiscard(log),
 		st: newStore(db, cfg.mapping(), cfg.ConsumerName)}, nil
 }
 
@@ -34,9 +33,9 @@ func (p *Purger) Run(ctx context.Context) error {
 	return every(ctx, p.cfg.RetentionInterval, func() {
 		n, err := p.PurgeOnce(ctx)
 		if err != nil && ctx.Err() == nil {
-			p.log.Warn("purging old SUCCESS rows failed", zap.String("consumer", p.cfg.ConsumerName), zap.Error(err))
+			p.log.Warn("purging old SUCCESS rows failed", slog.String("consumer", p.cfg.ConsumerName), slog.Any("error", err))
 		} else if n > 0 {
-			p.log.Info("purged old SUCCESS rows", zap.String("consumer", p.cfg.ConsumerName), zap.Int64("rows", n))
+			p.log.Info("purged old SUCCESS rows", slog.String("consumer", p.cfg.ConsumerName), slog.Int64("rows", n))
 		}
 	})
 }

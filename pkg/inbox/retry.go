@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 )
 
 // Retrier republishes due PENDING_RETRY rows and takes back RETRYING rows whose
@@ -20,7 +20,7 @@ type Retrier struct {
 	cfg Config
 	st  store
 	pub Publisher
-	log *zap.Logger
+	log *slog.Logger
 }
 
 // RetryStats counts what one RunOnce did.
@@ -31,8 +31,8 @@ type RetryStats struct {
 	Failed      int // rows made FAILED (out of retries)
 }
 
-// NewRetrier returns a Retrier for cfg.ConsumerName's rows.
-func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrier, error) {
+// NewRetrier returns a Retrier for cfg.ConsumerName's rows; log may be nil (no logs).
+func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *slog.Logger) (*Retrier, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrie
 		return nil, fmt.Errorf("inbox config: Preset: %s keeps no message bodies, so there is nothing to retry from (failed deliveries are requeued)", cfg.Preset)
 	}
 	return &Retrier{
-		cfg: cfg, pub: pub, log: log.Named("retry"),
+		cfg: cfg, pub: pub, log: orDiscard(log),
 		st: newStore(db, cfg.mapping(), cfg.ConsumerName),
 	}, nil
 }
@@ -51,7 +51,7 @@ func NewRetrier(cfg Config, db *sql.DB, pub Publisher, log *zap.Logger) (*Retrie
 func (r *Retrier) Run(ctx context.Context) error {
 	return every(ctx, r.cfg.RetryInterval, func() {
 		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("retry round failed", zap.String("consumer", r.cfg.ConsumerName), zap.Error(err))
+			r.log.Warn("retry round failed", slog.String("consumer", r.cfg.ConsumerName), slog.Any("error", err))
 		}
 	})
 }
@@ -172,9 +172,9 @@ func (r *Retrier) republish(ctx context.Context, rows []claimed, st *RetryStats)
 		if r.cfg.RetryToQueue {
 			exchange, key = "", r.cfg.Queue // the default exchange routes by queue name
 		}
-		fields := []zap.Field{zap.String("consumer", r.cfg.ConsumerName),
-			zap.String("message_id", c.messageID), zap.String("exchange", exchange),
-			zap.String("routing_key", key), zap.Int("retry_count", c.retryCount)}
+		fields := []any{slog.String("consumer", r.cfg.ConsumerName),
+			slog.String("message_id", c.messageID), slog.String("exchange", exchange),
+			slog.String("routing_key", key), slog.Int("retry_count", c.retryCount)}
 		err := r.pub.Publish(ctx, exchange, key, amqp.Publishing{
 			MessageId:    c.messageID,
 			ContentType:  c.contentType,
@@ -199,17 +199,17 @@ func (r *Retrier) republish(ctx context.Context, rows []claimed, st *RetryStats)
 			} else {
 				st.Released++
 			}
-			r.log.Warn("republished message was unroutable", append(fields, zap.Error(err))...)
+			r.log.Warn("republished message was unroutable", append(fields, slog.Any("error", err))...)
 			continue
 		}
 		// Broker unreachable or the publish is unconfirmed: give this and the remaining
 		// claims back with their retry unused. An unconfirmed copy may still arrive; the
 		// version check in release leaves the row alone if it was consumed meanwhile.
-		r.log.Warn("republish failed; releasing claims", append(fields, zap.Error(err))...)
+		r.log.Warn("republish failed; releasing claims", append(fields, slog.Any("error", err))...)
 		for _, rest := range rows[i:] {
 			if _, rerr := r.release(ctx, rest, false, ""); rerr != nil {
 				r.log.Warn("releasing claim failed; the stuck timeout will take it back",
-					zap.String("message_id", rest.messageID), zap.Error(rerr))
+					slog.String("message_id", rest.messageID), slog.Any("error", rerr))
 				continue
 			}
 			st.Released++
@@ -222,10 +222,10 @@ func (r *Retrier) republish(ctx context.Context, rows []claimed, st *RetryStats)
 // retryHeaders are the original message's headers, as kept in the headers column, and
 // the retry count. Headers that cannot be read are left out, with a warning: a retry
 // without them beats no retry.
-func (r *Retrier) retryHeaders(c claimed, fields []zap.Field) amqp.Table {
+func (r *Retrier) retryHeaders(c claimed, fields []any) amqp.Table {
 	h, err := decodeHeaders(c.headers)
 	if err != nil {
-		r.log.Warn("republishing without the original headers: the headers column cannot be read", append(fields, zap.Error(err))...)
+		r.log.Warn("republishing without the original headers: the headers column cannot be read", append(fields, slog.Any("error", err))...)
 	}
 	if h == nil {
 		h = amqp.Table{}
@@ -322,9 +322,9 @@ func (r *Retrier) resetStuck(ctx context.Context) (reset, failed int, err error)
 		if err := checkOne(res, err); err != nil {
 			return 0, 0, fmt.Errorf("taking back message %s: %w", s.messageID, err)
 		}
-		r.log.Warn("retry not consumed in time; taken back", zap.String("consumer", r.cfg.ConsumerName),
-			zap.String("message_id", s.messageID), zap.String("status", status),
-			zap.Int("retry_count", s.retryCount))
+		r.log.Warn("retry not consumed in time; taken back", slog.String("consumer", r.cfg.ConsumerName),
+			slog.String("message_id", s.messageID), slog.String("status", status),
+			slog.Int("retry_count", s.retryCount))
 	}
 	return reset, failed, tx.Commit()
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
 
@@ -46,7 +44,7 @@ func TestRetriersClaimEachRowOnce(t *testing.T) {
 		t.Cleanup(func() { _ = db.Close() })
 		pub := NewAMQPPublisher(testenv.AMQPURL, fmt.Sprintf("retrier-%d", i), nil)
 		t.Cleanup(func() { _ = pub.Close() })
-		r, err := NewRetrier(cfg, db, pub, zaptest.NewLogger(t))
+		r, err := NewRetrier(cfg, db, pub, testLog(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +165,7 @@ func TestRetentionPurgesOldSuccessRows(t *testing.T) {
 
 	cfg := e.config()
 	cfg.Retention, cfg.RetentionBatch = time.Hour, 10
-	p, err := NewPurger(cfg, e.db, zaptest.NewLogger(t))
+	p, err := NewPurger(cfg, e.db, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +190,7 @@ func (e *testEnv) newRetrier(t testing.TB, cfg Config) *Retrier {
 	t.Helper()
 	pub := NewAMQPPublisher(testenv.AMQPURL, "retrier", nil)
 	t.Cleanup(func() { _ = pub.Close() })
-	r, err := NewRetrier(cfg, e.db, pub, zaptest.NewLogger(t))
+	r, err := NewRetrier(cfg, e.db, pub, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

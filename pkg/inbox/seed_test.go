@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -216,7 +215,7 @@ func TestSeedMsgDedupFailureAfterFailedCountsNothing(t *testing.T) {
 	e.useSeedTables()
 	cfg := e.config()
 	cfg.Preset, cfg.LogTable, cfg.MaxRetries = "msg-dedup", "t_message_log", 2
-	c, err := New(cfg, e.db, func(context.Context, *sql.Tx, Message) error { return nil }, zap.NewNop())
+	c, err := New(cfg, e.db, func(context.Context, *sql.Tx, Message) error { return nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

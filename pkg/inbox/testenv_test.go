@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,8 +13,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/binlog-relay/binlog-relay/internal/testenv"
 )
@@ -346,7 +345,7 @@ func (e *testEnv) holdFirstCall() *heldFirstCall {
 // what Run returned; Run still going after 20s fails the test.
 func (e *testEnv) startError(t testing.TB, cfg Config) error {
 	t.Helper()
-	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), zap.NewNop())
+	c, err := New(cfg, e.db, deductHandler(new(atomic.Int64), nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,11 +380,11 @@ func (e *testEnv) startConsumer(cfg Config, h Handler, opts ...Option) *runningC
 
 // startConsumerWith is startConsumer logging to log (nil: the test's log)
 // and calling setup (if not nil) on the Consumer before it runs.
-func (e *testEnv) startConsumerWith(cfg Config, h Handler, log *zap.Logger, setup func(*Consumer), opts ...Option) *runningConsumer {
+func (e *testEnv) startConsumerWith(cfg Config, h Handler, log *slog.Logger, setup func(*Consumer), opts ...Option) *runningConsumer {
 	e.t.Helper()
 	rc := &runningConsumer{counters: &Counters{}, done: make(chan struct{})}
 	if log == nil {
-		log = zaptest.NewLogger(e.t, zaptest.Level(zap.InfoLevel))
+		log = testLog(e.t)
 	}
 	c, err := New(cfg, e.db, h, log, append([]Option{WithMetrics(rc.counters)}, opts...)...)
 	if err != nil {
@@ -432,4 +431,9 @@ func (rc *runningConsumer) waitCounters(t testing.TB, what string, cond func(Sna
 		s := rc.counters.Snapshot()
 		return cond(s), fmt.Sprintf("%+v", s)
 	})
+}
+
+// testLog writes the inbox's logs into the test's output, from info up.
+func testLog(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
 }

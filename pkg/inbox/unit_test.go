@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/zap"
 )
 
 // Unit tests: pure logic and fakes only, so they run with -short and without servers.
@@ -161,7 +160,7 @@ func (f *fakeDedup) MarkDone(_ context.Context, key string, _ time.Duration) err
 func TestDedupGuard(t *testing.T) {
 	cfg := Config{ConsumerName: "inv"}.WithDefaults()
 	f := &fakeDedup{keys: map[string]bool{}}
-	g := newDedupGuard(f, cfg, zap.NewNop())
+	g := newDedupGuard(f, cfg, orDiscard(nil))
 	ctx := context.Background()
 	if g.seen(ctx, "m1") {
 		t.Fatal("unseen key reported seen")
@@ -256,7 +255,7 @@ func isDeadlock(err error) bool {
 // handler a second time for one delivery.
 func TestRunTxDoesNotRerunAfterUnrecordedFailure(t *testing.T) {
 	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
-	in := &Inbox{log: zap.NewNop()}
+	in := &Inbox{log: orDiscard(nil)}
 	for _, c := range []struct {
 		name     string
 		err      error

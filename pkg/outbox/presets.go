@@ -109,7 +109,7 @@ type Eventuate struct {
 	Envelope bool `yaml:"envelope"`
 }
 
-// PresetNames lists the presets, sorted, for error messages.
+// PresetNames lists the presets' names, sorted.
 func PresetNames() []string {
 	names := make([]string, 0, len(presets))
 	for n := range presets {
@@ -119,7 +119,9 @@ func PresetNames() []string {
 	return names
 }
 
-// Preset returns a copy of the named preset.
+// Preset returns a copy of the named preset: a Table with its columns,
+// statuses and route, and Name set to the table's usual name; set Schema
+// (and Name if yours differs), then Validate.
 func Preset(name string) (Table, error) {
 	p, ok := presets[name]
 	if !ok {

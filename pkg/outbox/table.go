@@ -2,9 +2,11 @@
 // which columns hold the id, message id, route, payload and bookkeeping,
 // which status values mean what, and how a row is routed. A Table is what a
 // user writes under tables: in the relay's configuration (the yaml tags are
-// those keys), or builds in Go from a preset; Validate checks it and Row is
-// one inserted row of it. The binlog reader (pkg/binlog) and the router
-// (pkg/router) both speak these types.
+// those keys), or builds in Go: start from a Preset (the five common
+// layouts: PresetNames), set Schema, override what differs, then Validate,
+// which every consumer of a Table expects. Row is one inserted row of it.
+// The binlog reader (pkg/binlog) and the router (pkg/router) both speak
+// these types.
 //
 // The statements the relay runs over outbox rows are not part of this
 // package: they stay inside the relay.
@@ -29,26 +31,45 @@ import (
 // Columns maps the relay's notions to the table's column names. An empty name
 // means the table has no such column: the relay then neither reads nor writes it.
 type Columns struct {
-	ID            string   `yaml:"id"`
-	MessageID     string   `yaml:"message_id"`
-	Exchange      string   `yaml:"exchange"`
-	RoutingKey    string   `yaml:"routing_key"`
-	Payload       string   `yaml:"payload"`
-	Status        string   `yaml:"status"`
-	RetryCount    string   `yaml:"retry_count"`
-	MaxRetryCount string   `yaml:"max_retry_count"`
-	NextRetryTime string   `yaml:"next_retry_time"`
-	Error         string   `yaml:"error"`
-	CreatedAt     string   `yaml:"created_at"`
-	UpdatedAt     string   `yaml:"updated_at"`
-	Version       string   `yaml:"version"`
-	Headers       []string `yaml:"headers"`
+	// ID is the primary key (required): rows are marked by it.
+	ID string `yaml:"id"`
+	// MessageID is the AMQP message-id; empty: "schema.table:<id>".
+	MessageID string `yaml:"message_id"`
+	// Exchange and RoutingKey are columns naming each row's route, when
+	// Route does not set it (Table.RouteTemplates).
+	Exchange   string `yaml:"exchange"`
+	RoutingKey string `yaml:"routing_key"`
+	// Payload is the message body (required), published byte for byte.
+	Payload string `yaml:"payload"`
+	// Status holds the row's state (Statuses); empty: every inserted row
+	// is published once and nothing is written back.
+	Status string `yaml:"status"`
+	// RetryCount, MaxRetryCount, NextRetryTime and Error are the retry
+	// bookkeeping written when a publish fails (without MaxRetryCount,
+	// Table.MaxRetries applies).
+	RetryCount    string `yaml:"retry_count"`
+	MaxRetryCount string `yaml:"max_retry_count"`
+	NextRetryTime string `yaml:"next_retry_time"`
+	Error         string `yaml:"error"`
+	// CreatedAt and UpdatedAt are the row's times (the sweeper's grace
+	// period reads them); Version is an optimistic-lock counter bumped on
+	// every write.
+	CreatedAt string `yaml:"created_at"`
+	UpdatedAt string `yaml:"updated_at"`
+	Version   string `yaml:"version"`
+	// Headers are copied into AMQP headers of the same names (a NULL
+	// value leaves its header out).
+	Headers []string `yaml:"headers"`
 }
 
 // Statuses holds the table's own status values, as they are written in SQL:
 // strings ('PENDING') or numbers (0). Publishable lists the values that, on an
 // inserted row, mean "publish me" (the seed producers insert SENDING too).
 type Statuses struct {
+	// Pending is what a row goes back to for another attempt; Sending
+	// marks a row the sweeper claimed; Sent a row published and confirmed
+	// (required with a status column); Failed a row out of attempts, or
+	// that can never be published (empty: such a row stays pending).
 	Pending     string   `yaml:"pending"`
 	Sending     string   `yaml:"sending"`
 	Sent        string   `yaml:"sent"`
@@ -68,7 +89,9 @@ type Route struct {
 	RoutingKey        string            `yaml:"routing_key"`
 	ExchangeMapColumn string            `yaml:"exchange_map_column"`
 	ExchangeMap       map[string]string `yaml:"exchange_map"`
-	ContentType       string            `yaml:"content_type"`
+	// ContentType is the AMQP content-type property of every message
+	// (empty: none).
+	ContentType string `yaml:"content_type"`
 	// ExpandHeaders turns a header column holding a JSON object (Eventuate's
 	// headers) into one AMQP header per key instead of one header holding
 	// the JSON text. A value that is not a JSON object is copied as text.
@@ -94,7 +117,9 @@ type Route struct {
 	PartitionHeader string `yaml:"partition_header"`
 }
 
-// Table is one outbox table.
+// Table is one outbox table: where it is, what its columns and status
+// values mean, and where its rows go. Build it from a Preset or field by
+// field, then call Validate.
 type Table struct {
 	Schema   string   `yaml:"schema"`
 	Name     string   `yaml:"name"`
@@ -109,11 +134,13 @@ type Table struct {
 	// epoch (Eventuate's creation_time is BIGINT milliseconds).
 	CreatedAtEpoch string `yaml:"created_at_epoch"`
 	// Trace maps a trace context column to the traceparent and tracestate
-	// headers (headers.go).
+	// headers (see Trace).
 	Trace Trace `yaml:"trace"`
-	// CloudEvents adds the CloudEvents binary-mode ce-* headers (headers.go).
+	// CloudEvents adds the CloudEvents binary-mode ce-* headers (see
+	// CloudEvents).
 	CloudEvents CloudEvents `yaml:"cloudevents"`
-	// Eventuate shapes the body as Eventuate Tram's message (presets.go).
+	// Eventuate shapes the body as Eventuate Tram's message (see
+	// Eventuate).
 	Eventuate Eventuate `yaml:"eventuate"`
 
 	loc *time.Location // route.time_zone, loaded by Validate

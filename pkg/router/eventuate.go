@@ -13,7 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -67,7 +67,7 @@ func eventuateHeaders(row *outbox.Row) map[string]string {
 				continue
 			}
 		}
-		h[col] = outboxsql.FormatValue(t, v)
+		h[col] = colval.ValueStringIn(v, t.Location())
 	}
 	return h
 }

@@ -1,5 +1,13 @@
 // Package router turns an outbox row into an AMQP message: exchange, routing
 // key, message id, properties and headers, all from the table's mapping.
+//
+// Build a Router once over the validated tables (pkg/outbox) and call Route
+// for each row a source gives (pkg/binlog's KindRow events, or a row read
+// by SQL): the Message holds the exchange, the routing key and an
+// amqp091.Publishing, persistent, with the message id and the mapped
+// headers. Publish it mandatory, with publisher confirms: a return or a
+// nack is a failure. A row that cannot be routed is an error wrapping
+// ErrNoRoute, never a message with a part missing.
 package router
 
 import (
@@ -13,7 +21,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
-	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -35,9 +42,9 @@ type Message struct {
 var ErrNoRoute = errors.New("no route")
 
 // ErrNullField marks a row whose exchange or message id column is NULL:
-// the row itself can never be published, so it is FAILED at once (with
-// ErrNoRoute's reason) instead of retried. `requeue --failed` sends it
-// again once fixed.
+// the row itself can never be published, so retrying it is pointless (the
+// relay marks it FAILED at once, with the reason). It comes wrapped with
+// ErrNoRoute.
 var ErrNullField = errors.New("required column is NULL")
 
 // Router routes rows of a set of tables. Templates are parsed once.
@@ -105,7 +112,10 @@ func New(tables []*outbox.Table, opts ...Option) (*Router, error) {
 	return r, nil
 }
 
-// Route builds the message for a row.
+// Route builds the message for a row of one of the router's tables. A row
+// that cannot be routed (a template column NULL, no entry in the exchange
+// map, a NULL message id) is an error wrapping ErrNoRoute, and ErrNullField
+// too when retrying cannot help.
 func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	t := row.Table
 	tr := r.tables[t]
@@ -168,7 +178,7 @@ func headers(row *outbox.Row, h amqp.Table) {
 		if t.Route.ExpandHeaders && expandJSONObject(h, v) {
 			continue
 		}
-		h[col] = outboxsql.FormatValue(t, v)
+		h[col] = colval.ValueStringIn(v, t.Location())
 	}
 }
 
@@ -206,7 +216,7 @@ func rowLookup(row *outbox.Row) func(string) (any, bool) {
 	return func(column string) (any, bool) {
 		v, ok := row.Get(column)
 		if tm, isTime := v.(time.Time); isTime {
-			return outboxsql.FormatValue(row.Table, tm), true
+			return colval.ValueStringIn(tm, row.Table.Location()), true
 		}
 		return v, ok
 	}
@@ -234,7 +244,7 @@ func RouteColumns(t *outbox.Table) []string {
 func (r *Router) exchange(row *outbox.Row, tr *tableRoute, lookup func(string) (any, bool)) (string, error) {
 	t := row.Table
 	if len(t.Route.ExchangeMap) > 0 {
-		key := outboxsql.FormatValue(t, row.Values[t.Route.ExchangeMapColumn])
+		key := colval.ValueStringIn(row.Values[t.Route.ExchangeMapColumn], t.Location())
 		if ex, ok := t.Route.ExchangeMap[key]; ok {
 			return ex, nil
 		}
@@ -269,10 +279,10 @@ func MessageID(row *outbox.Row) string {
 	t := row.Table
 	if t.Columns.MessageID != "" {
 		if v, ok := row.Values[t.Columns.MessageID]; ok && v != nil {
-			return outboxsql.FormatValue(t, v)
+			return colval.ValueStringIn(v, t.Location())
 		}
 	}
-	return t.FullName() + ":" + outboxsql.FormatValue(t, row.ID)
+	return t.FullName() + ":" + colval.ValueStringIn(row.ID, t.Location())
 }
 
 // expandJSONObject copies the keys of a JSON object value into headers and

@@ -115,8 +115,8 @@ func (d definitions) checkUser(t *testing.T, user, password, who string) {
 	t.Errorf("%s: no user %s, which %s logs in as", definitionsFile, user, who)
 }
 
-// Every exchange a sample row names (the demo's orders, and the INSERTs the README and the
-// Compose file show) is declared, and its binding routes order.created to the inventory
+// Every exchange a sample row names (the demo's orders, and the INSERTs docs/docker.md and
+// the Compose file show) is declared, and its binding routes order.created to the inventory
 // queue, declared as the inventory service declares it (an equivalent declaration, or
 // RabbitMQ refuses the service's with 406).
 func TestComposeSampleExchangesDeclared(t *testing.T) {
@@ -130,7 +130,7 @@ func TestComposeSampleExchangesDeclared(t *testing.T) {
 		}
 	}
 	insert := regexp.MustCompile(`INSERT INTO producer_message \(([^)]*)\)\s*VALUES \(((?:[^()']|'[^']*'|\([^()]*\))*)\)`)
-	for _, f := range []string{"README.md", "docker-compose.yml", "docs/kubernetes.md"} {
+	for _, f := range []string{"README.md", "docs/docker.md", "docker-compose.yml", "docs/kubernetes.md"} {
 		raw, err := os.ReadFile(testenv.RepoPath(f))
 		if err != nil {
 			t.Fatal(err)
@@ -149,8 +149,8 @@ func TestComposeSampleExchangesDeclared(t *testing.T) {
 			samples = append(samples, sample{row["exchange"], row["routing_key"], f})
 		}
 	}
-	if !slices.ContainsFunc(samples, func(s sample) bool { return s.where == "README.md" }) {
-		t.Errorf("found no sample INSERT in README.md (its Docker section shows one): %v", samples)
+	if !slices.ContainsFunc(samples, func(s sample) bool { return s.where == "docs/docker.md" }) {
+		t.Errorf("found no sample INSERT in docs/docker.md (it shows one): %v", samples)
 	}
 	for _, smp := range samples {
 		exchange, key, where := smp.exchange, smp.key, smp.where

@@ -60,6 +60,19 @@ func TestChartExistingSecret(t *testing.T) {
 	loadRenderedConfig(t, r)
 }
 
+// The console is off unless asked for; on, with its token in the Secret, the relay takes
+// the rendered config.
+func TestChartConsole(t *testing.T) {
+	if cfg := loadRenderedConfig(t, mustRender(t)); cfg.HTTP.Console {
+		t.Error("the chart turns the console on by default")
+	}
+	cfg := loadRenderedConfig(t, mustRender(t, "config.http.console=true",
+		"config.http.console_token_file=/etc/binlog-relay/secrets/console-token", "secret.data.console-token=0123456789abcdef0123"))
+	if !cfg.HTTP.Console || cfg.HTTP.ConsoleToken == "" {
+		t.Errorf("console on: console %v, token read %v", cfg.HTTP.Console, cfg.HTTP.ConsoleToken != "")
+	}
+}
+
 // What helm refuses to render, and that the error says what to set.
 func TestChartRefusesBrokenValues(t *testing.T) {
 	for _, tc := range []struct {
@@ -73,6 +86,8 @@ func TestChartRefusesBrokenValues(t *testing.T) {
 		{"no http.addr", []string{"config.http=null"}, `config.http.addr: "" must listen on all interfaces`},
 		{"drain_timeout without a unit", []string{"config.relay.drain_timeout=30"}, `config.relay.drain_timeout: "30" is not a duration`},
 		{"existing Secret without a name", []string{"secret.create=false"}, "secret.name: the existing Secret to mount"},
+		{"console token not in the Secret", []string{"config.http.console=true", "config.http.console_token_file=/etc/binlog-relay/secrets/console-token"},
+			"secret.data.console-token: config.http.console_token_file reads it"},
 	} {
 		_, err := render(t, tc.set...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -112,6 +113,15 @@ func maxID(t *testing.T, db *testenv.DB, table string) int {
 // the old table (_del) unless told to drop it.
 func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
 	t.Helper()
+	return ghostCopyThen(t, db, w, func() {
+		db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del, _producer_message_gho TO producer_message")
+	})
+}
+
+// ghostCopyThen copies producer_message into _producer_message_gho as
+// gh-ost does and runs swap with writes held.
+func ghostCopyThen(t *testing.T, db *testenv.DB, w *streamWriter, swap func()) (atCutOver int) {
+	t.Helper()
 	db.Exec(t, "CREATE TABLE _producer_message_gho LIKE producer_message")
 	top := maxID(t, db, "producer_message")
 	for lo := 0; lo < top; lo += 500 {
@@ -128,8 +138,21 @@ func ghostCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int)
 		SET g.status = s.status, g.retry_count = s.retry_count, g.next_retry_time = s.next_retry_time, g.error_msg = s.error_msg,
 		    g.update_time = s.update_time, g.version = s.version
 		WHERE g.version <> s.version OR g.status <> s.status`)
-	db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del, _producer_message_gho TO producer_message")
+	swap()
 	return w.written()
+}
+
+// ghostTwoStepCutOver is ghostCutOver with gh-ost's --cut-over=two-step
+// (and Facebook's OSC, which swaps the same way): the table renamed away in
+// one statement, the ghost table renamed in under its name in another, a
+// moment later; the relay's marks go on meanwhile and find no table.
+func ghostTwoStepCutOver(t *testing.T, db *testenv.DB, w *streamWriter) (atCutOver int) {
+	t.Helper()
+	return ghostCopyThen(t, db, w, func() {
+		db.Exec(t, "RENAME TABLE producer_message TO _producer_message_del")
+		time.Sleep(1500 * time.Millisecond) // past relay.flush_interval: marks meet no table
+		db.Exec(t, "RENAME TABLE _producer_message_gho TO producer_message")
+	})
 }
 
 // execRetryingDeadlocks runs a statement, again when it is chosen as a
@@ -200,6 +223,7 @@ func TestOnlineSchemaChangeCutOverWhileRowsStream(t *testing.T) {
 		cutOver func(*testing.T, *testenv.DB, *streamWriter) int
 	}{
 		{"gh-ost", ghostCutOver},
+		{"gh-ost two-step", ghostTwoStepCutOver},
 		{"pt-online-schema-change", ptOSCCutOver},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,5 +292,116 @@ func TestAlterTableRenameWhileRowsStream(t *testing.T) {
 	})
 	if a, b := db.Count(t, "SELECT COUNT(*) FROM producer_message_old"), db.Count(t, "SELECT COUNT(*) FROM producer_message"); a != atRename || a+b != len(want) {
 		t.Fatalf("%d rows in producer_message_old, %d in the new table; want %d and %d", a, b, atRename, len(want)-atRename)
+	}
+}
+
+// A table renamed away and straight back in two statements ("RENAME TABLE
+// t TO t_tmp", then "RENAME TABLE t_tmp TO t", as a tool that checks or
+// repairs a table may do) while rows stream: the rows read before it live
+// under the configured name again, and their marks reach them there, not a
+// t_tmp that no longer exists. Every row is delivered once and ends SENT;
+// the sweeper, with a short grace period, claims nothing.
+func TestTableRenamedAwayAndBackWhileRowsStream(t *testing.T) {
+	testenv.Integration(t)
+	t.Parallel()
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	r := relaytest.StartRelay(t, relaytest.Config{Name: testenv.UniqueName("away-back"), Tables: relaytest.SeedTable(db.Name),
+		Sections: map[string]string{"relay": "{flush_interval: 1s}", "checkpoint": "{interval: 1s}", "sweeper": "{interval: 200ms, grace_period: 10s}"}}.YAML())
+
+	w := startStreamWriter(t, db, got, br.Exchange, "back")
+	waitReceived(t, got, 500, 30*time.Second)
+	var atRename int
+	for range 3 {
+		waitReceived(t, got, w.written(), 30*time.Second)
+		w.hold.Lock()
+		db.Exec(t, "RENAME TABLE producer_message TO producer_message_tmp")
+		db.Exec(t, "RENAME TABLE producer_message_tmp TO producer_message")
+		atRename = w.written()
+		w.hold.Unlock()
+		time.Sleep(300 * time.Millisecond) // rows published and not marked when the next one comes
+	}
+	want := w.stop(t, atRename)
+
+	waitDeliveredOnceInOrder(t, got, want, 60*time.Second)
+	testenv.WaitFor(t, 30*time.Second, "every row SENT", func() (bool, string) {
+		n := pendingIn(t, db, "producer_message")
+		return n == 0, fmt.Sprintf("%d not SENT", n)
+	})
+	// A row left PENDING would have been claimed before it was SENT.
+	want = append(want, insertOrders(t, db, br.Exchange, "last", 1, 1)...)
+	waitDeliveredOnceInOrder(t, got, want, 30*time.Second)
+	claimed, _ := value(gatherApp(t, r.App), "binlog_relay_sweeper_claims_total")
+	if claimed != 0 {
+		t.Fatalf("sweeper_claims_total %v; want 0 (no row left PENDING)", claimed)
+	}
+}
+
+// A row whose publish failed, with its retry recorded after the primary
+// ran an archival rotation and before the relay read it: the record goes
+// by name to the new table, which holds other rows under the same ids, and
+// records nothing; when the relay reads the rename it records the retry
+// again in the archive, where the row lives. The row is not left PENDING
+// without a reason. (The relay's source is cut while the rotation runs, so
+// the failure is recorded in that window.)
+func TestFailureRecordedInARotationsWindowReachesTheArchive(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	br, got := testenv.NewCollectedBroker(t)
+	unbound := testenv.NewExchange(t)
+	px := testenv.Proxy(t, testenv.Addr(testenv.ReplicaDSN))
+	r := relaytest.StartRelay(t, viaProxy(t, relaytest.Config{Name: testenv.UniqueName("fail-rotate"), Tables: relaytest.SeedTable(db.Name),
+		Sections: map[string]string{"relay": "{flush_interval: 4s}", "checkpoint": "{interval: 4s}", "sweeper": "{enabled: false}"}}.YAML(), px))
+	stats := &r.App.Relay().Stats
+
+	// Another table's rows under the same ids, for the rotation to swap in.
+	db.Exec(t, "CREATE TABLE producer_message_new LIKE producer_message")
+	for i := 1; i <= 10; i++ {
+		db.Exec(t, "INSERT INTO producer_message_new (id, message_id, exchange, routing_key, content) VALUES (?, ?, ?, 'order.created', '{}')",
+			i, fmt.Sprintf("new-%d", i), br.Exchange)
+	}
+	// A sent row and an unroutable one in one transaction, until their
+	// batch is still unwritten when the source is cut (the relay writes
+	// its batches every 4 s: almost always).
+	var failed string
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("the relay wrote its batch before the source was cut, five times")
+		}
+		before := stats.Checkpoints.Load()
+		ok, bad := fmt.Sprintf("ok-%d", try), fmt.Sprintf("bad-%d", try)
+		db.Exec(t, "INSERT INTO producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'order.created', '{}'), (?, ?, 'order.created', '{}')",
+			ok, br.Exchange, bad, unbound)
+		waitAllDistinct(t, got, []string{ok}, 30*time.Second)
+		testenv.WaitFor(t, 10*time.Second, "the unroutable row's failure", func() (bool, string) {
+			return stats.Failed.Load() > int64(try), fmt.Sprintf("%d failed", stats.Failed.Load())
+		})
+		px.Cut()
+		if stats.Checkpoints.Load() == before {
+			failed = bad
+			break
+		}
+		px.Restore()
+	}
+	testenv.WaitFor(t, 10*time.Second, "the source cut", func() (bool, string) { return px.Live() == 0, fmt.Sprint(px.Live(), " live") })
+	before := stats.Checkpoints.Load()
+	db.Exec(t, "RENAME TABLE producer_message TO producer_message_2026_11, producer_message_new TO producer_message")
+	testenv.WaitFor(t, 15*time.Second, "the failure written by name", func() (bool, string) {
+		return stats.Checkpoints.Load() > before, "no batch written"
+	})
+	px.Restore()
+
+	testenv.WaitFor(t, 30*time.Second, "the retry recorded in the archive", func() (bool, string) {
+		var status string
+		var retries int
+		var reason sql.NullString
+		err := db.Primary.QueryRow("SELECT status, retry_count, error_msg FROM producer_message_2026_11 WHERE message_id = ?", failed).Scan(&status, &retries, &reason)
+		if err != nil {
+			return false, err.Error()
+		}
+		return status == "PENDING" && retries == 1 && reason.Valid && reason.String != "", fmt.Sprintf("%s, retry_count %d, error_msg %q", status, retries, reason.String)
+	})
+	if n := db.Count(t, "SELECT COUNT(*) FROM producer_message WHERE status <> 'PENDING' OR retry_count <> 0"); n != 0 {
+		t.Fatalf("%d rows of the new table written; want none (other messages under the same ids)", n)
 	}
 }

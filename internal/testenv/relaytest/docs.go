@@ -67,9 +67,9 @@ func DocConfigs(t testing.TB) []DocConfig {
 	return out
 }
 
-var fileKeyRe = regexp.MustCompile(`\b(password_file|ca_file|cert_file|key_file): *([^\s,}#]+)`)
+var fileKeyRe = regexp.MustCompile(`\b(password_file|console_token_file|ca_file|cert_file|key_file): *([^\s,}#]+)`)
 
-// standInFiles writes a password file and a CA with a client certificate,
+// standInFiles writes a password file, a console token file and a CA with a client certificate,
 // keyed by the config field that names each.
 func standInFiles(t testing.TB) map[string]string {
 	t.Helper()
@@ -78,7 +78,11 @@ func standInFiles(t testing.TB) map[string]string {
 	if err := os.WriteFile(password, []byte("dummy-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return map[string]string{"password_file": password, "ca_file": pki.CAFile,
+	token := filepath.Join(t.TempDir(), "console-token")
+	if err := os.WriteFile(token, []byte("dummy-console-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"password_file": password, "console_token_file": token, "ca_file": pki.CAFile,
 		"cert_file": pki.CertFile, "key_file": pki.KeyFile}
 }
 

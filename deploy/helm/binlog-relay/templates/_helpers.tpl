@@ -121,7 +121,8 @@ unset) plus extraGracePeriodSeconds, so the kubelet never kills a relay that is 
 {{- end -}}
 
 {{/*
-Refuses a config whose password_file names a key of the chart's Secret that is not set, and
+Refuses a config whose password_file (or http.console_token_file) names a key of the chart's
+Secret that is not set, and
 more than one relay without the HA lease. Called with one relay's context (binlog-relay.relays):
 with shards, that is the shard's merged config and replicaCount, and .where names the shard in
 the message.
@@ -135,6 +136,13 @@ the message.
 {{- if not (index ($.Values.secret.data | default dict) $key) -}}
 {{- fail (printf "%ssecret.data.%s: config.%s.password_file reads it; set it (--set-file secret.data.%s=FILE) or use an existing Secret (secret.create=false, secret.name)" $.where $key $section $key) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $h := .Values.config.http | default dict -}}
+{{- if and $h.console_token_file $.Values.secret.create (hasPrefix $prefix $h.console_token_file) -}}
+{{- $key := trimPrefix $prefix $h.console_token_file -}}
+{{- if not (index ($.Values.secret.data | default dict) $key) -}}
+{{- fail (printf "%ssecret.data.%s: config.http.console_token_file reads it; set it (--set-file secret.data.%s=FILE) or use an existing Secret (secret.create=false, secret.name)" $.where $key $key) -}}
 {{- end -}}
 {{- end -}}
 {{- $ha := .Values.config.ha | default dict -}}

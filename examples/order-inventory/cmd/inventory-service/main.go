@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/inventory"
 	"github.com/binlog-relay/binlog-relay/examples/order-inventory/order"
@@ -68,7 +70,7 @@ func run(ctx context.Context, log *zap.Logger, dsn, url, redisAddr string, worke
 	counters := &inbox.Counters{}
 	opts = append(opts, inbox.WithMetrics(counters))
 	c, err := inbox.New(inbox.Config{URL: url, Queue: inventory.Queue, ConsumerName: "inventory-service",
-		Workers: workers}, db, inventory.Deduct, log, opts...)
+		Workers: workers}, db, inventory.Deduct, slog.New(zapslog.NewHandler(log.Core(), zapslog.WithName("inbox"))), opts...)
 	if err != nil {
 		return err
 	}

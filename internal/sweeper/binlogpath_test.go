@@ -1,0 +1,62 @@
+package sweeper
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// fakePath is a binlog path heard from at received, behind by behind.
+type fakePath struct {
+	received time.Time
+	behind   time.Duration
+}
+
+func (p *fakePath) Progress(time.Time) (time.Time, time.Duration) { return p.received, p.behind }
+
+// The grace period of the sweeper inside `run` counts from how far its
+// binlog path has come; a reader that hears nothing gives it the wall
+// clock back; a round that comes late (the process was paused) claims
+// nothing until the reader hears from its source again, or for the grace
+// period at most.
+func TestSweeperGraceFollowsTheBinlogPath(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	cfg := Config{Interval: time.Second, GracePeriod: 10 * time.Second}
+	path := &fakePath{}
+	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
+	check := func(step string, now time.Time, grace time.Duration, claims bool) {
+		t.Helper()
+		s.pace(now)
+		if s.grace != grace || s.claims != claims {
+			t.Fatalf("%s: grace %s, claims %v; want %s, %v", step, s.grace, s.claims, grace, claims)
+		}
+		s.lastRounds = now
+	}
+	check("no binlog path (the sweep command)", t0, 10*time.Second, true)
+
+	s.SetBinlogPath(path)
+	path.received, path.behind = t0.Add(time.Second), 0
+	check("caught up", t0.Add(time.Second), 10*time.Second, true)
+	path.received, path.behind = t0.Add(2*time.Second), 30*time.Second
+	check("30 s behind, reading", t0.Add(2*time.Second), 40*time.Second, true)
+	s.lastRounds = t0.Add(12 * time.Second) // rounds went on every second
+	check("the reader silent past 10 s: cut off", t0.Add(13*time.Second), 10*time.Second, true)
+
+	// Paused 40 s: the first round after comes late.
+	path.received, path.behind = t0.Add(14*time.Second), 0
+	s.lastRounds = t0.Add(14 * time.Second)
+	woke := t0.Add(54 * time.Second)
+	check("the round after the pause", woke, 10*time.Second, false)
+	check("the reader not heard from since", woke.Add(time.Second), 10*time.Second, false)
+	path.received, path.behind = woke.Add(1500*time.Millisecond), 41*time.Second
+	check("the reader reads again, 41 s behind", woke.Add(2*time.Second), 51*time.Second, true)
+
+	// Paused, and the reader never hears from its source again: claims
+	// wait for the grace period, then the wall clock rules.
+	s.lastRounds = woke.Add(2 * time.Second)
+	again := woke.Add(60 * time.Second)
+	check("paused again", again, 10*time.Second, false)
+	s.lastRounds = again.Add(10 * time.Second)
+	check("grace period over, nothing heard", again.Add(11*time.Second), 10*time.Second, true)
+}
