@@ -12,10 +12,11 @@
 # (testenv.LockShared, testenv.LockHeavy) for their run.
 #
 # Each line a lane prints starts with its name, as it comes; at the end each
-# lane's result and wall time are printed.
+# lane's result and wall time are printed, then the failed tests of a failed
+# lane and their messages again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(($# > 0)) || { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 2; }
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -25,7 +26,7 @@ trap 'pkill -TERM -P $$ 2>/dev/null; exit 130' INT TERM
 for lane in "$@"; do
   (
     began=$SECONDS
-    make --no-print-directory "$lane" 2>&1 | awk -v p="[$lane] " '{ print p $0; fflush() }'
+    make --no-print-directory "$lane" 2>&1 | tee "$results/$lane.log" | awk -v p="[$lane] " '{ print p $0; fflush() }'
     echo "${PIPESTATUS[0]} $((SECONDS - began))" >"$results/$lane"
   ) &
 done
@@ -37,5 +38,15 @@ for lane in "$@"; do
   read -r rc took <"$results/$lane" 2>/dev/null || { rc=lost; took=?; }
   if [[ $rc == 0 ]]; then r=ok; else r="FAILED (exit $rc)"; failed=1; fi
   printf '  %-14s %s in %s s\n' "$lane" "$r" "$took"
+done
+# A failed lane's failures again, last, where a log's tail shows them: the
+# failed tests and their messages (go test without -v prints the log of
+# failed tests only), at most 80 lines a lane.
+for lane in "$@"; do
+  [[ -s $results/$lane.log ]] || continue
+  grep -q -E -e '--- FAIL|^panic:|^FAIL' "$results/$lane.log" || continue
+  echo "failures in $lane:"
+  grep -E -e '--- FAIL|^panic:|test timed out|^FAIL|_test\.go:[0-9]+:' "$results/$lane.log" |
+    cut -c1-400 | head -80 | sed "s/^/  [$lane] /"
 done
 exit $failed
