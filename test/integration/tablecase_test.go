@@ -30,6 +30,7 @@ func TestTablesDifferingOnlyByCaseAreTwoTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := testenv.NewDB(t, "schema/producer_message.sql")
 			db.Exec(t, "CREATE TABLE `Producer_Message` LIKE producer_message")
+			db.WaitReplicated(t, 30*time.Second) // the relay's start-up checks look for it on the replica
 			br, got := testenv.NewCollectedBroker(t)
 			var tables strings.Builder
 			for _, name := range tc.configured {
