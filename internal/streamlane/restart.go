@@ -29,17 +29,22 @@ func (Restarting[T]) Republished() uint64 { return 0 }
 
 // Run is the lane's Run, its failure marked as a *Failure.
 //
-// The messages a failed lane gives back unconfirmed are not handed on: they
-// are no failure of their rows (each may be on the stream already), and the
-// pipeline stops with the lane, so they are replayed from the checkpoint
-// under the same publishing ids.
+// A failed lane hands on only the results before its first unconfirmed
+// one: neither that message nor anything behind it (a marker, a message
+// confirmed later) is handed on. The unconfirmed messages are no failure
+// of their rows (each may be on the stream already), and a commit marker
+// behind one must never reach the committer, or the checkpoint would pass
+// a row whose outcome is unknown (invariant 2). The pipeline stops with the
+// lane and starts again from the last checkpoint that every earlier row
+// allows, so those rows are replayed under the same publishing ids.
 func (s Restarting[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<- publisher.Result[T]) error {
 	mid := make(chan publisher.Result[T])
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
+		cut := false
 		for res := range mid {
-			if errors.Is(res.Err, ErrUnconfirmed) {
+			if cut = cut || errors.Is(res.Err, ErrUnconfirmed); cut {
 				continue
 			}
 			select {
