@@ -41,6 +41,8 @@ type Lane[T any] struct {
 
 	running   atomic.Bool
 	connected atomic.Bool
+	// guard, when set, is asked before each message is sent (SetGuard).
+	guard atomic.Pointer[func() error]
 
 	// skipped holds the header names already warned about (left out of
 	// the application properties), so each is warned of once.
@@ -78,6 +80,27 @@ func NewWith[T any](cfg Config, dial Dial, log *zap.Logger) (*Lane[T], error) {
 	}
 	return &Lane[T]{cfg: cfg, log: log.With(zap.String("stream", cfg.Stream)), dial: dial, skipped: map[string]bool{}}, nil
 }
+
+// SetGuard makes the lane ask guard before each message it sends; an error
+// ends Run with that error (not a *Failure: the pipeline must not restart),
+// nothing more sent. A leader whose lease ran out must not publish the
+// jobs already queued in its lane when it wakes from a pause.
+func (l *Lane[T]) SetGuard(guard func() error) { l.guard.Store(&guard) }
+
+func (l *Lane[T]) guarded() error {
+	if g := l.guard.Load(); g != nil && *g != nil {
+		if err := (*g)(); err != nil {
+			return &guardStop{err}
+		}
+	}
+	return nil
+}
+
+// guardStop is the guard's error, which Restarting returns as it is.
+type guardStop struct{ err error }
+
+func (e *guardStop) Error() string { return e.err.Error() }
+func (e *guardStop) Unwrap() error { return e.err }
 
 // Connected reports whether the producer is up.
 func (l *Lane[T]) Connected() bool { return l.connected.Load() }

@@ -82,6 +82,11 @@ func (m *machine[T]) run() error {
 				m.inOpen = false
 				continue
 			}
+			if job.Msg != nil {
+				if err := m.l.guarded(); err != nil {
+					return err // the lease is lost: nothing more is sent
+				}
+			}
 			m.intake(job)
 		case out <- res:
 			m.q[0] = nil
