@@ -470,6 +470,10 @@ func runSchedule(t *testing.T, s schedule) error {
 			fmt.Print("schedule ", s)
 		}
 		w.start(t)
+		if err := w.settle(t); err != nil {
+			verr = err
+			return
+		}
 		defer func() { _ = w.stop(false) }()
 		for i, st := range s.steps {
 			if propDebug {

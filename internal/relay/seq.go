@@ -67,7 +67,13 @@ func (r *Relay) saveNewNumbering(ctx context.Context, start binlog.Position, seq
 	}
 	cp := checkpoint.FromPosition(start, server, time.Now())
 	cp.Seq, cp.SeqScope = seq, r.cfg.SeqScope
-	if err := r.store.Save(ctx, cp); err != nil {
+	// Retried until the store answers, as a save past the outage window
+	// is: nothing is published meanwhile. A fenced save (the lease lost)
+	// ends the Run.
+	if err := retry(ctx, r.log, "saving the checkpoint of a new publishing-id numbering", func() error {
+		cp.SavedAt = time.Now().UTC()
+		return r.store.Save(ctx, cp)
+	}); err != nil {
 		return fmt.Errorf("saving the checkpoint of a new publishing-id numbering (seq_scope %s): %w", r.cfg.SeqScope, err)
 	}
 	r.lastSaved.Store(&cp)
