@@ -34,6 +34,10 @@ type propRow struct {
 type propTx struct {
 	rows []propRow
 	pos  uint32
+	// openXA: a prepared XA branch with outbox rows is open after this
+	// transaction (Commit.OpenXA: the reader holds its rows until its XA
+	// COMMIT, a later transaction that carries them).
+	openXA bool
 }
 
 // stepKind is one thing that happens to the pipeline.
@@ -89,7 +93,7 @@ func (s schedule) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lanes=%d requeues=%v\n", s.lanes, s.requeues)
 	for _, x := range s.txs {
-		fmt.Fprintf(&b, "  tx pos=%d rows=%v\n", x.pos, x.rows)
+		fmt.Fprintf(&b, "  tx pos=%d rows=%v openXA=%v\n", x.pos, x.rows, x.openXA)
 	}
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %s\n", st)
@@ -113,6 +117,16 @@ func drawSchedule(t *rapid.T) schedule {
 				statusless: rapid.Bool().Draw(t, "statusless"), requeue: rapid.IntRange(0, 4).Draw(t, "requeue") == 0})
 		}
 		s.txs = append(s.txs, x)
+	}
+	// An XA branch prepared after transaction i and committed in
+	// transaction j (which then carries rows): the transactions from i to
+	// j-1 leave it open.
+	if ntx > 1 && rapid.IntRange(0, 3).Draw(t, "xa") == 0 {
+		i := rapid.IntRange(0, ntx-2).Draw(t, "xa-prepare")
+		j := rapid.IntRange(i+1, ntx-1).Draw(t, "xa-commit")
+		for k := i; k < j; k++ {
+			s.txs[k].openXA = true
+		}
 	}
 	nsteps := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range nsteps {

@@ -185,7 +185,7 @@ func (w *propWorld) events(after uint32) []binlog.Event {
 			}
 			evs = append(evs, binlog.Event{Kind: binlog.KindRow, Row: w.row(r)})
 		}
-		evs = append(evs, binlog.Event{Kind: binlog.KindCommit, Commit: binlog.Commit{File: "bin.000001", Pos: x.pos}})
+		evs = append(evs, binlog.Event{Kind: binlog.KindCommit, Commit: binlog.Commit{File: "bin.000001", Pos: x.pos, OpenXA: x.openXA}})
 	}
 	return evs
 }
@@ -352,6 +352,13 @@ func (w *propWorld) check() error {
 	// every row of a transaction at or before it is on the stream (a
 	// stream lane fails no row; it fails the lane).
 	if cp, ok := w.store.last(); ok {
+		// Never at a position with a prepared XA branch open: a restart
+		// there would not read its prepare again.
+		for _, x := range w.s.txs {
+			if x.pos == cp.Pos && x.openXA {
+				return fmt.Errorf("checkpoint at %d, inside an open XA branch", cp.Pos)
+			}
+		}
 		for _, x := range w.s.txs {
 			if x.pos > cp.Pos {
 				break
