@@ -36,7 +36,8 @@ func (w *wiring) streamLanes() (lanes.Set, error) {
 		}
 		sc := streamlane.Config{URIs: uris, TLS: btls, Stream: cfg.Broker.Stream.Name,
 			MaxLengthBytes: cfg.Broker.Stream.MaxLengthBytes, MaxAge: cfg.Broker.Stream.MaxAge,
-			ProducerName: streamlane.ProducerName(cfg.Name, i, n), Window: cfg.Broker.Window, ConnectionName: streamlane.ProducerName(cfg.Name, i, n)}
+			ProducerName: streamlane.ProducerName(cfg.Name, i, n), Window: cfg.Broker.Window, ConnectionName: streamlane.ProducerName(cfg.Name, i, n),
+			ConfirmTimeout: cfg.Broker.Stream.ConfirmTimeout}
 		l, err := streamlane.New[relay.Ticket](sc, log)
 		if err != nil {
 			return nil, err
