@@ -14,6 +14,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/lanes"
 	"github.com/binlog-relay/binlog-relay/internal/relay"
 	"github.com/binlog-relay/binlog-relay/internal/streamlane"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 )
 
 func (w *wiring) streamLanes() (lanes.Set, error) {
@@ -35,7 +36,8 @@ func (w *wiring) streamLanes() (lanes.Set, error) {
 		}
 		sc := streamlane.Config{URIs: uris, TLS: btls, Stream: cfg.Broker.Stream.Name,
 			MaxLengthBytes: cfg.Broker.Stream.MaxLengthBytes, MaxAge: cfg.Broker.Stream.MaxAge,
-			ProducerName: streamlane.ProducerName(cfg.Name, i, n), Window: cfg.Broker.Window, ConnectionName: streamlane.ProducerName(cfg.Name, i, n)}
+			ProducerName: streamlane.ProducerName(cfg.Name, i, n), Window: cfg.Broker.Window, ConnectionName: streamlane.ProducerName(cfg.Name, i, n),
+			ConfirmTimeout: cfg.Broker.Stream.ConfirmTimeout}
 		l, err := streamlane.New[relay.Ticket](sc, log)
 		if err != nil {
 			return nil, err
@@ -45,8 +47,9 @@ func (w *wiring) streamLanes() (lanes.Set, error) {
 	return out, nil
 }
 
-// seqScope names what the publishing ids count (streamlane.Scope); empty
-// without a stream.
+// seqScope names what the publishing ids count (streamlane.Scope), the
+// reader's numbering inputs included (binlog.Numbering); empty without a
+// stream.
 func (w *wiring) seqScope() string {
 	cfg := w.cfg
 	if !cfg.Broker.Stream.Enabled() {
@@ -56,7 +59,8 @@ func (w *wiring) seqScope() string {
 	for i, t := range cfg.Tables {
 		tables[i] = t.FullName()
 	}
-	return streamlane.Scope(tables, max(cfg.Relay.Lanes, 1), cfg.Broker.Stream.Name)
+	return streamlane.Scope(tables, max(cfg.Relay.Lanes, 1), cfg.Broker.Stream.Name,
+		binlog.Numbering(readerConfig(cfg), cfg.Tables))
 }
 
 // raiseSeqFloor asks each stream lane's producer for the last publishing id

@@ -135,6 +135,10 @@ type Stream struct {
 	// its own.
 	MaxLengthBytes int64         `yaml:"max_length_bytes"`
 	MaxAge         time.Duration `yaml:"max_age"`
+	// ConfirmTimeout is how long a stream lane waits for a message's
+	// confirm before it fails (and the binlog path starts again from its
+	// checkpoint); 0 means the lane's default, 30s.
+	ConfirmTimeout time.Duration `yaml:"confirm_timeout"`
 }
 
 // Enabled reports whether the binlog path publishes into a stream.

@@ -23,6 +23,12 @@ import (
 // control, a full socket) holds the publisher back as a plain socket would.
 type batchConn struct {
 	net.Conn
+	// guard, when set, is asked before each chunk written: a publisher
+	// whose lease ran out while its writes waited (a broker that did not
+	// read, then the process paused) must not send them when it wakes. An
+	// error closes the connection with the rest unwritten; the messages
+	// are unconfirmed, and the new leader replays them.
+	guard func() error
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when pending shrinks or err is set
@@ -36,8 +42,13 @@ type batchConn struct {
 
 const maxPending = 4 << 20
 
-func newBatchConn(c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, wake: newWakeup(), done: make(chan struct{})}
+// writeChunk bounds each write system call, so the guard is asked again
+// at least every this many bytes: a write blocked when the process was
+// paused sends at most its rest when it wakes.
+const writeChunk = 16 << 10
+
+func newBatchConn(c net.Conn, guard func() error) *batchConn {
+	b := &batchConn{Conn: c, guard: guard, wake: newWakeup(), done: make(chan struct{})}
 	b.cond = sync.NewCond(&b.mu)
 	go b.flush()
 	return b
@@ -69,7 +80,8 @@ func (w wakeup) wait(stop <-chan struct{}) bool {
 
 // batchDial is amqp.Config.Dial: a TCP connection with coalesced writes
 // (TLS, when used, is layered on top by amqp091-go).
-func batchDial(timeout time.Duration) func(network, addr string) (net.Conn, error) {
+// guard (may be nil) is asked before each chunk written (batchConn.guard).
+func batchDial(timeout time.Duration, guard func() error) func(network, addr string) (net.Conn, error) {
 	return func(network, addr string) (net.Conn, error) {
 		c, err := net.DialTimeout(network, addr, timeout)
 		if err != nil {
@@ -81,7 +93,7 @@ func batchDial(timeout time.Duration) func(network, addr string) (net.Conn, erro
 			_ = c.Close()
 			return nil, err
 		}
-		return newBatchConn(c), nil
+		return newBatchConn(c, guard), nil
 	}
 }
 
@@ -114,7 +126,7 @@ func (b *batchConn) flush() {
 		}
 		b.pending, b.spare = b.spare[:0], nil
 		b.mu.Unlock()
-		_, err := b.Conn.Write(out)
+		err := b.write(out)
 		b.mu.Lock()
 		if err != nil && b.err == nil {
 			b.err = err
@@ -129,6 +141,23 @@ func (b *batchConn) flush() {
 			return
 		}
 	}
+}
+
+// write writes out in chunks, asking the guard before each.
+func (b *batchConn) write(out []byte) error {
+	for len(out) > 0 {
+		if b.guard != nil {
+			if err := b.guard(); err != nil {
+				return err
+			}
+		}
+		n := min(len(out), writeChunk)
+		if _, err := b.Conn.Write(out[:n]); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
 }
 
 // Close stops the flusher and closes the socket; anything not yet written

@@ -25,7 +25,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func TestBatchConnKeepsOrderAndCoalesces(t *testing.T) {
 	client, server := net.Pipe()
 	cc := &countingConn{Conn: client}
-	b := newBatchConn(cc)
+	b := newBatchConn(cc, nil)
 	defer b.Close()
 
 	const n = 2000
@@ -61,7 +61,7 @@ func TestBatchConnKeepsOrderAndCoalesces(t *testing.T) {
 
 func TestBatchConnLoneWriteGoesOutAtOnce(t *testing.T) {
 	client, server := net.Pipe()
-	b := newBatchConn(client)
+	b := newBatchConn(client, nil)
 	defer b.Close()
 	if _, err := b.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestBatchConnLoneWriteGoesOutAtOnce(t *testing.T) {
 
 func TestBatchConnWriteErrorSurfaces(t *testing.T) {
 	client, server := net.Pipe()
-	b := newBatchConn(client)
+	b := newBatchConn(client, nil)
 	defer b.Close()
 	_ = server.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -97,7 +97,7 @@ func TestBatchConnWriteErrorSurfaces(t *testing.T) {
 func TestBatchConnBlocksWhenThePeerStopsReading(t *testing.T) {
 	client, server := net.Pipe() // nothing reads server
 	defer server.Close()
-	b := newBatchConn(client)
+	b := newBatchConn(client, nil)
 	chunk := make([]byte, 1<<20)
 	returned := make(chan error, 1)
 	go func() {
@@ -125,5 +125,38 @@ func TestBatchConnBlocksWhenThePeerStopsReading(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a Write blocked by a full buffer was not released by Close")
+	}
+}
+
+// Writes that waited behind a peer that did not read (a broker
+// blackholed, then the relay paused past its lease) are not sent once the
+// guard fails: at most the chunk being written goes out, then the
+// connection closes (issue 37, item 5).
+func TestBatchConnGuardDropsWaitingWrites(t *testing.T) {
+	client, server := net.Pipe() // nothing reads server yet: the flusher blocks
+	defer server.Close()
+	errLease := errors.New("the lease is lost")
+	var lost atomic.Bool
+	b := newBatchConn(client, func() error {
+		if lost.Load() {
+			return errLease
+		}
+		return nil
+	})
+	defer b.Close()
+	msg := make([]byte, 1000)
+	for range 200 { // 200 KB waiting, beyond one chunk
+		if _, err := b.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost.Store(true)
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _ := io.Copy(io.Discard, server) // ends when the flusher closes the connection
+	if n > writeChunk {
+		t.Fatalf("%d bytes reached the peer after the guard failed; want at most the chunk in progress (%d)", n, writeChunk)
+	}
+	if _, err := b.Write(msg); !errors.Is(err, errLease) {
+		t.Fatalf("a Write after the guard failed returned %v; want the guard's error", err)
 	}
 }

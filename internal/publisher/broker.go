@@ -99,7 +99,7 @@ func (p *Publisher) dialAMQP(ctx context.Context, url string) (amqpConn, error) 
 			Heartbeat:       10 * time.Second,
 			TLSClientConfig: p.cfg.TLS,
 			Properties:      props,
-			Dial:            batchDial(10 * time.Second),
+			Dial:            batchDial(10*time.Second, p.guarded),
 		})
 		done <- dialed{conn, err}
 	}()

@@ -238,6 +238,9 @@ func (m *machine[T]) pump() error {
 		if !ok {
 			return nil // the probe waits for everything in flight
 		}
+		if err := m.p.guarded(); err != nil {
+			return err // the lease is lost: nothing more is written
+		}
 		if err := m.send(e); err != nil {
 			return err
 		}

@@ -232,6 +232,23 @@ type Publisher struct {
 	// republished counts messages published again after their fate on a
 	// lost channel was unknown (see Republished).
 	republished atomic.Uint64
+	// guard, when set, is asked before each publish (SetGuard).
+	guard atomic.Pointer[func() error]
+}
+
+// SetGuard makes the publisher ask guard before each message it writes to
+// the broker; an error ends Run with that error, nothing more written. A
+// leader whose lease ran out must not publish the jobs already queued in
+// its lane (up to relay.buffer and the window) when it wakes from a pause:
+// checking only where rows enter the pipeline lets them through.
+func (p *Publisher) SetGuard(guard func() error) { p.guard.Store(&guard) }
+
+// guarded is the guard's answer (nil without one).
+func (p *Publisher) guarded() error {
+	if g := p.guard.Load(); g != nil && *g != nil {
+		return (*g)()
+	}
+	return nil
 }
 
 // New builds a publisher, with cfg's zero fields defaulted; an invalid cfg

@@ -20,6 +20,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/backoff"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
+	"github.com/binlog-relay/binlog-relay/internal/streamlane"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -32,6 +33,10 @@ var (
 	_ Lane            = publisher.Stream[Ticket]{}
 	_ Marker          = (*rowstatus.Writer)(nil)
 	_ CheckpointStore = checkpoint.Store(nil)
+
+	// Both kinds of lane ask the guard before each message they write.
+	_ guardedLane = publisher.Stream[Ticket]{}
+	_ guardedLane = streamlane.Restarting[Ticket]{}
 
 	_ Reader          = (*fakeReader)(nil)
 	_ Lane            = (*fakeLane)(nil)

@@ -65,10 +65,13 @@ type laneSet struct {
 	out   []chan publisher.Result[Ticket]
 	// inflight counts, per lane, the rows handed to it and not yet merged.
 	inflight []atomic.Int64
+	// ended is each lane's Run error, set before its out is closed.
+	ended []error
 }
 
-// slot is one job's place in the order: the lane it went to, or (lane -1)
-// the job itself when it is a marker that no lane publishes.
+// slot is one job's place in the order: the lane it went to (lane -1 for
+// a marker that no lane publishes), and the job, so a result is paired
+// with its own slot, never with the next one of its lane.
 type slot struct {
 	lane int
 	job  publisher.Job[Ticket]
@@ -77,7 +80,7 @@ type slot struct {
 func newLaneSet(lanes []Lane, buffer int) *laneSet {
 	n := len(lanes)
 	s := &laneSet{lanes: lanes, order: make(chan slot, buffer*n), in: make([]chan publisher.Job[Ticket], n),
-		out: make([]chan publisher.Result[Ticket], n), inflight: make([]atomic.Int64, n)}
+		out: make([]chan publisher.Result[Ticket], n), inflight: make([]atomic.Int64, n), ended: make([]error, n)}
 	for i := range lanes {
 		s.in[i] = make(chan publisher.Job[Ticket], buffer)
 		s.out[i] = make(chan publisher.Result[Ticket], buffer)
@@ -100,8 +103,10 @@ func (r *Relay) publish(g *errgroup.Group, ctx context.Context, jobs <-chan publ
 	r.laneSet.Store(s)
 	for i, l := range s.lanes {
 		g.Go(func() error {
-			defer close(s.out[i])
-			return l.Run(ctx, s.in[i], s.out[i])
+			err := l.Run(ctx, s.in[i], s.out[i])
+			s.ended[i] = err // read by merge once out is closed
+			close(s.out[i])
+			return err
 		})
 	}
 	g.Go(func() error {
@@ -129,11 +134,10 @@ func (s *laneSet) dispatch(ctx context.Context, jobs <-chan publisher.Job[Ticket
 	n := len(s.lanes)
 	for job := range jobs {
 		sl := slot{lane: -1}
-		if job.Msg == nil {
-			sl.job = job
-		} else {
+		if job.Msg != nil {
 			sl.lane, job.Key = LaneOf(job.Msg, n)
 		}
+		sl.job = job
 		select {
 		case s.order <- sl:
 		case <-ctx.Done():
@@ -152,11 +156,17 @@ func (s *laneSet) dispatch(ctx context.Context, jobs <-chan publisher.Job[Ticket
 	return nil
 }
 
-// errLaneEnded: a lane stopped before returning a result it owed; it only
-// happens when the lane failed, whose own error the errgroup reports.
+// errLaneEnded: a lane stopped before returning a result it owed without
+// an error of its own (a bug: a lane returns every result or fails).
 var errLaneEnded = errors.New("a lane ended with results outstanding")
 
-// merge returns the results in the order the dispatcher noted.
+// errWrongResult: a lane returned a result that is not its next job's.
+var errWrongResult = errors.New("a lane returned a result out of its order")
+
+// merge returns the results in the order the dispatcher noted. A lane that
+// failed hands on only the results before its first unsettled row (a
+// stream lane; an AMQP lane retries): merge stops at that row's slot with
+// the lane's error, so no result, and no commit behind it, passes it.
 func (s *laneSet) merge(ctx context.Context, results chan<- publisher.Result[Ticket]) error {
 	for sl := range s.order {
 		res := publisher.Result[Ticket]{Job: sl.job}
@@ -165,7 +175,13 @@ func (s *laneSet) merge(ctx context.Context, results chan<- publisher.Result[Tic
 			select {
 			case res, ok = <-s.out[sl.lane]:
 				if !ok {
+					if err := s.ended[sl.lane]; err != nil {
+						return err
+					}
 					return fmt.Errorf("lane %d: %w", sl.lane, errLaneEnded)
+				}
+				if res.Job.Tag != sl.job.Tag {
+					return fmt.Errorf("lane %d: %w", sl.lane, errWrongResult)
 				}
 			case <-ctx.Done():
 				return ctx.Err()

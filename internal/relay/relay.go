@@ -48,9 +48,11 @@ type Config struct {
 	Server func() string
 	// Observer receives per-row outcomes (metrics); nil means none.
 	Observer Observer
-	// Guard, when set, is asked before each row goes to the publisher; an
+	// Guard, when set, is asked before each row goes to the publisher, and
+	// by each lane before it writes a message (a lane with SetGuard); an
 	// error stops the pipeline at once, without draining (a leader whose
-	// lease ran out must not publish another row).
+	// lease ran out must not publish another row, nor the ones already
+	// queued in its lanes when it wakes from a pause).
 	Guard func() error
 	// StoreOutageWindow is how long publishing goes on while the checkpoint
 	// cannot be saved, the position held in memory; past it the pipeline
@@ -128,6 +130,10 @@ type Stats struct {
 	// to the dead-letter exchange instead of their own.
 	DeadLettered atomic.Int64
 }
+
+// guardedLane is a lane that asks the guard itself before each message it
+// writes (publisher.Publisher, streamlane.Lane).
+type guardedLane interface{ SetGuard(func() error) }
 
 // Relay is one binlog path.
 type Relay struct {
@@ -214,6 +220,13 @@ func New(cfg Config, reader Reader, rt *router.Router, lanes []Lane,
 	if len(lanes) == 0 {
 		return nil, errors.New("relay.lanes: at least one lane is needed")
 	}
+	if cfg.Guard != nil {
+		for _, l := range lanes {
+			if g, ok := l.(guardedLane); ok {
+				g.SetGuard(cfg.Guard)
+			}
+		}
+	}
 	return &Relay{cfg: cfg, reader: reader, router: rt, lanes: lanes, marker: marker, store: store, log: log,
 		warn: newThrottle(cfg.WarnEvery)}, nil
 }
@@ -255,7 +268,12 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 
 	r.budget = newBudget(r.cfg.MaxInflightBytes)
 	r.hold.Store(nil)
-	seq := r.startSeq(start)
+	seq, resumed := r.startSeq(start)
+	if !resumed && r.cfg.SeqScope != "" && start != (binlog.Position{}) {
+		if err := r.saveNewNumbering(hardCtx, start, seq); err != nil {
+			return err
+		}
+	}
 	events := make(chan binlog.Event, min(r.cfg.Buffer, eventsBuffer))
 	jobs := make(chan publisher.Job[Ticket], r.cfg.Buffer)
 

@@ -1,6 +1,10 @@
 package relay
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 )
@@ -15,7 +19,8 @@ import (
 // purged position, a checkpoint saved under another scope) cannot know the
 // ids rows took before: it starts above every id this process gave and the
 // floor the caller raised (the broker's last stored id), so nothing is
-// dropped, at worst a duplicate is published.
+// dropped, at worst a duplicate is published; it saves its start position
+// with the new numbering before it publishes anything (saveNewNumbering).
 
 // ResumeFrom tells the next Run that start position cp.Position() is the
 // checkpoint cp, with the publishing id it saved.
@@ -35,14 +40,43 @@ func (r *Relay) raiseSeqFloor(n uint64) {
 	r.seqFloor = max(r.seqFloor, n)
 }
 
-// startSeq is the publishing id the rows from start come after.
-func (r *Relay) startSeq(start binlog.Position) uint64 {
+// startSeq is the publishing id the rows from start come after, and
+// whether it resumes a saved checkpoint's numbering.
+func (r *Relay) startSeq(start binlog.Position) (uint64, bool) {
 	r.seqMu.Lock()
 	defer r.seqMu.Unlock()
 	for _, c := range []*checkpoint.Checkpoint{r.lastSaved.Load(), r.resume} {
 		if c != nil && c.Position() == start && c.SeqScope == r.cfg.SeqScope {
-			return c.Seq
+			return c.Seq, true
 		}
 	}
-	return r.seqFloor
+	return r.seqFloor, false
+}
+
+// saveNewNumbering saves start as the checkpoint, with seq and the scope,
+// before a Run that starts a new numbering publishes anything. Without it
+// a checkpoint of the old scope stays the last one saved until the new
+// Run saves its first: a crash before that, and a start under the old
+// scope again (a setting changed back), would resume the old ids below
+// those the new Run had the broker store, and rows would be dropped as
+// duplicates.
+func (r *Relay) saveNewNumbering(ctx context.Context, start binlog.Position, seq uint64) error {
+	server := ""
+	if r.cfg.Server != nil {
+		server = r.cfg.Server()
+	}
+	cp := checkpoint.FromPosition(start, server, time.Now())
+	cp.Seq, cp.SeqScope = seq, r.cfg.SeqScope
+	// Retried until the store answers, as a save past the outage window
+	// is: nothing is published meanwhile. A fenced save (the lease lost)
+	// ends the Run.
+	if err := retry(ctx, r.log, "saving the checkpoint of a new publishing-id numbering", func() error {
+		cp.SavedAt = time.Now().UTC()
+		return r.store.Save(ctx, cp)
+	}); err != nil {
+		return fmt.Errorf("saving the checkpoint of a new publishing-id numbering (seq_scope %s): %w", r.cfg.SeqScope, err)
+	}
+	r.lastSaved.Store(&cp)
+	r.Stats.Checkpoints.Add(1)
+	return nil
 }

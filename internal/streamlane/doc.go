@@ -43,7 +43,10 @@
 // else (a publish error from the broker, a confirm not in within
 // ConfirmTimeout, the producer closed by the broker, the connection lost)
 // fails the lane: every job not yet confirmed comes out in order with Err
-// wrapping ErrUnconfirmed (markers unchanged), and Run returns the cause.
+// wrapping ErrUnconfirmed, and so does every marker behind such a message
+// (its transaction is not settled: a commit applied there would let the
+// checkpoint pass a row whose outcome is unknown); then Run returns the
+// cause. Restarting hands on only what came before the first of them.
 // The lane does not reconnect by itself: its fate is the relay pipeline's,
 // which the app restarts from the checkpoint, and the rows replayed then
 // are deduplicated by the broker. Going on after such a failure could

@@ -35,8 +35,14 @@ type Lane[T any] struct {
 	log     *zap.Logger
 	secrets []string
 
+	// dial opens the producer of a Run: the stream client's (open), or a
+	// fake's (NewWith).
+	dial Dial
+
 	running   atomic.Bool
 	connected atomic.Bool
+	// guard, when set, is asked before each message is sent (SetGuard).
+	guard atomic.Pointer[func() error]
 
 	// skipped holds the header names already warned about (left out of
 	// the application properties), so each is warned of once.
@@ -55,9 +61,46 @@ func New[T any](cfg Config, log *zap.Logger) (*Lane[T], error) {
 	cfg.URIs = append([]string(nil), cfg.URIs...)
 	l := &Lane[T]{cfg: cfg, log: log.With(zap.String("stream", cfg.Stream)), secrets: passwords(cfg.URIs),
 		skipped: map[string]bool{}}
+	l.dial = func(ctx context.Context) (Producer, error) { return open(ctx, &l.cfg, l.log, l.secrets) }
 	installClientLog(log, l.secrets)
 	return l, nil
 }
+
+// NewWith builds a lane that publishes through the producers dial opens,
+// one per Run, rather than through the stream client: the lane's state
+// machine over a fake broker (streamlanetest), for tests. cfg's URIs may be
+// empty; LastPublishingID is not served.
+func NewWith[T any](cfg Config, dial Dial, log *zap.Logger) (*Lane[T], error) {
+	if len(cfg.URIs) == 0 {
+		cfg.URIs = []string{"rabbitmq-stream://fake:5552"}
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Lane[T]{cfg: cfg, log: log.With(zap.String("stream", cfg.Stream)), dial: dial, skipped: map[string]bool{}}, nil
+}
+
+// SetGuard makes the lane ask guard before each message it sends; an error
+// ends Run with that error (not a *Failure: the pipeline must not restart),
+// nothing more sent. A leader whose lease ran out must not publish the
+// jobs already queued in its lane when it wakes from a pause.
+func (l *Lane[T]) SetGuard(guard func() error) { l.guard.Store(&guard) }
+
+func (l *Lane[T]) guarded() error {
+	if g := l.guard.Load(); g != nil && *g != nil {
+		if err := (*g)(); err != nil {
+			return &guardStop{err}
+		}
+	}
+	return nil
+}
+
+// guardStop is the guard's error, which Restarting returns as it is.
+type guardStop struct{ err error }
+
+func (e *guardStop) Error() string { return e.err.Error() }
+func (e *guardStop) Unwrap() error { return e.err }
 
 // Connected reports whether the producer is up.
 func (l *Lane[T]) Connected() bool { return l.connected.Load() }
@@ -79,7 +122,7 @@ func (l *Lane[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<
 		return ErrRunning
 	}
 	defer l.running.Store(false)
-	s, err := open(ctx, &l.cfg, l.log, l.secrets)
+	s, err := l.dial(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -87,12 +130,12 @@ func (l *Lane[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<
 		return err
 	}
 	l.connected.Store(true)
-	l.log.Info("stream producer up", zap.String("producer", l.cfg.ProducerName), zap.String("broker", s.to))
-	snd := newSender(s.producer, l.cfg.Window, l.cfg.MaxFrameBytes)
+	l.log.Info("stream producer up", zap.String("producer", l.cfg.ProducerName), zap.String("broker", s.Broker()))
+	snd := newSender(s, l.cfg.Window, l.cfg.MaxFrameBytes)
 	err = newMachine(ctx, l, s, snd, in, out).run()
 	l.connected.Store(false)
 	snd.stop(l.cfg.ConnectTimeout)
-	s.close(ctx)
+	s.Close(ctx)
 	return err
 }
 

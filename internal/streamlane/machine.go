@@ -34,7 +34,7 @@ type machine[T any] struct {
 	ctx context.Context
 	in  <-chan publisher.Job[T]
 	out chan<- publisher.Result[T]
-	s   *session
+	s   Producer
 	snd *sender
 
 	inOpen bool
@@ -47,7 +47,7 @@ type machine[T any] struct {
 	timerC <-chan time.Time
 }
 
-func newMachine[T any](ctx context.Context, l *Lane[T], s *session, snd *sender,
+func newMachine[T any](ctx context.Context, l *Lane[T], s Producer, snd *sender,
 	in <-chan publisher.Job[T], out chan<- publisher.Result[T]) *machine[T] {
 	return &machine[T]{l: l, cfg: &l.cfg, log: l.log, ctx: ctx, in: in, out: out, s: s, snd: snd,
 		inOpen: true, bySeq: make(map[int64]*entry[T], l.cfg.Window)}
@@ -82,18 +82,23 @@ func (m *machine[T]) run() error {
 				m.inOpen = false
 				continue
 			}
+			if job.Msg != nil {
+				if err := m.l.guarded(); err != nil {
+					return err // the lease is lost: nothing more is sent
+				}
+			}
 			m.intake(job)
 		case out <- res:
 			m.q[0] = nil
 			m.q = m.q[1:]
-		case sts, ok := <-m.s.confirms:
+		case sts, ok := <-m.s.Confirms():
 			if !ok {
 				return m.fail(errors.New("the client closed the producer's confirms"))
 			}
 			if err := m.onConfirms(sts); err != nil {
 				return m.fail(err)
 			}
-		case ev := <-m.s.closes:
+		case ev := <-m.s.Closed():
 			return m.fail(m.onClosed(ev))
 		case err := <-m.snd.errs:
 			return m.fail(err)
@@ -164,21 +169,21 @@ func (m *machine[T]) publish(e *entry[T]) error {
 // is not a confirm (a publish error, the client's own timeout) fails the
 // lane: the messages after it may be stored, so nothing is sent past it.
 // A message the broker dropped as a duplicate is confirmed like any other.
-func (m *machine[T]) onConfirms(sts []*stream.ConfirmationStatus) error {
+func (m *machine[T]) onConfirms(sts []Confirm) error {
 	var failure error
 	now := time.Now()
 	for _, cs := range sts {
-		id := cs.GetPublishingId()
+		id := cs.ID
 		e := m.bySeq[id]
 		if e == nil {
 			continue // already settled (a send error reported it too)
 		}
 		delete(m.bySeq, id)
 		e.done, e.latency = true, now.Sub(e.sentAt)
-		if cs.IsConfirmed() {
+		if cs.Err == nil {
 			continue
 		}
-		cause := fmt.Errorf("publishing id %d: %w", id, cs.GetError())
+		cause := fmt.Errorf("publishing id %d: %w", id, cs.Err)
 		e.err = fmt.Errorf("%w: %w", ErrUnconfirmed, cause)
 		if failure == nil {
 			failure = cause
@@ -200,7 +205,7 @@ func (m *machine[T]) onClosed(ev stream.Event) error {
 	defer t.Stop()
 	for len(m.bySeq) > 0 {
 		select {
-		case sts, ok := <-m.s.confirms:
+		case sts, ok := <-m.s.Confirms():
 			if !ok {
 				return cause
 			}
@@ -257,17 +262,27 @@ func (m *machine[T]) checkTimeout() error {
 	return fmt.Errorf("publishing id %d not confirmed within %s (stream.confirm_timeout)", e.job.Seq, m.cfg.ConfirmTimeout)
 }
 
-// fail fails the lane: every job not settled comes out failed (markers
-// unchanged), in order, after the ones settled; then Run returns the
-// cause. Confirms already waiting are taken first.
+// fail fails the lane: every job not settled comes out failed, in order,
+// after the ones settled; then Run returns the cause. A marker behind a
+// message not confirmed comes out failed too: its transaction is not
+// settled, and a commit applied past a row whose outcome is unknown would
+// let the checkpoint pass it (invariant 2). Confirms already waiting are
+// taken first.
 func (m *machine[T]) fail(cause error) error {
 	m.l.connected.Store(false)
 	m.takeWaitingConfirms()
 	cause = scrub(cause, m.l.secrets)
+	behind := false
 	for _, e := range m.q {
 		if !e.done {
 			e.done = true
 			e.err = fmt.Errorf("%w: %w", ErrUnconfirmed, cause)
+		}
+		switch {
+		case errors.Is(e.err, ErrUnconfirmed):
+			behind = true
+		case behind && e.job.Msg == nil:
+			e.err = fmt.Errorf("%w: a message before this marker: %w", ErrUnconfirmed, cause)
 		}
 	}
 	clear(m.bySeq)
@@ -288,7 +303,7 @@ func (m *machine[T]) fail(cause error) error {
 func (m *machine[T]) takeWaitingConfirms() {
 	for len(m.bySeq) > 0 {
 		select {
-		case sts, ok := <-m.s.confirms:
+		case sts, ok := <-m.s.Confirms():
 			if !ok {
 				return
 			}
@@ -304,16 +319,16 @@ func (m *machine[T]) takeWaitingConfirms() {
 // to give the lane's cause: the client reports every message still
 // unconfirmed when it closes a producer as a confirm timeout, which is
 // not why they failed.
-func (m *machine[T]) takeConfirmed(sts []*stream.ConfirmationStatus) {
+func (m *machine[T]) takeConfirmed(sts []Confirm) {
 	now := time.Now()
 	for _, cs := range sts {
-		id := cs.GetPublishingId()
+		id := cs.ID
 		e := m.bySeq[id]
 		if e == nil {
 			continue
 		}
 		delete(m.bySeq, id)
-		if cs.IsConfirmed() {
+		if cs.Err == nil {
 			e.done, e.latency = true, now.Sub(e.sentAt)
 		}
 	}

@@ -29,17 +29,22 @@ func (Restarting[T]) Republished() uint64 { return 0 }
 
 // Run is the lane's Run, its failure marked as a *Failure.
 //
-// The messages a failed lane gives back unconfirmed are not handed on: they
-// are no failure of their rows (each may be on the stream already), and the
-// pipeline stops with the lane, so they are replayed from the checkpoint
-// under the same publishing ids.
+// A failed lane hands on only the results before its first unconfirmed
+// one: neither that message nor anything behind it (a marker, a message
+// confirmed later) is handed on. The unconfirmed messages are no failure
+// of their rows (each may be on the stream already), and a commit marker
+// behind one must never reach the committer, or the checkpoint would pass
+// a row whose outcome is unknown (invariant 2). The pipeline stops with the
+// lane and starts again from the last checkpoint that every earlier row
+// allows, so those rows are replayed under the same publishing ids.
 func (s Restarting[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<- publisher.Result[T]) error {
 	mid := make(chan publisher.Result[T])
 	forwarded := make(chan struct{})
 	go func() {
 		defer close(forwarded)
+		cut := false
 		for res := range mid {
-			if errors.Is(res.Err, ErrUnconfirmed) {
+			if cut = cut || errors.Is(res.Err, ErrUnconfirmed); cut {
 				continue
 			}
 			select {
@@ -54,7 +59,11 @@ func (s Restarting[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out 
 	err := s.Lane.Run(ctx, in, mid)
 	close(mid)
 	<-forwarded
-	if err != nil && ctx.Err() == nil {
+	var guard *guardStop
+	switch {
+	case errors.As(err, &guard):
+		return guard.err // the lease is lost: no restart
+	case err != nil && ctx.Err() == nil:
 		return &Failure{err}
 	}
 	return err
@@ -80,12 +89,17 @@ func ProducerName(name string, i, n int) string {
 	return fmt.Sprintf("%s-lane-%d-of-%d", name, i, n)
 }
 
-// Scope names what the publishing ids count: the tables read, the lanes
-// and the stream. A checkpoint saved under another scope does not resume
-// its ids.
-func Scope(tables []string, lanes int, stream string) string {
+// Scope names what the publishing ids count: the tables read, the lanes,
+// the stream, and numbering, every other input that decides which rows
+// the reader emits (binlog.Numbering: the emit rules' version, the
+// transaction buffer limits, each table's publishable statuses and time
+// zone). A checkpoint saved under another scope does not resume its ids:
+// the next Run starts above the broker's last stored id, so a change of
+// any of them costs duplicates in the stream, never a row dropped as one.
+func Scope(tables []string, lanes int, stream, numbering string) string {
 	tables = slices.Clone(tables)
 	slices.Sort(tables)
-	h := sha256.Sum256(fmt.Appendf(nil, "tables=%s lanes=%d stream=%s", strings.Join(tables, ","), lanes, stream))
+	h := sha256.Sum256(fmt.Appendf(nil, "tables=%s lanes=%d stream=%s numbering=%s",
+		strings.Join(tables, ","), lanes, stream, numbering))
 	return hex.EncodeToString(h[:8])
 }

@@ -17,16 +17,17 @@ func TestProducerName(t *testing.T) {
 }
 
 // The scope does not depend on the order tables are listed in, and
-// changes with the tables, the lanes and the stream.
+// changes with the tables, the lanes, the stream and the numbering.
 func TestScope(t *testing.T) {
-	base := Scope([]string{"shop.a", "shop.b"}, 2, "orders")
-	if Scope([]string{"shop.b", "shop.a"}, 2, "orders") != base {
+	base := Scope([]string{"shop.a", "shop.b"}, 2, "orders", "n")
+	if Scope([]string{"shop.b", "shop.a"}, 2, "orders", "n") != base {
 		t.Error("the order of the tables changes the scope")
 	}
 	for name, other := range map[string]string{
-		"tables": Scope([]string{"shop.a"}, 2, "orders"),
-		"lanes":  Scope([]string{"shop.a", "shop.b"}, 3, "orders"),
-		"stream": Scope([]string{"shop.a", "shop.b"}, 2, "payments"),
+		"tables":    Scope([]string{"shop.a"}, 2, "orders", "n"),
+		"lanes":     Scope([]string{"shop.a", "shop.b"}, 3, "orders", "n"),
+		"stream":    Scope([]string{"shop.a", "shop.b"}, 2, "payments", "n"),
+		"numbering": Scope([]string{"shop.a", "shop.b"}, 2, "orders", "m"),
 	} {
 		if other == base {
 			t.Errorf("another %s, the same scope %s", name, base)

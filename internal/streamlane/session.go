@@ -63,8 +63,36 @@ type session struct {
 	producer *stream.Producer
 	confirms stream.ChannelPublishConfirm
 	closes   stream.ChannelClose
+	// conv is confirms converted (Confirms); stopConv ends the conversion
+	// at close, which then drains confirms.
+	conv     chan []Confirm
+	stopConv chan struct{}
 	// to is the URI that answered (redacted), for logs and errors.
 	to string
+}
+
+// The session is the lane's Producer in the binary.
+var _ Producer = (*session)(nil)
+
+func (s *session) Send(batch []message.StreamMessage) error { return s.producer.BatchSend(batch) }
+func (s *session) Confirms() <-chan []Confirm               { return s.conv }
+func (s *session) Closed() <-chan stream.Event              { return s.closes }
+func (s *session) Close(ctx context.Context)                { s.close(ctx) }
+func (s *session) Broker() string                           { return s.to }
+
+// convert hands the client's confirms to the machine as Confirms until the
+// client closes them or the session closes.
+func (s *session) convert() {
+	defer close(s.conv)
+	for sts := range s.confirms {
+		select {
+		case s.conv <- toConfirms(sts):
+		case <-s.stopConv:
+			for range s.confirms { // the client's close reports what is unconfirmed here
+			}
+			return
+		}
+	}
 }
 
 // openEnv connects to the first URI that answers and returns its
@@ -157,6 +185,8 @@ func open(ctx context.Context, cfg *Config, log *zap.Logger, secrets []string) (
 	// channel it was given.
 	s.confirms = p.NotifyPublishConfirmation()
 	s.closes = p.NotifyClose()
+	s.conv, s.stopConv = make(chan []Confirm), make(chan struct{})
+	go s.convert()
 	return s, nil
 }
 
@@ -171,14 +201,11 @@ func (s *session) fail(format string, args ...any) error {
 // failed them all before this.
 func (s *session) close(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
-	if s.confirms != nil {
+	if s.stopConv != nil {
 		// Nobody else reads the confirms now, and the client's close
 		// reports what is unconfirmed there: a send it would block on
-		// forever, holding the producer's lock.
-		go func(c stream.ChannelPublishConfirm) {
-			for range c {
-			}
-		}(s.confirms)
+		// forever, holding the producer's lock. convert drains them.
+		close(s.stopConv)
 	}
 	if s.producer != nil {
 		p := s.producer
@@ -223,14 +250,14 @@ type outgoing struct {
 // writes under the socket's lock and fails cleanly on a closed producer.
 // Each batch is what was queued, as much as one frame holds.
 type sender struct {
-	producer *stream.Producer
+	producer Producer
 	maxFrame int
 	in       chan outgoing
 	errs     chan error // the first send error; later ones are the same failure
 	done     chan struct{}
 }
 
-func newSender(p *stream.Producer, window, maxFrame int) *sender {
+func newSender(p Producer, window, maxFrame int) *sender {
 	s := &sender{producer: p, maxFrame: maxFrame, in: make(chan outgoing, window),
 		errs: make(chan error, 1), done: make(chan struct{})}
 	go s.run()
@@ -276,7 +303,7 @@ func (s *sender) run() {
 		if failed {
 			continue // the machine fails them: the lane has failed
 		}
-		if err := s.producer.BatchSend(batch); err != nil {
+		if err := s.producer.Send(batch); err != nil {
 			failed = true
 			s.errs <- fmt.Errorf("publishing %d messages from publishing id %d: %w",
 				len(batch), batch[0].GetPublishingId(), err)

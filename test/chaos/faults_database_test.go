@@ -230,13 +230,14 @@ func (configChange) variant(s *Schedule, p Planned) (setting string, kill bool) 
 }
 
 func (c configChange) Bound(s *Schedule, p Planned) int {
-	setting, kill := c.variant(s, p)
+	_, kill := c.variant(s, p)
 	switch {
 	case !kill:
 		return 0 // a drained stop: nothing twice
-	case s.Config.Stream && setting == "lanes":
-		// Another seq_scope: the ids start above what the broker stored,
-		// and the rows in flight are stored again (docs/lifecycle.md).
+	case s.Config.Stream:
+		// Another seq_scope (each of these settings is in it: issue 37,
+		// item 2): the ids start above what the broker stored, and the
+		// rows replayed after the kill are stored again (docs/lifecycle.md).
 		return lanesBound(s)*brokerWindow + batchSize
 	}
 	return crashBound(s)
