@@ -235,6 +235,12 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		c.deadLettered(row, exchange, res.Reason)
 		return nil
 	}
+	if !statusless && !row.Deleted {
+		// Taken only under relay.max_unmarked (admit).
+		if err := c.admit(ctx); err != nil {
+			return err
+		}
+	}
 	c.r.Stats.Published.Add(1)
 	var sinceCommit time.Duration
 	if row.EventTime > 0 {
@@ -247,9 +253,6 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		return nil
 	}
 	c.lag = sinceCommit
-	if err := c.admit(ctx); err != nil {
-		return err
-	}
 	m := c.pending[row.Table]
 	if m == nil {
 		m = &rowstatus.Marks{}
