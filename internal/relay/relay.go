@@ -128,7 +128,7 @@ func (c *Config) Validate() error {
 
 // cadence is the marks' batching (rowstatus.Cadence): from a quarter of
 // BatchSize every FlushInterval while the replica keeps up, to BatchSize
-// every five FlushIntervals while it lags, under MaxUnmarked.
+// (at most half of MaxUnmarked) every five FlushIntervals while it lags.
 func (c *Config) cadence() *rowstatus.Cadence {
 	return rowstatus.NewCadence(rowstatus.Cadence{MaxBatch: c.BatchSize, MaxUnmarked: c.MaxUnmarked,
 		Interval: c.FlushInterval, MaxInterval: 5 * c.FlushInterval})

@@ -37,16 +37,18 @@ type Cadence struct {
 }
 
 // NewCadence returns a cadence with the fields bounded: MaxBatch at least
-// 1, MaxUnmarked at least 1, MinBatch between 1 and MaxBatch, targets never
-// above MaxUnmarked, MaxInterval at least Interval, LagHigh two seconds when
+// 1 and at most half of MaxUnmarked (at least 1), MinBatch between 1 and
+// MaxBatch, MaxInterval at least Interval, LagHigh two seconds when
 // unset; MinBatch a quarter of MaxBatch when unset.
 func NewCadence(c Cadence) *Cadence {
 	c.MaxBatch = max(c.MaxBatch, 1)
 	c.MaxUnmarked = max(c.MaxUnmarked, 1)
-	c.MaxBatch = min(c.MaxBatch, c.MaxUnmarked)
 	if c.MinBatch <= 0 {
 		c.MinBatch = max(c.MaxBatch/4, 1)
 	}
+	// Half the ceiling at most: one batch is written while the next
+	// gathers, rather than every confirm waiting for each mark.
+	c.MaxBatch = min(c.MaxBatch, max(c.MaxUnmarked/2, 1))
 	c.MinBatch = min(c.MinBatch, c.MaxBatch)
 	c.MaxInterval = max(c.MaxInterval, c.Interval)
 	if c.LagHigh <= 0 {

@@ -16,8 +16,8 @@ func TestCadenceBounds(t *testing.T) {
 		min  int
 		max  int
 	}{
-		{"defaults from batch_size", rowstatus.Cadence{MaxBatch: 1000, MaxUnmarked: 1024}, 250, 1000},
-		{"batches never above the ceiling", rowstatus.Cadence{MaxBatch: 1000, MaxUnmarked: 300}, 75, 300},
+		{"defaults from batch_size", rowstatus.Cadence{MaxBatch: 1000, MaxUnmarked: 1024}, 250, 512},
+		{"batches at most half the ceiling", rowstatus.Cadence{MaxBatch: 1000, MaxUnmarked: 300}, 150, 150},
 		{"min above max is max", rowstatus.Cadence{MinBatch: 50, MaxBatch: 10, MaxUnmarked: 1024}, 10, 10},
 		{"zeros are one", rowstatus.Cadence{}, 1, 1},
 	} {
@@ -33,7 +33,7 @@ func TestCadenceBounds(t *testing.T) {
 // The batch doubles while the replica lags or the writer is busy, up to
 // batch_size, halves back when it keeps up, and the longest wait follows.
 func TestCadenceAdapts(t *testing.T) {
-	c := rowstatus.NewCadence(rowstatus.Cadence{MinBatch: 100, MaxBatch: 800, MaxUnmarked: 1024,
+	c := rowstatus.NewCadence(rowstatus.Cadence{MinBatch: 100, MaxBatch: 800, MaxUnmarked: 1600,
 		Interval: 100 * time.Millisecond, MaxInterval: 800 * time.Millisecond})
 	var got []int
 	for _, lagging := range []bool{true, true, true, true, false, false, false, false} {
@@ -57,7 +57,7 @@ func TestCadenceAdapts(t *testing.T) {
 }
 
 func TestCadenceFullAndAdmit(t *testing.T) {
-	c := rowstatus.NewCadence(rowstatus.Cadence{MinBatch: 100, MaxBatch: 1000, MaxUnmarked: 1024})
+	c := rowstatus.NewCadence(rowstatus.Cadence{MinBatch: 100, MaxBatch: 500, MaxUnmarked: 1024})
 	for _, tc := range []struct {
 		pending, unmarked int
 		full, admit       bool
