@@ -129,11 +129,20 @@ demo: build
 # (bench/README.md) on one flavour of the stack, its servers and broker only:
 # mariadb is mariadb-10.11 (the default) with RabbitMQ 3.10, mysql is
 # mysql-9.7 with RabbitMQ 4.3; any name scripts/stack.sh knows works too.
+# BENCH_FLAVORS=mariadb,mysql runs it once per flavour, one after the other, and prints each
+# step's figures in one table with a column per flavour (bench -flavours).
 BENCH_FLAVOR ?= mariadb-10.11
 bench_flavor = $(or $(if $(filter mysql,$(BENCH_FLAVOR)),mysql-9.7),$(if $(filter mariadb,$(BENCH_FLAVOR)),mariadb-10.11),$(BENCH_FLAVOR))
+bench_comma := ,
 bench: build
+ifneq ($(BENCH_FLAVORS),)
+	for f in $(subst $(bench_comma), ,$(BENCH_FLAVORS)); do \
+		case $$f in mysql) f=mysql-9.7;; mariadb) f=mariadb-10.11;; esac; scripts/stack.sh up $$f || exit 1; done
+	$(GO) run ./bench -flavours $(BENCH_FLAVORS) $(BENCH_FLAGS)
+else
 	scripts/stack.sh up $(bench_flavor)
 	stack_env="$$(scripts/stack.sh env $(bench_flavor))" && eval "$$stack_env" && $(GO) run ./bench $(BENCH_FLAGS)
+endif
 
 # make chaos: random schedules of the fault harness (test/chaos; docs/ha.md, "What each fault
 # costs") for CHAOS_DURATION (30m), split between MariaDB 10.11 and MySQL 9.7 (FLAVOR= one of

@@ -62,9 +62,12 @@ type options struct {
 	keep          bool
 	latencyTrace  string
 	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
+	// flavours, when set, runs the bench once per flavour in a child
+	// process and prints the figures side by side (flavours.go).
+	flavours []string
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "console", "kill"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "console", "marks", "kill"}
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
@@ -85,7 +88,7 @@ func parseFlags(args []string) (*options, error) {
 // listFlags are the comma-separated flags, which setLists parses into
 // options once the flags are parsed.
 type listFlags struct {
-	extra, relayEnv, sizes, polls, only *string
+	extra, relayEnv, sizes, polls, only, flavours *string
 }
 
 // define declares the flags on fs: plain ones straight into o, lists into
@@ -121,6 +124,7 @@ func (o *options) define(fs *flag.FlagSet) listFlags {
 	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	fs.IntVar(&o.lanesBacklog, "lanes-backlog", 40000, "PENDING rows in each drain of the lanes step (and messages in its broker runs)")
 	fs.IntVar(&o.lanesKeys, "lanes-keys", 10000, "partition keys the lanes step's rows are spread over")
+	lists.flavours = fs.String("flavours", "", "run the bench once per flavour of the stack (comma-separated: mariadb, mysql or a stack flavour such as mariadb-11.8), one after the other, each with the flavour's addresses from scripts/stack.sh env, and print each step's figures in one table with a column per flavour")
 	lists.only = fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database, exchange and queue (for inspection)")
@@ -141,6 +145,7 @@ func commaList(s string) []string {
 // setLists parses the comma-separated flags into o.
 func (o *options) setLists(lists listFlags) error {
 	o.relayEnv = append(o.relayEnv, commaList(*lists.relayEnv)...)
+	o.flavours = commaList(*lists.flavours)
 	o.extraReplicas = append(o.extraReplicas, commaList(*lists.extra)...)
 	for _, s := range strings.Split(*lists.sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -193,6 +198,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(o.flavours) > 0 {
+		if err := runFlavours(ctx, o.flavours, withoutFlag(os.Args[1:], "flavours"), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	start := time.Now()
 	rep := &report{}
 	err = run(ctx, o, rep)
@@ -202,6 +214,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// withoutFlag is args with -name (and --name, as -name v or -name=v) left
+// out.
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		if a == name {
+			i++ // its value
+			continue
+		}
+		if strings.HasPrefix(a, name+"=") && strings.HasPrefix(args[i], "-") {
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // progress logs to stderr, so stdout carries only the figures and the table.
@@ -287,6 +317,7 @@ var relaySteps = []struct {
 	{"lanes", "lanes", lanesStep},
 	{"replay", "replay", replayStep},
 	{"console", "console queries", consoleStep},
+	{"marks", "marks", marksStep},
 	{"kill", "sigkill", killStep},
 }
 

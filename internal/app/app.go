@@ -15,6 +15,8 @@ package app
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"sync"
 	"sync/atomic"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver
@@ -72,16 +74,43 @@ type App struct {
 	// Set it before Run or Check.
 	AcceptGap bool
 	starting  atomic.Bool // Run is starting: a second relay is an error, not a warning
+
+	marks     *rowstatus.Writer // statusWriter
+	marksOnce sync.Once
 }
 
 // Relay returns the running relay (nil before Run built it), for tests and
 // metrics.
 func (a *App) Relay() *relay.Relay { return a.relay.Load() }
 
+// statusWriter is the relay's status writer, one for the App's life: its
+// marks keep a session of their own on the primary (rowstatus.Writer.Image)
+// across leadership terms.
+func (a *App) statusWriter(ctx context.Context) *rowstatus.Writer {
+	a.marksOnce.Do(func() {
+		a.marks = rowstatus.NewWriter(a.Primary, a.stages.retry)
+		a.marks.Image = a.Cfg.Relay.MarkRowImage
+	})
+	sw := a.marks
+	if err := sw.LoadErrorLimits(ctx, a.Cfg.Tables); err != nil {
+		// Read again at the first failed publish; meanwhile reasons are capped.
+		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
+	}
+	switch image, err := sw.MarkImage(ctx); {
+	case errors.Is(err, rowstatus.ErrMinimalRefused):
+		a.Log.Warn("SENT marks are logged with full row images (payload twice per row): the primary user may not set binlog_row_image for its session; grant it SESSION_VARIABLES_ADMIN (MySQL) or BINLOG ADMIN (MariaDB), or set relay.mark_row_image: full",
+			zap.Error(err))
+	case err != nil:
+		a.Log.Warn("the marks' session could not be opened yet; marks retry", zap.Error(err))
+	default:
+		a.Log.Info("SENT marks row image", zap.String("image", image))
+	}
+	return sw
+}
+
 // build makes the relay's stages.
 // Checkpoints go to store; guard (may be nil) is asked before each publish.
 func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() error) (*relay.Relay, error) {
-	cfg := a.Cfg
 	server, err := a.Source.Identity(ctx)
 	if err != nil {
 		return nil, err
@@ -98,11 +127,7 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	if err != nil {
 		return nil, err
 	}
-	sw := rowstatus.NewWriter(a.Primary, a.stages.retry)
-	if err := sw.LoadErrorLimits(ctx, cfg.Tables); err != nil {
-		// Read again at the first failed publish; meanwhile reasons are capped.
-		a.Log.Warn("reading the error columns' lengths failed", zap.Error(err))
-	}
+	sw := a.statusWriter(ctx)
 	a.watch(reader, set)
 	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard

@@ -53,6 +53,9 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 // Close releases the connections.
 func (a *App) Close() {
 	_ = a.Source.Close()
+	if a.marks != nil {
+		_ = a.marks.Close() // its session holds a connection of a.Primary
+	}
 	_ = a.Primary.Close()
 	_ = a.Redis.Close()
 }

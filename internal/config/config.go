@@ -198,9 +198,16 @@ type HA struct {
 type Relay struct {
 	BatchSize     int           `yaml:"batch_size"`
 	FlushInterval time.Duration `yaml:"flush_interval"`
-	Buffer        int           `yaml:"buffer"`
-	DrainTimeout  time.Duration `yaml:"drain_timeout"`
-	Heartbeat     time.Duration `yaml:"heartbeat"`
+	// MaxUnmarked is the most rows confirmed by the broker and not yet
+	// marked SENT (the rows a crash publishes again); 0 means 1024.
+	MaxUnmarked int `yaml:"max_unmarked"`
+	// MarkRowImage is the row image the SENT marks are logged with:
+	// minimal (the default; the marking session sets binlog_row_image =
+	// MINIMAL where its grants allow, FULL otherwise) or full.
+	MarkRowImage string        `yaml:"mark_row_image"`
+	Buffer       int           `yaml:"buffer"`
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	Heartbeat    time.Duration `yaml:"heartbeat"`
 	// Ordering is relaxed (a failed row goes to the retry path and the
 	// stream flows on) or strict (the stream holds and retries it in place;
 	// with lanes above 1, only the failed row's lane holds).
@@ -455,6 +462,7 @@ func (c *Config) applyDefaults() {
 	// Not the relay's default: its zero means "hold at once".
 	c.Checkpoint.OutageWindow = cmp.Or(c.Checkpoint.OutageWindow, 30*time.Second)
 	c.Relay.Ordering = cmp.Or(c.Relay.Ordering, "relaxed")
+	c.Relay.MarkRowImage = cmp.Or(c.Relay.MarkRowImage, "minimal")
 	c.Relay.Lanes = cmp.Or(c.Relay.Lanes, 1)
 	c.Log.Level = cmp.Or(c.Log.Level, "info")
 	c.Log.Format = cmp.Or(c.Log.Format, "json")
@@ -671,6 +679,9 @@ func (c *Config) validateRelay() []error {
 	r := c.Relay // batch_size, max_inflight_bytes...: relay.Config.Validate
 	if r.Ordering != "relaxed" && r.Ordering != "strict" {
 		errs = append(errs, errors.New("relay.ordering: not relaxed or strict"))
+	}
+	if r.MarkRowImage != "minimal" && r.MarkRowImage != "full" {
+		errs = append(errs, errors.New("relay.mark_row_image: not minimal or full"))
 	}
 	return append(errs, c.checkLanes()...)
 }

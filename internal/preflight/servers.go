@@ -312,6 +312,9 @@ func (c *checker) checkPrimary(ctx context.Context) {
 	c.checkTables(ctx, where, s.Primary, written, "UPDATE", func(t *outbox.Table) string {
 		return fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s WHERE 1 = 0", outboxsql.QuotedName(t), ident.Quote(t.Columns.Status))
 	})
+	if len(written) > 0 {
+		c.checkMarkImage(ctx, where) // markimage.go
+	}
 }
 
 // parseStartSet reads a start position's GTID set for go-mysql's syncer, in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -27,12 +28,23 @@ type committer struct {
 	stop context.Context // the graceful stop
 	// discard is set once the stream held behind a row it could not record
 	// and the stop came: later results only give their budget back.
-	discard  bool
-	tracker  *binlog.Tracker
-	pending  map[*outbox.Table]*rowstatus.Marks
-	fails    []*failGroup // failures to record, in the order they came
-	count    int          // marks and failures waiting for the next batch
-	advanced bool         // commits applied since the last batch
+	discard bool
+	tracker *binlog.Tracker
+	pending map[*outbox.Table]*rowstatus.Marks
+	fails   []*failGroup // failures to record, in the order they came
+	count   int          // marks and failures waiting for the next batch
+	// cadence decides when a batch is handed over and how many rows may
+	// wait unmarked (rowstatus.Cadence); unwritten counts the rows in batches
+	// handed to the recorder and not written yet, which the recorder takes
+	// back and signals on written.
+	cadence   *rowstatus.Cadence
+	unwritten *atomic.Int64
+	written   <-chan struct{}
+	// lag is the delay from the last confirmed row's commit to its confirm.
+	lag time.Duration
+	// flushTick is the timer that hands over a batch not full yet.
+	flushTick *time.Ticker
+	advanced  bool // commits applied since the last batch
 	// xaOpen: the last commit left a prepared XA branch open in the
 	// reader's memory; no position past its prepare is handed on. safe is
 	// the position before that prepare, if not handed on yet.
@@ -68,6 +80,9 @@ type batch struct {
 	// through is the last commit applied before the batch: once the batch
 	// is written, every row up to it is marked or recorded (nil: none yet).
 	through *binlog.Commit
+	// rows is the marks and failures in the batch, given back to the
+	// committer's count of unmarked rows once written.
+	rows int
 }
 
 // Ticket is the relay's tag on a publisher job (publisher.Job[Ticket]): it
@@ -116,9 +131,11 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	batches := make(chan batch, 2)
-	rec := &recorder{r: r, latest: start, latestSeq: seq}
+	unwritten, written := &atomic.Int64{}, make(chan struct{}, 1)
+	rec := &recorder{r: r, latest: start, latestSeq: seq, handed: unwritten, written: written}
 	g.Go(func() error { return rec.run(gctx, batches) })
-	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches}
+	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches,
+		cadence: r.cfg.cadence(), unwritten: unwritten, written: written}
 	g.Go(func() error {
 		defer close(batches)
 		return c.run(gctx, results)
@@ -127,8 +144,8 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 }
 
 func (c *committer) run(ctx context.Context, results <-chan publisher.Result[Ticket]) error {
-	flushTick := time.NewTicker(c.r.cfg.FlushInterval)
-	defer flushTick.Stop()
+	c.flushTick = time.NewTicker(c.cadence.Wait())
+	defer c.flushTick.Stop()
 	saveTick := time.NewTicker(c.r.cfg.CheckpointInterval)
 	defer saveTick.Stop()
 	for {
@@ -143,7 +160,7 @@ func (c *committer) run(ctx context.Context, results <-chan publisher.Result[Tic
 			if err := c.handle(ctx, res); err != nil {
 				return err
 			}
-		case <-flushTick.C:
+		case <-c.flushTick.C:
 			c.r.warn.flush(c.logSuppressed)
 			if err := c.flush(ctx, false, false); err != nil {
 				return err
@@ -218,6 +235,12 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		c.deadLettered(row, exchange, res.Reason)
 		return nil
 	}
+	if !statusless && !row.Deleted {
+		// Taken only under relay.max_unmarked (admit).
+		if err := c.admit(ctx); err != nil {
+			return err
+		}
+	}
 	c.r.Stats.Published.Add(1)
 	var sinceCommit time.Duration
 	if row.EventTime > 0 {
@@ -229,6 +252,7 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		// deleted it.
 		return nil
 	}
+	c.lag = sinceCommit
 	m := c.pending[row.Table]
 	if m == nil {
 		m = &rowstatus.Marks{}
@@ -255,7 +279,7 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		b.through = &last
 	}
 	if c.count > 0 {
-		b.marks, c.pending, c.count = c.pending, map[*outbox.Table]*rowstatus.Marks{}, 0
+		b.marks, b.rows, c.pending, c.count = c.pending, c.count, map[*outbox.Table]*rowstatus.Marks{}, 0
 		b.fails, c.fails = c.fails, nil
 	}
 	switch {
@@ -266,6 +290,16 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		b.pos, b.seq, c.safe = c.safe, c.safeSeq, nil
 	}
 	c.handed = c.handed || b.pos != nil
+	if b.rows > 0 {
+		// Adapted at each hand-over: the writer is busy when rows of an
+		// earlier batch are still not written.
+		c.ready()
+		c.cadence.Adapt(c.lag, c.unwritten.Load() > 0)
+		c.unwritten.Add(int64(b.rows))
+		if c.flushTick != nil {
+			c.flushTick.Reset(c.cadence.Wait())
+		}
+	}
 	select {
 	case c.batches <- b:
 		return nil
@@ -275,11 +309,51 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 }
 
 // counted notes one more row waiting for the next batch and hands the batch
-// over when it is full.
+// over when it is full (rowstatus.Cadence).
 func (c *committer) counted(ctx context.Context) error {
 	c.count++
-	if c.count >= c.r.cfg.BatchSize {
+	if c.cadence.Full(c.count, c.unmarked()) {
 		return c.flush(ctx, false, false)
+	}
+	return nil
+}
+
+// unmarked is the rows confirmed and not written yet: waiting here, and in
+// batches the recorder has not written.
+func (c *committer) unmarked() int {
+	c.ready()
+	return c.count + int(c.unwritten.Load())
+}
+
+// ready fills what a committer built in a test left out: the cadence from
+// the relay's Config, and a count of unwritten rows of its own.
+func (c *committer) ready() {
+	if c.cadence == nil {
+		c.cadence = c.r.cfg.cadence()
+	}
+	if c.unwritten == nil {
+		c.unwritten = &atomic.Int64{}
+	}
+}
+
+// admit waits, before one more row is taken, until the unmarked rows are
+// under relay.max_unmarked: it hands over what waits here and waits for the
+// recorder to write. The confirms queue meanwhile (and, behind them, the
+// publisher), so a crash never finds more than max_unmarked rows confirmed
+// and unmarked to publish again.
+func (c *committer) admit(ctx context.Context) error {
+	for !c.cadence.Admit(c.unmarked()) {
+		if c.count > 0 {
+			if err := c.flush(ctx, false, false); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-c.written:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

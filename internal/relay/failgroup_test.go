@@ -21,7 +21,9 @@ func TestFailuresAreGroupedInOrder(t *testing.T) {
 	p.Schema = "shop"
 	tb := &p
 	r, _ := testRelay(t, debeziumTable(t), "")
-	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*rowstatus.Marks{}, batches: make(chan batch, 4)}
+	// One batch of up to 1,000 rows: the 503 failures stay in it.
+	s := &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*rowstatus.Marks{}, batches: make(chan batch, 4),
+		cadence: rowstatus.NewCadence(rowstatus.Cadence{MinBatch: 1000, MaxBatch: 1000, MaxUnmarked: 1024})}
 	gone := fmt.Errorf("%w: %q (404 NOT_FOUND)", publisher.ErrNoExchange, "gone")
 	row := func(id int, retries int) *outbox.Row {
 		return &outbox.Row{Table: tb, ID: id, Values: map[string]any{"id": id, "message_id": fmt.Sprint("m-", id), "retry_count": retries, "max_retry_count": 5}}

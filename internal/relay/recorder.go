@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,6 +35,11 @@ type recorder struct {
 	// (generations.go).
 	recent recentMarks
 	gens   map[*outbox.Table]map[uint64]*generation
+	// handed counts the rows of batches handed over and not written yet
+	// (the committer's ceiling, relay.max_unmarked); written tells the
+	// committer some were.
+	handed  *atomic.Int64
+	written chan<- struct{}
 }
 
 func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
@@ -61,6 +67,13 @@ func (w *recorder) write(ctx context.Context, b batch) error {
 	if b.moved != nil {
 		if err := w.follow(ctx, b.moved); err != nil {
 			return err
+		}
+	}
+	if b.rows > 0 && w.handed != nil {
+		w.handed.Add(-int64(b.rows))
+		select {
+		case w.written <- struct{}{}:
+		default: // a signal is waiting already
 		}
 	}
 	if b.through != nil {

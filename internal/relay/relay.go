@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -31,9 +32,15 @@ type Config struct {
 	// BatchSize is the most rows one SENT update names.
 	BatchSize int
 	// FlushInterval bounds how long a confirmed row waits for its SENT
-	// update; it trades primary statements for status freshness (delivery
-	// itself does not wait for it).
+	// update while the replica keeps up; it trades primary statements for
+	// status freshness (delivery itself does not wait for it). While the
+	// replica lags, batches grow towards BatchSize and the wait towards
+	// five times this (rowstatus.Cadence).
 	FlushInterval time.Duration
+	// MaxUnmarked is the most rows confirmed by the broker and not yet
+	// marked SENT: past it, confirmations wait for the marks. A crash
+	// publishes those rows again, so it bounds the duplicates of a SIGKILL.
+	MaxUnmarked int
 	// CheckpointInterval is the longest a position waits for its save: a
 	// batch that marks rows and moves the position saves it at once
 	// (recorder.go). A crash replays what came after the last save.
@@ -84,6 +91,7 @@ type Config struct {
 func (c *Config) Defaults() {
 	c.BatchSize = cmp.Or(c.BatchSize, 1000)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 200*time.Millisecond)
+	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, 1024)
 	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, time.Second)
 	c.Buffer = cmp.Or(c.Buffer, 1024)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)
@@ -102,6 +110,9 @@ func (c *Config) Validate() error {
 	if c.FlushInterval <= 0 {
 		errs = append(errs, errors.New("relay.flush_interval: must be positive"))
 	}
+	if c.MaxUnmarked < 1 {
+		errs = append(errs, errors.New("relay.max_unmarked: must be at least 1"))
+	}
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, errors.New("checkpoint.interval: must be positive"))
 	}
@@ -115,6 +126,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("relay.max_inflight_bytes: %d is under 1 MiB (1048576)", c.MaxInflightBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// cadence is the marks' batching (rowstatus.Cadence): from a quarter of
+// BatchSize every FlushInterval while the replica keeps up, to BatchSize
+// (at most half of MaxUnmarked) every five FlushIntervals while it lags.
+func (c *Config) cadence() *rowstatus.Cadence {
+	return rowstatus.NewCadence(rowstatus.Cadence{MaxBatch: c.BatchSize, MaxUnmarked: c.MaxUnmarked,
+		Interval: c.FlushInterval, MaxInterval: 5 * c.FlushInterval})
 }
 
 // Stats are the pipeline's counters, safe to read while it runs.

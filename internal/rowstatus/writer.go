@@ -20,8 +20,13 @@ import (
 type Writer struct {
 	DB    *sql.DB
 	Retry Retry
+	// Image is the row image the SENT marks are logged with: ImageMinimal
+	// on a session of their own where the grants allow (markimage.go),
+	// anything else FULL, as the server logs by default.
+	Image string
 
-	limits errorLimits // the error columns' lengths (errtext.go)
+	limits  errorLimits // the error columns' lengths (errtext.go)
+	session markSession // the marks' connection (markimage.go)
 }
 
 // NewWriter builds a writer.
@@ -42,7 +47,7 @@ func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, m Marks) (int64,
 	if m.Guarded(t) {
 		q, args = outboxsql.MarkSentGuardedSQL(t, len(ids), t.Statuses.Publishable), append(append([]any(nil), ids...), m.MessageIDs...)
 	}
-	res, err := w.DB.ExecContext(ctx, q, args...)
+	res, err := w.execMark(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}

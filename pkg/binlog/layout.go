@@ -154,6 +154,16 @@ func (l *layout) missingFrom(present []byte) (string, bool) {
 	return "", true
 }
 
+// has tells whether a rows event's column bitmap holds the layout's i-th
+// column (false for -1, a column the layout does not have).
+func (l *layout) has(present []byte, i int) bool {
+	if i < 0 {
+		return false
+	}
+	at := l.idx[i]
+	return at>>3 < len(present) && present[at>>3]&(1<<(at&7)) != 0
+}
+
 // setText renders a SET bitmask as MySQL does: the members, in the order
 // the column declares them, joined by commas.
 func setText(mask uint64, values []string) string {

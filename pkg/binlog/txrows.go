@@ -169,16 +169,17 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 	if err != nil {
 		return &fatalError{errorAt(t, ev, s, err)}
 	}
-	if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
+	typ := rowsKind(ev.Header.EventType)
+	if typ == replication.EnumRowsEventTypeUpdate {
+		_, fullBefore := lay.missingFrom(e.ColumnBitmap1)
+		_, fullAfter := lay.missingFrom(e.ColumnBitmap2)
+		if !fullBefore || !fullAfter {
+			return s.partialUpdate(ev, e, t, lay)
+		}
+	} else if col, ok := lay.missingFrom(e.ColumnBitmap1); !ok {
 		// The start-up check refuses a row image other than FULL, but the
 		// source's setting can change while the relay runs.
 		return &fatalError{rowImageError(t, ev, s, col)}
-	}
-	typ := rowsKind(ev.Header.EventType)
-	if typ == replication.EnumRowsEventTypeUpdate {
-		if col, ok := lay.missingFrom(e.ColumnBitmap2); !ok {
-			return &fatalError{rowImageError(t, ev, s, col)}
-		}
 	}
 	step := 1
 	if typ == replication.EnumRowsEventTypeUpdate {
@@ -210,6 +211,47 @@ func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *r
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// partialUpdate takes an UPDATE logged with a partial row image
+// (binlog_row_image=MINIMAL or NOBLOB in the writing session): the relay's
+// own SENT marks where its session logs them minimal (internal/rowstatus)
+// and the source passes that image on (a replica logs what it applies with
+// its own binlog_row_image, so this is a source at MINIMAL, or the primary
+// read directly). Such an UPDATE is told by what it holds, without
+// building a row: the id in the before image, the status in the after one.
+// It changes nothing the relay publishes when the row is not held by the
+// open transaction (nor sent early by it) and the after image sets a status
+// that is not publishable (a mark, a FAILED record). Anything else (a
+// publishable status: maybe a re-queue; a held row; no id or no status in
+// the images) cannot be published from a partial image nor safely passed
+// over: the stream stops and says which column is missing, as for any
+// partial image.
+func (s *stream) partialUpdate(ev *replication.BinlogEvent, e *replication.RowsEvent, t *outbox.Table, lay *layout) error {
+	fail := func() error {
+		col, ok := lay.missingFrom(e.ColumnBitmap2)
+		if ok {
+			col, _ = lay.missingFrom(e.ColumnBitmap1)
+		}
+		return &fatalError{rowImageError(t, ev, s, col)}
+	}
+	if !lay.has(e.ColumnBitmap1, lay.idCell) || !lay.has(e.ColumnBitmap2, lay.statusCell) {
+		return fail()
+	}
+	for i := 0; i+2 <= len(e.Rows); i += 2 {
+		s.txRows++
+		k, _ := lay.key(t, e.Rows[i])
+		if s.rows().get(k) != nil {
+			return fail()
+		}
+		if _, ok := s.tx.sent[k]; ok && s.xa == nil {
+			return fail()
+		}
+		if _, publishable := lay.key(t, e.Rows[i+1]); publishable {
+			return fail()
 		}
 	}
 	return nil
