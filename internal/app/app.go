@@ -15,6 +15,7 @@ package app
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"sync/atomic"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver
@@ -65,6 +66,9 @@ type App struct {
 	notice  ops.Notice    // /readyz: a gap taken, a server_id conflict, two relays with one name
 
 	console consoleState // the operator's console at /ui (console.go)
+
+	tablesMu sync.Mutex
+	tables   tableSet // the entries under tables: and what they match (tables.go)
 
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose

@@ -37,6 +37,11 @@ type wiring struct {
 	degraded func() bool
 
 	headerWarned sync.Map // table and header of a header left out, warned once
+
+	// patterns are the pattern entries under tables: (set by
+	// App.ResolveTables): the router routes a table one of them matches
+	// later (created while streaming) by the entry's route.
+	patterns []*outbox.Table
 }
 
 // reader is the binlog reader of the source read now.
@@ -69,7 +74,8 @@ func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
 // router builds the router of the binlog path or the sweeper, reporting
 // the trace context and CloudEvents headers it leaves out.
 func (w *wiring) router() (*router.Router, error) {
-	return router.New(w.cfg.Tables, router.WithAppID(w.cfg.Name), router.WithHeaderProblem(w.headerOmitted))
+	tables := append(append([]*outbox.Table(nil), w.patterns...), w.cfg.Tables...)
+	return router.New(tables, router.WithAppID(w.cfg.Name), router.WithHeaderProblem(w.headerOmitted))
 }
 
 // headerOmitted counts a mapped header left out of a message and warns once
