@@ -66,6 +66,10 @@ func (a *App) ResolveTables(ctx context.Context) error {
 			a.wire.patterns = append(a.wire.patterns, e)
 		}
 	}
+	if m.HasPatterns() {
+		a.tenants.init(a)
+		a.wire.matcher, a.wire.observer = m, &a.tenants
+	}
 	for i, e := range a.tables.entries {
 		if e.IsPattern() {
 			a.Log.Info("pattern entry matched tables", zap.Int("entry", i), zap.String("pattern", e.FullName()),

@@ -19,6 +19,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/source"
+	"github.com/binlog-relay/binlog-relay/internal/tablematch"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -42,6 +43,8 @@ type wiring struct {
 	// App.ResolveTables): the router routes a table one of them matches
 	// later (created while streaming) by the entry's route.
 	patterns []*outbox.Table
+	matcher  *tablematch.Matcher
+	observer binlog.TableObserver
 }
 
 // reader is the binlog reader of the source read now.
@@ -67,8 +70,14 @@ func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
 	}
 	rc := w.stages.reader
 	rc.Password, rc.PasswordFunc, rc.TLS, rc.Flavor, rc.LowerCaseTableNames = password, tokens, stls, flavor, lctn
-	return binlog.New(rc, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
-		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover()))
+	opts := []binlog.Option{binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
+		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover())}
+	if w.matcher != nil && w.matcher.HasPatterns() {
+		// Tables the patterns match from here on are read as the stream
+		// meets them (pkg/binlog tables.go).
+		opts = append(opts, binlog.WithTableMatcher(w.matcher, w.observer))
+	}
+	return binlog.New(rc, cfg.Tables, opts...)
 }
 
 // router builds the router of the binlog path or the sweeper, reporting

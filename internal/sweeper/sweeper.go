@@ -66,6 +66,7 @@ type Sweeper struct {
 	status   *rowstatus.Writer
 	log      *zap.Logger
 	observer Observer
+	changes  tableChanges // tables added and removed while running (tables.go)
 
 	jobs    chan publisher.Job[*Claimed]
 	results chan publisher.Result[*Claimed]
@@ -141,7 +142,7 @@ func (s *Sweeper) SetObserver(o Observer) { s.observer = o }
 // logged and the next round tries again: only a configuration the servers
 // cannot serve (a missing archive table) is returned.
 func (s *Sweeper) Run(ctx context.Context) error {
-	if len(s.plans) == 0 {
+	if len(s.plans) == 0 && !s.following() {
 		s.log.Info("no outbox table to sweep; the sweeper is idle")
 		<-ctx.Done()
 		return nil
@@ -182,6 +183,7 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 	defer tick.Stop()
 	for {
 		s.pace(time.Now())
+		s.applyTableChanges(ctx)
 		for _, p := range s.plans {
 			if ctx.Err() != nil || work.Err() != nil {
 				return
