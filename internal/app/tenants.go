@@ -103,6 +103,27 @@ func (tn *tenants) follow(s *sweeper.Sweeper) {
 	}
 }
 
+// current are the outbox tables now: those listed at start not dropped
+// since, and those added while streaming.
+func (tn *tenants) current() []*outbox.Table {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	var out []*outbox.Table
+	seen := map[string]bool{}
+	for _, t := range tn.a.Cfg.Tables {
+		if !tn.gone[t.FullName()] {
+			out = append(out, t)
+			seen[t.FullName()] = true
+		}
+	}
+	for n, t := range tn.live {
+		if !seen[n] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // notes are /readyz's words about refused tables (at most 5 named).
 func (tn *tenants) notes() []string {
 	tn.mu.Lock()

@@ -171,6 +171,11 @@ func (r *Reader) forget(id tableID) *outbox.Table {
 // The table itself stays: rows the parser already decoded by it are read.
 func (r *Reader) recheck(id tableID) {
 	r.tablesMu.Lock()
+	if _, was := r.refused[id]; was && r.tables[id] != nil {
+		// Announced again at its next rows: the observer learns it is
+		// read again.
+		r.added[id] = true
+	}
 	delete(r.refused, id)
 	if t, ok := r.tables[id]; ok && t == nil {
 		delete(r.tables, id)
