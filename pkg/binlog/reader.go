@@ -652,6 +652,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.commit(ctx, ev)
 	case *replication.RowsEvent:
 		if s.r.matcher != nil && e.Table != nil {
+			// Matched by the parser's decodeRows already, as a rule; a
+			// table met first here is matched now.
+			s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
 			s.announce(string(e.Table.Schema), string(e.Table.Table))
 		}
 		if e.Rows == nil {
