@@ -226,3 +226,59 @@ func tableMetric(t *testing.T, r *relaytest.Relay, name, entry, change string) f
 	}
 	return 0
 }
+
+// TestTenantTableThatDoesNotFitIsRefusedAlone: a tenant created while
+// streaming whose table lacks a column the entry maps (routing_key) is
+// refused alone: its rows are not published, the metric and /readyz say
+// so (the relay stays ready), the other tenant's rows flow; an ALTER that
+// adds the column has it read from the next rows on.
+func TestTenantTableThatDoesNotFitIsRefusedAlone(t *testing.T) {
+	testenv.Integration(t)
+	base := testenv.NewDB(t, "schema/producer_message.sql")
+	prefix := strings.ReplaceAll(testenv.UniqueName("tf"), "_", "")
+	good, bad := prefix+"_good", prefix+"_bad"
+	t.Cleanup(func() {
+		for _, s := range []string{good, bad} {
+			_, _ = base.Primary.Exec("DROP DATABASE IF EXISTS " + s)
+		}
+	})
+	base.Exec(t, fmt.Sprintf("CREATE DATABASE %[1]s; CREATE TABLE %[1]s.producer_message LIKE %[2]s.producer_message", good, base.Name))
+	base.WaitReplicated(t, 30*time.Second)
+	br, got := testenv.NewCollectedBroker(t)
+	tables := fmt.Sprintf("  - {preset: producer-message, schema: \"%s_*\", name: producer_message}\n", prefix)
+	r := relaytest.StartRelay(t, relaytest.RelayConfig(testenv.UniqueName("tenantfit"), tables, noSweeper))
+
+	row := func(s, id string, withKey bool) {
+		if withKey {
+			base.Exec(t, fmt.Sprintf("INSERT INTO %s.producer_message (message_id, exchange, routing_key, content) VALUES (?, ?, 'k', '{}')", s), id, br.Exchange)
+			return
+		}
+		base.Exec(t, fmt.Sprintf("INSERT INTO %s.producer_message (message_id, exchange, content) VALUES (?, ?, '{}')", s), id, br.Exchange)
+	}
+	base.Exec(t, fmt.Sprintf("CREATE DATABASE %[1]s; CREATE TABLE %[1]s.producer_message LIKE %[2]s.producer_message; ALTER TABLE %[1]s.producer_message DROP COLUMN routing_key", bad, base.Name))
+	row(bad, "bad-1", false)
+	row(good, "good-1", true)
+	row(bad, "bad-2", false)
+	row(good, "good-2", true)
+	waitAllDistinct(t, got, []string{"good-1", "good-2"}, 30*time.Second)
+	entry := prefix + "_*.producer_message"
+	testenv.WaitFor(t, 10*time.Second, "the refused table in the metric and /readyz", func() (bool, string) {
+		refused := tableMetric(t, r, "binlog_relay_tables_refused", entry, "")
+		ok, why := r.App.Ready()
+		said := strings.Contains(strings.Join(why, "; "), bad+".producer_message refused")
+		return refused == 1 && ok && said, fmt.Sprintf("tables_refused %v, ready %v: %q", refused, ok, why)
+	})
+	for _, d := range got.All() {
+		if strings.HasPrefix(d.MessageID, "bad-") {
+			t.Errorf("%s of the refused table was published", d.MessageID)
+		}
+	}
+	// The column added: read again from the next rows.
+	base.Exec(t, fmt.Sprintf("ALTER TABLE %s.producer_message ADD COLUMN routing_key VARCHAR(255) NOT NULL DEFAULT ''", bad))
+	row(bad, "bad-3", true)
+	row(good, "good-3", true)
+	waitAllDistinct(t, got, []string{"good-1", "good-2", "bad-3", "good-3"}, 30*time.Second)
+	if d, dups := got.Distinct(); d != 4 || dups != 0 {
+		t.Errorf("%d distinct, %d duplicates; want good-1..3 and bad-3 once", d, dups)
+	}
+}
