@@ -22,11 +22,24 @@ type appCommand func(ctx context.Context, a *app.App, o *options, stdout, stderr
 var appCommands = map[string]appCommand{
 	"run":       runCmd,
 	"check":     checkCmd,
-	"status":    statusCmd,
-	"sweep":     sweepCmd,
-	"requeue":   requeueCmd,
-	"reconcile": reconcileCmd, // reconcile.go
-	"replay":    replayCmd,    // replay.go
+	"status":    withTables(statusCmd),
+	"sweep":     withTables(sweepCmd),
+	"requeue":   withTables(requeueCmd),
+	"reconcile": withTables(reconcileCmd), // reconcile.go
+	"replay":    withTables(replayCmd),    // replay.go
+}
+
+// withTables reads which tables the pattern entries under tables: match
+// before cmd runs over them (run and check read them themselves, as part
+// of the start-up checks).
+func withTables(cmd appCommand) appCommand {
+	return func(ctx context.Context, a *app.App, o *options, stdout, stderr io.Writer) int {
+		if err := a.ResolveTables(ctx); err != nil {
+			fmt.Fprintln(stderr, "binlog-relay: tables:", err)
+			return exitRuntime
+		}
+		return cmd(ctx, a, o, stdout, stderr)
+	}
 }
 
 // runCmd streams until SIGTERM/SIGINT; a stop by signal is not a failure.

@@ -68,6 +68,10 @@ type App struct {
 
 	console consoleState // the operator's console at /ui (console.go)
 
+	tablesMu sync.Mutex
+	tables   tableSet // the entries under tables: and what they match (tables.go)
+	tenants  tenants  // pattern entries' tables that come and go while streaming (tenants.go)
+
 	// AcceptGap lets the relay restart at the current position when its
 	// saved one was purged even for tables without a status column, whose
 	// rows in the gap are then lost (`run --accept-gap`, internal/startpos).

@@ -18,7 +18,14 @@ import (
 // is one line saying what to change; an unreachable server is one problem,
 // not a cascade.
 func (a *App) Check(ctx context.Context) []preflight.Problem {
-	return preflight.Check(ctx, a.servers())
+	var r preflight.Report
+	if err := a.ResolveTables(ctx); err != nil {
+		// A source that cannot be read is reported by the checks below.
+		r.Add(preflight.Error, "tables", "%v", err)
+		return append(r.Problems(), preflight.Check(ctx, a.servers())...)
+	}
+	a.checkPatterns(&r)
+	return append(r.Problems(), preflight.Check(ctx, a.servers())...)
 }
 
 // servers is what the checks read of the App.

@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // watched is what the metrics and health endpoints read: the App's metrics and
@@ -83,7 +84,11 @@ func (a *App) pollers(m *metrics.Metrics) []func(context.Context) {
 	out := []func(context.Context){func(ctx context.Context) {
 		ops.PingRedis(ctx, a.Redis, a.Cfg.Redis.Endpoint(), &a.ops.redisUp, a.Log)
 	}}
-	for _, poll := range ops.BacklogPollers(a.Cfg, a.Source.DB(), m, a.Log) {
+	var tables func() []*outbox.Table
+	if m := a.Matcher(); m != nil && m.HasPatterns() {
+		tables = a.tenants.current // tenants.go
+	}
+	for _, poll := range ops.BacklogPollers(a.Cfg, a.Source.DB(), m, a.Log, tables) {
 		out = append(out, func(ctx context.Context) {
 			if !a.Cfg.HA.Enabled {
 				poll(ctx) // the only relay of its name

@@ -26,6 +26,7 @@ func (a *App) Ready() (bool, []string) {
 		s.BrokerDown = p.DownReason(a.Cfg.Broker)
 	}
 	s.Others = append(a.replica.Reasons(a.replicaServers(), a.Cfg.HTTP.ReadyMaxLag), a.notice.Reasons()...)
+	s.Notes = a.tenants.notes() // tenants.go
 	if h, ok := holding(a.Relay()); ok {
 		s.Hold = &h
 	}

@@ -25,6 +25,11 @@ func (a *App) sweep(ctx context.Context) error {
 		return err
 	}
 	s.SetBinlogPath(binlogProgress{a})
+	if m := a.Matcher(); m != nil && m.HasPatterns() {
+		a.tenants.init(a)
+		a.tenants.follow(s) // tenants.go
+		defer a.tenants.follow(nil)
+	}
 	a.console.sweeper.Store(s)
 	defer a.console.sweeper.Store(nil)
 	return s.Run(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/binlog-relay/binlog-relay/internal/ops"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/source"
+	"github.com/binlog-relay/binlog-relay/internal/tablematch"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 	"github.com/binlog-relay/binlog-relay/pkg/router"
@@ -37,6 +38,13 @@ type wiring struct {
 	degraded func() bool
 
 	headerWarned sync.Map // table and header of a header left out, warned once
+
+	// patterns are the pattern entries under tables: (set by
+	// App.ResolveTables): the router routes a table one of them matches
+	// later (created while streaming) by the entry's route.
+	patterns []*outbox.Table
+	matcher  *tablematch.Matcher
+	observer binlog.TableObserver
 }
 
 // reader is the binlog reader of the source read now.
@@ -62,14 +70,21 @@ func (w *wiring) reader(ctx context.Context) (*binlog.Reader, error) {
 	}
 	rc := w.stages.reader
 	rc.Password, rc.PasswordFunc, rc.TLS, rc.Flavor, rc.LowerCaseTableNames = password, tokens, stls, flavor, lctn
-	return binlog.New(rc, cfg.Tables, binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
-		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover()))
+	opts := []binlog.Option{binlog.WithSchemaSource(&binlog.InfoSchema{DB: w.source.DB()}),
+		binlog.WithLogger(ops.SlogOf(w.log.Named("binlog"))), binlog.WithFailover(w.source.Failover())}
+	if w.matcher != nil && w.matcher.HasPatterns() {
+		// Tables the patterns match from here on are read as the stream
+		// meets them (pkg/binlog tables.go).
+		opts = append(opts, binlog.WithTableMatcher(w.matcher, w.observer))
+	}
+	return binlog.New(rc, cfg.Tables, opts...)
 }
 
 // router builds the router of the binlog path or the sweeper, reporting
 // the trace context and CloudEvents headers it leaves out.
 func (w *wiring) router() (*router.Router, error) {
-	return router.New(w.cfg.Tables, router.WithAppID(w.cfg.Name), router.WithHeaderProblem(w.headerOmitted))
+	tables := append(append([]*outbox.Table(nil), w.patterns...), w.cfg.Tables...)
+	return router.New(tables, router.WithAppID(w.cfg.Name), router.WithHeaderProblem(w.headerOmitted))
 }
 
 // headerOmitted counts a mapped header left out of a message and warns once

@@ -59,11 +59,28 @@ func (t Template) SingleColumn() (string, bool) {
 	return "", false
 }
 
-// Columns lists the placeholders' columns.
+// The table placeholders: {schema} and {table} are the schema and name of
+// the row's table, not columns (both are reserved words in MySQL, so a
+// column of either name is rare and needs backquotes everywhere). A
+// pattern entry's rows are routed per tenant with them
+// ("events.{schema}"). The caller's lookup answers them.
+const (
+	SchemaPlaceholder = "schema"
+	TablePlaceholder  = "table"
+)
+
+// IsTablePlaceholder reports whether a placeholder names the row's table
+// rather than a column.
+func IsTablePlaceholder(name string) bool {
+	return name == SchemaPlaceholder || name == TablePlaceholder
+}
+
+// Columns lists the placeholders' columns ({schema} and {table} are not
+// columns: left out).
 func (t Template) Columns() []string {
 	var cols []string
 	for _, p := range t.parts {
-		if p.column != "" {
+		if p.column != "" && !IsTablePlaceholder(p.column) {
 			cols = append(cols, p.column)
 		}
 	}

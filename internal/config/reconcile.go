@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/binlog-relay/binlog-relay/internal/glob"
 	"github.com/binlog-relay/binlog-relay/internal/ident"
 	"github.com/binlog-relay/binlog-relay/pkg/inbox"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -272,7 +273,32 @@ func MatchTables(tables []*outbox.Table, name string) []*outbox.Table {
 	if found := match(func(a, b string) bool { return a == b }); len(found) > 0 {
 		return found
 	}
-	return match(strings.EqualFold)
+	if found := match(strings.EqualFold); len(found) > 0 {
+		return found
+	}
+	return matchPatterns(tables, name)
+}
+
+// matchPatterns is the table schema.name as the pattern entries that
+// match it would read it (a tenant the relay has not listed yet, or a
+// config not resolved against a server): one table per matching entry.
+func matchPatterns(tables []*outbox.Table, name string) []*outbox.Table {
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok {
+		return nil
+	}
+	var found []*outbox.Table
+	for _, t := range tables {
+		if !t.IsPattern() {
+			continue
+		}
+		s, err1 := glob.Compile(t.Schema, false)
+		n, err2 := glob.Compile(t.Name, false)
+		if err1 == nil && err2 == nil && s.Match(schema) && n.Match(table) {
+			found = append(found, t.Matched(schema, table))
+		}
+	}
+	return found
 }
 
 // tableNames lists the tables as schema.name.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 const reconcileTables = "tables:\n  - {preset: producer-message, schema: shop}\n  - {preset: local-message, schema: shop}\n"
@@ -73,5 +75,23 @@ func TestReconcileErrorsNameTheField(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the password is in the error: %v", c.yaml, err)
 		}
+	}
+}
+
+// TestMatchTablesThroughAPattern: a name no entry lists but a pattern
+// entry matches is that entry's table under the name (requeue, replay and
+// reconcile --table tenant_7.outbox).
+func TestMatchTablesThroughAPattern(t *testing.T) {
+	p, err := outbox.Preset("producer-message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Schema, p.Name = "tenant_*", "outbox"
+	found := MatchTables([]*outbox.Table{&p}, "tenant_7.outbox")
+	if len(found) != 1 || found[0].FullName() != "tenant_7.outbox" || found[0].Entry != &p {
+		t.Fatalf("found %v, want tenant_7.outbox of the pattern entry", found)
+	}
+	if found := MatchTables([]*outbox.Table{&p}, "other.outbox"); len(found) != 0 {
+		t.Errorf("other.outbox matched %v", found)
 	}
 }

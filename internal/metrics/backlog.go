@@ -34,17 +34,34 @@ type Backlog struct {
 	RatioInterval time.Duration
 	Metrics       *Metrics
 	Log           *zap.Logger
+	// Current, when set, is asked for the tables before each poll instead
+	// of Tables: those of pattern entries come and go while the relay
+	// streams. A table gone stops being polled; its gauges keep their
+	// last value.
+	Current func() []*outbox.Table
+}
+
+// queriesFor keeps the statements of the tables now, reusing those built.
+func (b *Backlog) queriesFor(tables []*outbox.Table, had []*tableQueries) []*tableQueries {
+	byName := map[string]*tableQueries{}
+	for _, q := range had {
+		byName[q.table] = q
+	}
+	var out []*tableQueries
+	for _, t := range tables {
+		if q := byName[t.FullName()]; q != nil {
+			out = append(out, q)
+		} else if q, ok := BacklogQueries(t); ok {
+			out = append(out, &q)
+		}
+	}
+	return out
 }
 
 // Run polls until ctx ends. The first poll is immediate.
 func (b *Backlog) Run(ctx context.Context) error {
-	var queries []*tableQueries
-	for _, t := range b.Tables {
-		if q, ok := BacklogQueries(t); ok {
-			queries = append(queries, &q)
-		}
-	}
-	if len(queries) == 0 {
+	queries := b.queriesFor(b.Tables, nil)
+	if len(queries) == 0 && b.Current == nil {
 		return nil
 	}
 	interval := b.Interval
@@ -55,6 +72,9 @@ func (b *Backlog) Run(ctx context.Context) error {
 	defer tick.Stop()
 	failing := map[string]bool{}
 	for {
+		if b.Current != nil {
+			queries = b.queriesFor(b.Current(), queries)
+		}
 		for _, q := range queries {
 			qctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
 			err := b.poll(qctx, q)

@@ -61,6 +61,9 @@ type Metrics struct {
 	queueErrors   prometheus.Counter
 
 	headersOmitted *prometheus.CounterVec
+	tablesMatched  *prometheus.GaugeVec
+	tablesRefused  *prometheus.GaugeVec
+	tableChanges   *prometheus.CounterVec
 	buildInfo      *prometheus.GaugeVec
 
 	live      *liveCollector
@@ -154,6 +157,11 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.headersOmitted = counterVec(f, "headers_omitted_total", "Rows published without a header their table maps (trace, cloudevents) because the row's value "+
 		"does not fit it: header traceparent (not W3C trace context: traceparent and tracestate left out), tracestate (left out alone), "+
 		"ce-source or ce-type (no ce-* header at all), ce-time.", "table", "header")
+	m.tablesMatched = gaugeVec(f, "tables_matched", "Tables a pattern entry under tables: matches and the relay reads now, per entry.", "entry")
+	m.tablesRefused = gaugeVec(f, "tables_refused", "Tables a pattern entry matches whose rows are not read: their columns do not fit the entry's mapping, "+
+		"or two entries match them (the log says which); per entry.", "entry")
+	m.tableChanges = counterVec(f, "table_changes_total", "Tables of pattern entries met in the binlog: added (created, renamed into a match, or first written), "+
+		"dropped (DROP, renamed away) or refused.", "entry", "change")
 	m.buildInfo = gaugeVec(f, "build_info", "Always 1; the labels say which build runs: version, go (the Go release) and commit.", "version", "go", "commit")
 
 	m.live = newLiveCollector()
@@ -322,6 +330,20 @@ func (m *Metrics) SetBuildInfo(version, commit string) {
 // (trace context, CloudEvents) because the row's value did not fit it.
 func (m *Metrics) HeaderOmitted(table, header string) {
 	m.headersOmitted.WithLabelValues(table, header).Inc()
+}
+
+// TablesMatched sets how many tables a pattern entry matches, and how
+// many of them are refused (label sets bounded by the entries, not the
+// tables).
+func (m *Metrics) TablesMatched(entry string, matched, refused int) {
+	m.tablesMatched.WithLabelValues(entry).Set(float64(matched))
+	m.tablesRefused.WithLabelValues(entry).Set(float64(refused))
+}
+
+// TableChange counts a table of a pattern entry added, dropped or refused
+// while streaming.
+func (m *Metrics) TableChange(entry, change string) {
+	m.tableChanges.WithLabelValues(entry, change).Inc()
 }
 
 // ResetBacklog drops the outbox backlog and queue depth gauges: a relay that

@@ -14,6 +14,7 @@ import (
 
 	"github.com/binlog-relay/binlog-relay/internal/config"
 	"github.com/binlog-relay/binlog-relay/internal/metrics"
+	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
 // RedisPingEvery is how often the Redis connection is probed for /readyz
@@ -22,9 +23,11 @@ const RedisPingEvery = 2 * time.Second
 
 // BacklogPollers read the outbox backlog on the source (db) and, with
 // http.queues, the queue depths from the management API, into m.
-func BacklogPollers(cfg *config.Config, db *sql.DB, m *metrics.Metrics, log *zap.Logger) []func(context.Context) {
+// tables, when not nil, lists the outbox tables now (a pattern entry's
+// come and go).
+func BacklogPollers(cfg *config.Config, db *sql.DB, m *metrics.Metrics, log *zap.Logger, tables func() []*outbox.Table) []func(context.Context) {
 	backlog := &metrics.Backlog{DB: db, Tables: cfg.Tables, Interval: cfg.HTTP.BacklogInterval,
-		RatioInterval: cfg.HTTP.RetryRatioInterval, Metrics: m, Log: log.Named("backlog")}
+		RatioInterval: cfg.HTTP.RetryRatioInterval, Metrics: m, Log: log.Named("backlog"), Current: tables}
 	out := []func(context.Context){func(ctx context.Context) {
 		if err := backlog.Run(ctx); err != nil {
 			log.Warn("outbox backlog metrics are off", zap.Error(err))

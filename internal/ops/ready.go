@@ -33,6 +33,9 @@ type State struct {
 	// Others are the reasons of the parts that judge themselves: the
 	// source replica's health and delay, a gap or conflict going on.
 	Others []string
+	// Notes are said on /readyz without making the relay unready: a
+	// tenant's table refused while the others flow.
+	Notes  []string
 	Lag    time.Duration
 	MaxLag time.Duration // http.ready_max_lag
 	// Hold is what publishing is held behind, if anything.
@@ -70,7 +73,10 @@ func Ready(s State, now time.Time) (bool, []string) {
 	if h := s.Hold; h != nil && now.Sub(h.Since) > HoldGrace {
 		why = append(why, relay.HoldReason(*h, now))
 	}
-	return len(why) == 0, why
+	if len(why) == 0 {
+		return true, s.Notes
+	}
+	return false, append(why, s.Notes...)
 }
 
 // ReadyText is /readyz's status and body; leader is the holder of the
@@ -82,6 +88,8 @@ func ReadyText(standby bool, leader string, ok bool, why []string) (int, string)
 			return http.StatusOK, "ready: standby, waiting for the lease (the leader is " + leader + ")\n"
 		}
 		return http.StatusOK, "ready: standby, waiting for the lease\n"
+	case ok && len(why) > 0:
+		return http.StatusOK, "ready; " + strings.Join(why, "; ") + "\n"
 	case ok:
 		return http.StatusOK, "ready\n"
 	}

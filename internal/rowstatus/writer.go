@@ -199,13 +199,18 @@ func (w *Writer) MarkRetryMany(ctx context.Context, t *outbox.Table, a Attempt, 
 
 // TableMissing reports whether err says the statement's table does not
 // exist (ER_NO_SUCH_TABLE): dropped, or renamed with nothing in its place
-// yet. Such a table has no rows to mark.
+// yet; or its schema does not (ER_BAD_DB_ERROR: MySQL's answer about a
+// table of a dropped database, a tenant's DROP DATABASE). Such a table has
+// no rows to mark.
 func TableMissing(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == erNoSuchTable
+	return errors.As(err, &me) && (me.Number == erNoSuchTable || me.Number == erBadDB)
 }
 
-const erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+const (
+	erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+	erBadDB       = 1049 // ER_BAD_DB_ERROR
+)
 
 func (w *Writer) markRetry(ctx context.Context, ex Execer, t *outbox.Table, a Attempt, ids, msgIDs []any) (Outcome, int64, error) {
 	c := t.Columns

@@ -16,6 +16,16 @@ func (s *Sweeper) prepare(ctx context.Context) error {
 		return nil
 	}
 	for _, p := range s.plans {
+		if err := s.preparePlan(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preparePlan reads what archiving one table needs.
+func (s *Sweeper) preparePlan(ctx context.Context, p *plan) error {
+	{
 		archive := ArchiveTableName(s.cfg.Archive.Table, p.T.Name)
 		var cols, archiveCols []string
 		err := s.persist(ctx, func() error {

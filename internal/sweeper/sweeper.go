@@ -66,6 +66,7 @@ type Sweeper struct {
 	status   *rowstatus.Writer
 	log      *zap.Logger
 	observer Observer
+	changes  tableChanges // tables added and removed while running (tables.go)
 
 	jobs    chan publisher.Job[*Claimed]
 	results chan publisher.Result[*Claimed]
@@ -141,7 +142,7 @@ func (s *Sweeper) SetObserver(o Observer) { s.observer = o }
 // logged and the next round tries again: only a configuration the servers
 // cannot serve (a missing archive table) is returned.
 func (s *Sweeper) Run(ctx context.Context) error {
-	if len(s.plans) == 0 {
+	if len(s.plans) == 0 && !s.following() {
 		s.log.Info("no outbox table to sweep; the sweeper is idle")
 		<-ctx.Done()
 		return nil
@@ -182,11 +183,16 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 	defer tick.Stop()
 	for {
 		s.pace(time.Now())
-		for _, p := range s.plans {
-			if ctx.Err() != nil || work.Err() != nil {
-				return
+		s.applyTableChanges(ctx)
+		for start := 0; start < len(s.plans); start += lookBatch {
+			batch := s.plans[start:min(start+lookBatch, len(s.plans))]
+			looks := s.lookAll(ctx, batch) // lookbatch.go
+			for i, p := range batch {
+				if ctx.Err() != nil || work.Err() != nil {
+					return
+				}
+				s.act(ctx, work, p, looks[i])
 			}
-			s.round(ctx, work, p)
 		}
 		s.lastRounds = time.Now()
 		select {
@@ -201,8 +207,14 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 
 // round is one look at a table: replica first, the primary only for work.
 func (s *Sweeper) round(ctx, work context.Context, p *plan) {
-	log := s.log.With(zap.String("table", p.T.FullName()))
 	due, zombies, err := s.look(ctx, p)
+	s.act(ctx, work, p, lookResult{due, zombies, err})
+}
+
+// act is what a round does after its look at the replica.
+func (s *Sweeper) act(ctx, work context.Context, p *plan, l lookResult) {
+	log := s.log.With(zap.String("table", p.T.FullName()))
+	due, zombies, err := l.due, l.zombies, l.err
 	r := &Round{At: time.Now(), Table: p.T.FullName(), Due: due || zombies}
 	if err != nil {
 		r.Err = err.Error()

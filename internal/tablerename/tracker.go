@@ -178,3 +178,21 @@ func (tr *track) apply(i int, where map[token]Name, filled map[Name]bool) []Move
 	}
 	return moves
 }
+
+// Len is how many tables the tracker follows (New's and Add's).
+func (t *Tracker) Len() int { return len(t.tables) }
+
+// Add follows one more table (a table a pattern matched while streaming);
+// its index is the previous Len.
+func (t *Tracker) Add(n Name) int {
+	t.tables = append(t.tables, track{name: n})
+	return len(t.tables) - 1
+}
+
+// Retire stops following table i under its name (it was dropped): a
+// table created under the name later is followed as a new one. Its
+// earlier generations, living elsewhere, are still followed.
+func (t *Tracker) Retire(i int) {
+	t.tables[i].name = Name{}
+	t.tables[i].vacant = true
+}

@@ -258,6 +258,11 @@ func (r *Reader) layoutFor(ctx context.Context, t *outbox.Table, tme *replicatio
 		return nil, fmt.Errorf("table %s: the binlog row has %d columns but %d column names; "+layoutFix,
 			t.FullName(), tme.ColumnCount, len(meta.names))
 	}
+	if t.Entry != nil {
+		if err := checkFit(t, meta.names); err != nil {
+			return nil, err
+		}
+	}
 	lay := meta.layout(t, tme)
 	r.layoutMu.Lock()
 	r.layouts[key] = lay
@@ -491,10 +496,19 @@ func (r *Reader) noteDDL(schema, query string) {
 	// Without case: a statement that names another table of the same
 	// letters only reads this one's columns again, which is harmless.
 	q := strings.ToLower(query)
+	r.tablesMu.RLock()
+	named := map[tableID]*outbox.Table{}
 	for key, t := range r.tables {
-		if !strings.Contains(q, strings.ToLower(t.Name)) {
-			continue
+		// The statement's schema or one it names: with a pattern entry
+		// many schemas hold a table of one name, and only the one a DDL
+		// is about is read again.
+		if t != nil && strings.Contains(q, strings.ToLower(t.Name)) &&
+			(strings.EqualFold(schema, t.Schema) || strings.Contains(q, strings.ToLower(t.Schema))) {
+			named[key] = t
 		}
+	}
+	r.tablesMu.RUnlock()
+	for key, t := range named {
 		r.schemas.Forget(t.Schema, t.Name)
 		r.layoutMu.Lock()
 		delete(r.layouts, key)

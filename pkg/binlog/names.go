@@ -42,20 +42,42 @@ func newTableID(lowerCaseTableNames int, schema, table string) tableID {
 	return tableID{Schema: schema, Table: table}
 }
 
-// outboxTable is the configured table the source calls schema.table, nil
-// for any other.
-func (r *Reader) outboxTable(schema, table string) *outbox.Table {
-	return r.tables[r.tableID(schema, table)]
-}
-
 // newRenameTracker follows the configured tables through renames, from
 // the start of a stream.
 func (r *Reader) newRenameTracker() *tablerename.Tracker {
+	r.tablesMu.RLock()
+	defer r.tablesMu.RUnlock()
 	names := make([]tablerename.Name, len(r.tableList))
 	for i, t := range r.tableList {
 		names[i] = r.tableID(t.Schema, t.Name)
 	}
 	return tablerename.New(names)
+}
+
+// syncRenames has the stream's rename tracker follow the tables matched
+// since it last looked (tableList only grows).
+func (s *stream) syncRenames() {
+	r := s.r
+	r.tablesMu.RLock()
+	defer r.tablesMu.RUnlock()
+	for i := s.renames.Len(); i < len(r.tableList); i++ {
+		t := r.tableList[i]
+		s.renames.Add(r.tableID(t.Schema, t.Name))
+	}
+}
+
+// tableAt is the i-th table met.
+func (r *Reader) tableAt(i int) *outbox.Table {
+	r.tablesMu.RLock()
+	defer r.tablesMu.RUnlock()
+	return r.tableList[i]
+}
+
+// indexOf is a table's index in tableList.
+func (r *Reader) indexOf(t *outbox.Table) int {
+	r.tablesMu.RLock()
+	defer r.tablesMu.RUnlock()
+	return r.tableIndex[t]
 }
 
 // DetectLowerCaseTableNames reads the server's lower_case_table_names

@@ -195,10 +195,19 @@ type Commit struct {
 
 // Reader streams one source. Run blocks; Lag may be read from any goroutine.
 type Reader struct {
-	cfg        Config
-	tables     map[tableID]*outbox.Table // as the source tells tables apart (names.go)
-	tableList  []*outbox.Table           // in the order given, for the rename tracker
+	cfg Config
+	// tablesMu guards the tables: those given to New, and those the
+	// matcher matched since (tables.go), which the parser goroutine and
+	// the stream both meet.
+	tablesMu   sync.RWMutex
+	tables     map[tableID]*outbox.Table // as the source tells tables apart (names.go); nil: no outbox table
+	tableList  []*outbox.Table           // in the order met (New's first), for the rename tracker; append only
 	tableIndex map[*outbox.Table]int
+	matcher    TableMatcher
+	observer   TableObserver
+	added      map[tableID]bool  // matched, not yet announced to the observer
+	refused    map[tableID]error // matched tables whose rows are skipped
+	refusedErr map[tableID]error // matched by two entries, not yet announced
 	schemas    SchemaSource
 	log        *slog.Logger
 	failoverFn FailoverFunc
@@ -226,7 +235,7 @@ func New(cfg Config, tables []*outbox.Table, opts ...Option) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{cfg: cfg, tables: map[tableID]*outbox.Table{}, tableIndex: map[*outbox.Table]int{}, log: slog.New(slog.DiscardHandler),
-		layouts: map[tableID]*layout{}}
+		layouts: map[tableID]*layout{}, added: map[tableID]bool{}, refused: map[tableID]error{}, refusedErr: map[tableID]error{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -642,6 +651,12 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	case *replication.XIDEvent:
 		return s.commit(ctx, ev)
 	case *replication.RowsEvent:
+		if s.r.matcher != nil && e.Table != nil {
+			// Matched by the parser's decodeRows already, as a rule; a
+			// table met first here is matched now.
+			s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
+			s.announce(string(e.Table.Schema), string(e.Table.Table))
+		}
 		if e.Rows == nil {
 			s.noteUnread(ev, e)
 			return nil // not an outbox table: skipped at decode
@@ -679,6 +694,7 @@ func (s *stream) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 			return err
 		}
 		s.r.noteDDL(string(e.Schema), q)
+		s.tableDDL(ev, string(e.Schema), q) // tableddl.go
 		if !s.inTx {
 			return s.commit(ctx, ev)
 		}

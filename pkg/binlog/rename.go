@@ -250,8 +250,9 @@ func (s *stream) renamed(ctx context.Context, ev *replication.BinlogEvent, schem
 	for i, p := range pairs {
 		ps[i] = tablerename.Pair{From: s.r.tableID(p.fromSchema, p.from), To: s.r.tableID(p.toSchema, p.to)}
 	}
+	s.syncRenames()
 	for _, mv := range s.renames.Renamed(ps) {
-		t := s.r.tableList[mv.Table]
+		t := s.r.tableAt(mv.Table)
 		rn := &Rename{Table: t, Schema: mv.To.Schema, Name: mv.To.Table, Replaced: mv.Replaced, Generation: mv.Generation, Earlier: mv.Earlier}
 		if mv.Back(s.r.tableID(t.Schema, t.Name)) {
 			// As configured (the same table where the source folds names).

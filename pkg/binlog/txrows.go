@@ -162,10 +162,19 @@ type image struct {
 // transaction (or XA branch).
 func (s *stream) emitRows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
 	t := s.r.outboxTable(string(e.Table.Schema), string(e.Table.Table))
+	if t.Entry != nil && s.r.refusedTable(s.r.tableID(t.Schema, t.Name)) {
+		return nil // refused until DDL changes it (tables.go)
+	}
 	// Rows under the configured name: a name a rename left empty holds a
 	// table again (created under it).
-	s.renames.RowsRead(s.r.tableIndex[t])
+	s.syncRenames()
+	s.renames.RowsRead(s.r.indexOf(t))
 	lay, err := s.r.layoutFor(ctx, t, e.Table)
+	if err != nil && t.Entry != nil {
+		// A table a pattern matched: refused alone, the others flow.
+		s.refuse(t, err)
+		return nil
+	}
 	if err != nil {
 		return &fatalError{errorAt(t, ev, s, err)}
 	}

@@ -115,6 +115,11 @@ type Route struct {
 	// partition key on every message, for a consistent-hash exchange's
 	// hash-header on the consumer side (docs/ordering.md).
 	PartitionHeader string `yaml:"partition_header"`
+	// SchemaHeader names a header that carries the schema of the row's
+	// table on every message. Empty: "x-relay-schema" for a pattern entry
+	// (a consumer of many tenants' rows tells them apart), none for an
+	// entry naming one table; "-": none.
+	SchemaHeader string `yaml:"schema_header"`
 }
 
 // Table is one outbox table: where it is, what its columns and status
@@ -142,6 +147,11 @@ type Table struct {
 	// Eventuate shapes the body as Eventuate Tram's message (see
 	// Eventuate).
 	Eventuate Eventuate `yaml:"eventuate"`
+
+	// Entry is the pattern entry this table was matched by (Match), nil
+	// for a table configured by its own name: the entry's mapping and
+	// route apply to it, and lookups keyed by table fall back to it.
+	Entry *Table `yaml:"-"`
 
 	loc *time.Location // route.time_zone, loaded by Validate
 }
@@ -198,12 +208,15 @@ func (t *Table) validateColumns(field string) []error {
 	if t.Schema == "" {
 		errs = append(errs, fmt.Errorf("%s.schema: required", field))
 	} else {
-		errs = append(errs, ident.Check(field+".schema", t.Schema))
+		errs = append(errs, checkNameOrPattern(field+".schema", t.Schema))
 	}
 	if t.Name == "" {
 		errs = append(errs, fmt.Errorf("%s.name: required", field))
 	} else {
-		errs = append(errs, ident.Check(field+".name", t.Name))
+		errs = append(errs, checkNameOrPattern(field+".name", t.Name))
+	}
+	if t.Entry != nil && t.IsPattern() {
+		errs = append(errs, fmt.Errorf("%s: a table matched by a pattern is itself a pattern (%s)", field, t.FullName()))
 	}
 	for name, col := range t.columnFields() {
 		if col != "" {
@@ -281,6 +294,9 @@ func (t *Table) validateRoute(field string) []error {
 	}
 	if t.Route.PartitionHeader != "" && t.Route.PartitionKey == "" {
 		errs = append(errs, fmt.Errorf("%s.route.partition_header: needs route.partition_key (the key it carries)", field))
+	}
+	if h := t.Route.SchemaHeader; len(h) > 255 {
+		errs = append(errs, fmt.Errorf("%s.route.schema_header: %d bytes, AMQP header names are at most 255", field, len(h)))
 	}
 	if h := t.Route.PartitionHeader; len(h) > 255 {
 		errs = append(errs, fmt.Errorf("%s.route.partition_header: %d bytes, AMQP header names are at most 255", field, len(h)))

@@ -108,8 +108,27 @@ func New(tables []*outbox.Table, opts ...Option) (*Router, error) {
 			return nil, err
 		}
 		r.tables[t] = &tableRoute{exchange: ex, routingKey: rk, partition: pk, contentType: ct, ce: ce}
+		if t.Entry != nil && r.tables[t.Entry] == nil {
+			// A table a pattern entry matched: the entry's route serves
+			// every table it matches later too (lookup).
+			r.tables[t.Entry] = r.tables[t]
+		}
 	}
 	return r, nil
+}
+
+// lookup is the route of a table's rows: its own, or for a table its
+// pattern entry matched after the router was built (a tenant created while
+// streaming), the entry's. The templates do not depend on the table: its
+// schema and name are filled in per row ({schema}, {table}).
+func (r *Router) lookup(t *outbox.Table) *tableRoute {
+	if tr := r.tables[t]; tr != nil {
+		return tr
+	}
+	if t.Entry != nil {
+		return r.tables[t.Entry]
+	}
+	return nil
 }
 
 // Route builds the message for a row of one of the router's tables. A row
@@ -118,7 +137,7 @@ func New(tables []*outbox.Table, opts ...Option) (*Router, error) {
 // too when retrying cannot help.
 func (r *Router) Route(row *outbox.Row) (*Message, error) {
 	t := row.Table
-	tr := r.tables[t]
+	tr := r.lookup(t)
 	exchange, rk, err := r.Destination(row)
 	if err != nil {
 		return nil, err
@@ -162,6 +181,12 @@ func (r *Router) Route(row *outbox.Row) (*Message, error) {
 		headers(row, pub.Headers)
 	}
 	r.mappedHeaders(row, tr, &pub, lookup) // headers.go
+	if h := t.SchemaHeader(); h != "" {
+		if pub.Headers == nil {
+			pub.Headers = amqp.Table{}
+		}
+		pub.Headers[h] = t.Schema
+	}
 	m.Publishing = pub
 	return m, nil
 }
@@ -186,7 +211,7 @@ func headers(row *outbox.Row, h amqp.Table) {
 // Route puts in its Message), without building the message.
 func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err error) {
 	t := row.Table
-	tr := r.tables[t]
+	tr := r.lookup(t)
 	if tr == nil {
 		return "", "", fmt.Errorf("%w: table %s is not configured", ErrNoRoute, t.FullName())
 	}
@@ -214,6 +239,12 @@ func (r *Router) Destination(row *outbox.Row) (exchange, routingKey string, err 
 // does, without boxing a new string), NULL as nil.
 func rowLookup(row *outbox.Row) func(string) (any, bool) {
 	return func(column string) (any, bool) {
+		switch column {
+		case colval.SchemaPlaceholder:
+			return row.Table.Schema, true
+		case colval.TablePlaceholder:
+			return row.Table.Name, true
+		}
 		v, ok := row.Get(column)
 		if tm, isTime := v.(time.Time); isTime {
 			return colval.ValueStringIn(tm, row.Table.Location()), true
