@@ -8,6 +8,11 @@
 -- On the primary:
 --   SELECT, UPDATE      on the outbox tables: SENT marks, sweeper claims
 --   (INSERT, DELETE on the outbox and its archive table only if the archive is on)
+--   optional: SESSION_VARIABLES_ADMIN (MySQL) or BINLOG ADMIN (MariaDB 10.5+), so that the
+--   SENT marks log a minimal row image (relay.mark_row_image, docs/operating.md, "What the
+--   SENT marks cost"); without it the marks log the rows in full and check says so:
+--   GRANT SESSION_VARIABLES_ADMIN ON *.* TO 'relay'@'%';   -- MySQL
+--   GRANT BINLOG ADMIN ON *.* TO 'relay'@'%';              -- MariaDB
 -- For `binlog-relay reconcile` (docs/reconcile.md), on a replica of each consumer's database:
 --   SELECT              on its inbox table (and t_message_log), for the user reconcile.consumers[] names
 CREATE USER IF NOT EXISTS 'relay'@'%' IDENTIFIED BY 'change-me';
