@@ -199,7 +199,7 @@ type Relay struct {
 	BatchSize     int           `yaml:"batch_size"`
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxUnmarked is the most rows confirmed by the broker and not yet
-	// marked SENT (the rows a crash publishes again); 0 means 1024.
+	// marked SENT (the rows a crash publishes again); 0 means 4096.
 	MaxUnmarked int `yaml:"max_unmarked"`
 	// MarkRowImage is the row image the SENT marks are logged with:
 	// minimal (the default; the marking session sets binlog_row_image =

@@ -36,7 +36,7 @@ func TestConfigValidateNamesTheKeys(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	var c Config
 	c.Defaults()
-	want := Config{BatchSize: 1000, FlushInterval: 200 * time.Millisecond, MaxUnmarked: 1024, CheckpointInterval: time.Second, Buffer: 1024,
+	want := Config{BatchSize: 1000, FlushInterval: 200 * time.Millisecond, MaxUnmarked: 4096, CheckpointInterval: time.Second, Buffer: 1024,
 		DrainTimeout: 30 * time.Second, Observer: nopObserver{}, MaxInflightBytes: 64 << 20, WarnEvery: 10 * time.Second}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults: %+v, want %+v", c, want)

@@ -91,7 +91,7 @@ type Config struct {
 func (c *Config) Defaults() {
 	c.BatchSize = cmp.Or(c.BatchSize, 1000)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 200*time.Millisecond)
-	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, 1024)
+	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, 4096)
 	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, time.Second)
 	c.Buffer = cmp.Or(c.Buffer, 1024)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)

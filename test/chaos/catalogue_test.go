@@ -63,14 +63,14 @@ func windowBound(s *Schedule) int {
 }
 
 // crashBound is what a relay that stops without draining costs: the rows in
-// flight, published and not yet marked: every lane's window plus a batch of
-// confirmed rows waiting for their SENT update (docs/ha.md, "Exactly what a
+// flight, published and not yet marked: every lane's window plus the
+// confirmed rows waiting for their SENT update (relay.max_unmarked) (docs/ha.md, "Exactly what a
 // crash costs"). The stream deduplicates them by publishing id.
 func crashBound(s *Schedule) int {
 	if s.Config.Stream {
 		return 0
 	}
-	return lanesBound(s)*brokerWindow + batchSize
+	return lanesBound(s)*brokerWindow + maxUnmarked
 }
 
 // haBound is a fault that costs the leader its lease: a takeover, as a

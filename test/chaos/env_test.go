@@ -32,9 +32,9 @@ const leaseTTL = 3 * time.Second
 // connection may publish twice (the bounds in catalogue_test.go count it).
 const brokerWindow = 256
 
-// batchSize is relay.batch_size as shipped: the confirmed rows that may
-// wait for their SENT update.
-const batchSize = 1000
+// maxUnmarked is relay.max_unmarked as shipped (B in docs/ha.md): the
+// confirmed rows that may wait for their SENT update.
+const maxUnmarked = 4096
 
 // env is one schedule's world: the switch topology (switch1 the primary,
 // switch2 and switch3 its replicas and the relays' sources), a proxy in

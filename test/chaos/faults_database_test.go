@@ -238,7 +238,7 @@ func (c configChange) Bound(s *Schedule, p Planned) int {
 		// Another seq_scope (each of these settings is in it: issue 37,
 		// item 2): the ids start above what the broker stored, and the
 		// rows replayed after the kill are stored again (docs/lifecycle.md).
-		return lanesBound(s)*brokerWindow + batchSize
+		return lanesBound(s)*brokerWindow + maxUnmarked
 	}
 	return crashBound(s)
 }
