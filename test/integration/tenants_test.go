@@ -265,8 +265,20 @@ func TestTenantTableThatDoesNotFitIsRefusedAlone(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the refused table in the metric and /readyz", func() (bool, string) {
 		refused := tableMetric(t, r, "binlog_relay_tables_refused", entry, "")
 		ok, why := r.App.Ready()
-		said := strings.Contains(strings.Join(why, "; "), bad+".producer_message refused")
-		return refused == 1 && ok && said, fmt.Sprintf("tables_refused %v, ready %v: %q", refused, ok, why)
+		note := bad + ".producer_message refused"
+		said, others := false, 0
+		for _, w := range why {
+			if strings.Contains(w, note) {
+				said = true
+			} else {
+				others++
+			}
+		}
+		// The refusal is a note, never a reason to be unready: unready
+		// only for something else (a Redis probe slow on a loaded
+		// machine, say), which ops.Ready's own tests cover.
+		notTheReason := ok || others > 0
+		return refused == 1 && said && notTheReason, fmt.Sprintf("tables_refused %v, ready %v: %q", refused, ok, why)
 	})
 	for _, d := range got.All() {
 		if strings.HasPrefix(d.MessageID, "bad-") {
