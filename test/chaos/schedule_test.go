@@ -119,7 +119,7 @@ type Traffic struct {
 	Rollback float64 `json:"rollback"` // rolled back
 	XA       float64 `json:"xa"`       // an XA branch, prepared and committed (or rolled back) a few transactions later
 	Large    float64 `json:"large"`    // 500 to 3,000 rows
-	Poison   float64 `json:"poison"`   // a row routed to an exchange that does not exist (relaxed status tables): ends FAILED
+	Poison   float64 `json:"poison"`   // a row routed to an exchange that does not exist (relaxed status tables into exchanges): ends FAILED
 	Decoy    float64 `json:"decoy"`    // a row in a table whose name differs from the outbox's in case only: never published
 	// PartialJSON: the writer's session logs its UPDATEs as JSON diffs
 	// (binlog_row_value_options=PARTIAL_JSON, MySQL, status-less tables).
@@ -205,6 +205,10 @@ func Draw(seed uint64, c Config, p Profile, flavor string) Schedule {
 	// last. (The draw is the same; only the rate is capped.)
 	if c.Stream {
 		t.Rate = min(t.Rate, 150)
+		// Into a stream every row goes to the stream, whatever its exchange
+		// column says (docs/configuration.md, broker.stream.name): a row
+		// routed nowhere is not poison there. (Drawn all the same.)
+		t.Poison = 0
 	}
 	if c.Ordering == "strict" {
 		t.Rate = min(t.Rate, 200)
