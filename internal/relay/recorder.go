@@ -138,11 +138,7 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 	if !w.dirty && !(final && w.latest != (binlog.Position{})) {
 		return nil
 	}
-	server := ""
-	if w.r.cfg.Server != nil {
-		server = w.r.cfg.Server()
-	}
-	cp := checkpoint.FromPosition(w.latest, server, time.Now())
+	cp := w.r.checkpointAt(w.latest)
 	if w.r.cfg.SeqScope != "" {
 		cp.Seq, cp.SeqScope = w.latestSeq, w.r.cfg.SeqScope
 	}
@@ -177,6 +173,15 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 	w.r.cfg.Observer.Checkpointed(cp)
 	w.r.log.Debug("checkpoint saved", zap.String("gtid", cp.GTIDSet), zap.String("binlog_file", cp.File), zap.Uint32("binlog_pos", cp.Pos))
 	return nil
+}
+
+// checkpointAt is the checkpoint of pos, naming the server it was read on.
+func (r *Relay) checkpointAt(pos binlog.Position) checkpoint.Checkpoint {
+	server := ""
+	if r.cfg.Server != nil {
+		server = r.cfg.Server()
+	}
+	return checkpoint.FromPosition(pos, server, time.Now())
 }
 
 // retry runs op until it succeeds or ctx ends, with capped backoff. A

@@ -61,11 +61,7 @@ func (r *Relay) startSeq(start binlog.Position) (uint64, bool) {
 // those the new Run had the broker store, and rows would be dropped as
 // duplicates.
 func (r *Relay) saveNewNumbering(ctx context.Context, start binlog.Position, seq uint64) error {
-	server := ""
-	if r.cfg.Server != nil {
-		server = r.cfg.Server()
-	}
-	cp := checkpoint.FromPosition(start, server, time.Now())
+	cp := r.checkpointAt(start)
 	cp.Seq, cp.SeqScope = seq, r.cfg.SeqScope
 	// Retried until the store answers, as a save past the outage window
 	// is: nothing is published meanwhile. A fenced save (the lease lost)

@@ -105,7 +105,7 @@ func (s *stream) announce(schema, table string) {
 	}
 	r.tablesMu.Unlock()
 	if collision != nil {
-		r.log.Error("a table two tables: entries match is not read: narrow a pattern", "table", schema+"."+table, "error", collision)
+		r.log.Error("a table two entries match is not read: narrow a pattern", "table", schema+"."+table, "error", collision)
 		if r.observer != nil {
 			r.observer.TableRefused(schema, table, collision)
 		}
