@@ -135,7 +135,12 @@ func (a *App) build(ctx context.Context, store checkpoint.Store, guard func() er
 	a.watch(reader, set)
 	rc := a.stages.relay
 	rc.Server, rc.Observer, rc.Guard = a.Source.CheckpointServer(server), ops.NewObserver(a.Metrics(), a.Log.Named("relay")), guard
-	rc.Sent = rowstatus.SentReader{DB: a.Source.DB()} // replayed rows SENT already (relay/replaycheck.go)
+	flavor, err := a.Source.Flavor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// replayed rows SENT already, once the replica has the primary's last marks (relay/replaycheck.go)
+	rc.Sent = rowstatus.SentReader{DB: a.Source.DB(), Primary: a.Primary, Flavor: flavor}
 	rc.SeqScope = a.wire.seqScope()
 	r, err := relay.New(rc, reader, rt, set.Relay(), sw, store, a.Log.Named("relay"))
 	if err != nil {

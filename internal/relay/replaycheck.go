@@ -51,6 +51,9 @@ const (
 	// replayReadTimeout bounds one read on the replica: a replica that does
 	// not answer ends the check, and the rows are published.
 	replayReadTimeout = 5 * time.Second
+	// replayCatchUp is the most a Run waits, before its first read, for the
+	// replica to apply the primary's marks (ReplicaCatchUp).
+	replayCatchUp = 3 * time.Second
 )
 
 func (r *Relay) newReplayCheck() *replayCheck {
@@ -115,6 +118,9 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 		byTable[t] = append(byTable[t], ev.Row)
 		last = ev.Row
 	}
+	if len(order) > 0 && c.reads == 0 {
+		c.catchUp(ctx)
+	}
 	for _, t := range order {
 		rows := byTable[t]
 		ids := make([]any, len(rows))
@@ -160,6 +166,25 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	if last != nil && !c.skip[last] {
 		c.end()
 	}
+}
+
+// catchUp waits, once per Run, for the replica to apply what the primary
+// has logged (the last marks of the run before among it), when the lookup
+// can tell.
+func (c *replayCheck) catchUp(ctx context.Context) {
+	cu, ok := c.lookup.(ReplicaCatchUp)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	if err := cu.CatchUp(ctx, replayCatchUp); err != nil {
+		if ctx.Err() == nil {
+			c.r.log.Info("the source replica had not applied the primary's latest SENT marks before the replayed rows were checked: rows marked since are published again (duplicates, nothing lost)",
+				zap.Duration("waited", time.Since(start).Round(time.Millisecond)), zap.Error(err))
+		}
+		return
+	}
+	c.r.log.Debug("source replica caught up with the primary before the replay check", zap.Duration("waited", time.Since(start).Round(time.Millisecond)))
 }
 
 // skips reports whether row was found SENT in the current chunk.

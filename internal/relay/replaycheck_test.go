@@ -241,3 +241,54 @@ func publishedSeqs(lane *fakeLane) []uint64 {
 	}
 	return seqs
 }
+
+// catchUpSent is a replica that has applied the marks up to rows 1-3 when
+// the Run starts; CatchUp brings it to rows 1-6 (the last marks of the run
+// before), or fails with err.
+type catchUpSent struct {
+	fakeSent
+	err      error
+	catchUps int
+	readsAt  []int // reads made before each CatchUp
+}
+
+func (c *catchUpSent) CatchUp(context.Context, time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.catchUps++
+	c.readsAt = append(c.readsAt, len(c.reads))
+	if c.err != nil {
+		return c.err
+	}
+	c.sent = sentUpTo(6)
+	return nil
+}
+
+// Before its first read the check waits for the replica to apply the
+// primary's marks, once per Run: rows the run before marked just ahead of
+// its end are not published again.
+func TestReplayCheckWaitsForTheReplicaFirst(t *testing.T) {
+	txs := []tx{{100, []int{1, 2, 3}}, {200, []int{4, 5, 6}}, {300, []int{7, 8}}, {400, []int{9, 10}}}
+	lookup := &catchUpSent{fakeSent: fakeSent{sent: sentUpTo(3)}}
+	lane, _, _, _ := replayRun(t, lookup, "", nil, txs...)
+	if got, want := lane.published(), []string{"m-7", "m-8", "m-9", "m-10"}; !slices.Equal(got, want) {
+		t.Fatalf("published %v, want only the rows not SENT once the replica caught up %v", got, want)
+	}
+	if lookup.catchUps != 1 || lookup.readsAt[0] != 0 {
+		t.Fatalf("CatchUp called %d times, before reads %v; want once, before the first read", lookup.catchUps, lookup.readsAt)
+	}
+}
+
+// A replica that does not catch up costs duplicates, never rows: the check
+// reads what the replica has and says why more is published.
+func TestReplayCheckGoesOnWhenTheReplicaDoesNotCatchUp(t *testing.T) {
+	txs := []tx{{100, []int{1, 2, 3}}, {200, []int{4, 5, 6}}, {300, []int{7, 8}}, {400, []int{9, 10}}}
+	lookup := &catchUpSent{fakeSent: fakeSent{sent: sentUpTo(3)}, err: errors.New("the replica had not applied the primary's position within 3s")}
+	lane, _, _, logs := replayRun(t, lookup, "", nil, txs...)
+	if got, want := lane.published(), []string{"m-4", "m-5", "m-6", "m-7", "m-8", "m-9", "m-10"}; !slices.Equal(got, want) {
+		t.Fatalf("published %v, want every row the replica does not show SENT %v", got, want)
+	}
+	if n := logs.FilterMessageSnippet("had not applied the primary's latest SENT marks").Len(); n != 1 {
+		t.Fatalf("%d log lines say the replica did not catch up, want 1", n)
+	}
+}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -39,4 +40,14 @@ type CheckpointStore interface {
 // message id's, "" when the table has no message-id column of its own.
 type SentLookup interface {
 	Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error)
+}
+
+// A SentLookup that is also a ReplicaCatchUp is asked, before the first read
+// of each Run, to wait until the source replica has applied what the primary
+// had logged by then: the marks the run before made just ahead of its end
+// are then SENT on the replica when the check reads it, and those rows are
+// not published again (rowstatus.SentReader). An error or a replica that
+// does not catch up within the wait only means more duplicates.
+type ReplicaCatchUp interface {
+	CatchUp(ctx context.Context, within time.Duration) error
 }

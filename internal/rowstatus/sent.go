@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
+	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
 
@@ -14,6 +17,42 @@ import (
 // that rows a killed run had published and marked are not published again.
 type SentReader struct {
 	DB *sql.DB
+	// Primary, when set, is the server the marks are written to: CatchUp
+	// reads its logged position there and waits for DB to apply it. Flavor
+	// is binlog.FlavorMySQL or binlog.FlavorMariaDB.
+	Primary *sql.DB
+	Flavor  string
+}
+
+// CatchUp waits up to within for the replica (DB) to have applied what the
+// primary has logged now: gtid_executed and WAIT_FOR_EXECUTED_GTID_SET on
+// MySQL, gtid_binlog_pos and MASTER_GTID_WAIT on MariaDB. One read on each
+// server, no privilege beyond the relay's. Without a primary it returns at
+// once.
+func (s SentReader) CatchUp(ctx context.Context, within time.Duration) error {
+	if s.Primary == nil {
+		return nil
+	}
+	posVar, wait := "@@GLOBAL.gtid_binlog_pos", "SELECT MASTER_GTID_WAIT(?, ?)"
+	if s.Flavor == binlog.FlavorMySQL {
+		posVar, wait = "@@GLOBAL.gtid_executed", "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)"
+	}
+	var pos string
+	if err := s.Primary.QueryRowContext(ctx, "SELECT "+posVar).Scan(&pos); err != nil {
+		return fmt.Errorf("reading the primary's position: %w", err)
+	}
+	pos = strings.ReplaceAll(pos, "\n", "")
+	if pos == "" {
+		return nil
+	}
+	var res sql.NullInt64
+	if err := s.DB.QueryRowContext(ctx, wait, pos, within.Seconds()).Scan(&res); err != nil {
+		return fmt.Errorf("waiting for the replica to apply the primary's position: %w", err)
+	}
+	if !res.Valid || res.Int64 != 0 {
+		return fmt.Errorf("the replica had not applied the primary's position within %s", within)
+	}
+	return nil
 }
 
 // Sent returns, of ids (rows of t), the ones whose status is SENT now, keyed
