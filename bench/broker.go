@@ -126,9 +126,10 @@ func (c *consumer) close() {
 }
 
 // expect starts a sink for message ids with prefix; want is the count that
-// completes it. With latency set it records commit-to-delivery times.
+// completes it (-1: none, the caller polls counts). With latency set it
+// records commit-to-delivery times.
 func (c *consumer) expect(prefix string, want int, latency bool) *sink {
-	s := &sink{prefix: prefix, want: want, seen: make(map[string]struct{}, want), full: make(chan struct{}), latency: latency}
+	s := &sink{prefix: prefix, want: want, seen: make(map[string]struct{}, max(want, 0)), full: make(chan struct{}), latency: latency}
 	c.cur.Store(s)
 	return s
 }

@@ -58,16 +58,24 @@ type options struct {
 	reconcileRows int
 	lanesBacklog  int
 	lanesKeys     int
-	phases        map[string]bool
-	keep          bool
-	latencyTrace  string
-	noConsumer    bool // BenchmarkRelayDrain: nothing consumes in this process
+	// The tenants step (tenants.go).
+	tenants              int
+	tenantsRows          int
+	tenantsNoisyTx       int
+	tenantsQuietRate     int
+	tenantsQuietDuration time.Duration
+	tenantsIdleIntervals int
+	tenantsSweep         time.Duration
+	phases               map[string]bool
+	keep                 bool
+	latencyTrace         string
+	noConsumer           bool // BenchmarkRelayDrain: nothing consumes in this process
 	// flavours, when set, runs the bench once per flavour in a child
 	// process and prints the figures side by side (flavours.go).
 	flavours []string
 }
 
-var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "console", "marks", "kill"}
+var allPhases = []string{"broker", "drain", "latency", "scale", "memory", "payload", "missing", "reconcile", "lanes", "replay", "console", "marks", "kill", "tenants"}
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
@@ -124,6 +132,13 @@ func (o *options) define(fs *flag.FlagSet) listFlags {
 	fs.IntVar(&o.reconcileRows, "reconcile-rows", 1000000, "outbox rows (and as many inbox rows) in the reconcile step")
 	fs.IntVar(&o.lanesBacklog, "lanes-backlog", 40000, "PENDING rows in each drain of the lanes step (and messages in its broker runs)")
 	fs.IntVar(&o.lanesKeys, "lanes-keys", 10000, "partition keys the lanes step's rows are spread over")
+	fs.IntVar(&o.tenants, "tenants", 1000, "schemas in the tenants step, each with the seed table, matched by one pattern entry")
+	fs.IntVar(&o.tenantsRows, "tenants-rows", 100000, "PENDING rows in each drain of the tenants step: spread over every tenant table, then all in one")
+	fs.IntVar(&o.tenantsNoisyTx, "tenants-noisy-tx", 200000, "rows in the noisy tenant's one transaction (tenants step)")
+	fs.IntVar(&o.tenantsQuietRate, "tenants-quiet-rate", 50, "rows/s of the quiet tenant whose latency the tenants step measures")
+	fs.DurationVar(&o.tenantsQuietDuration, "tenants-quiet-duration", 30*time.Second, "shortest run of the quiet tenant (beside the noisy one it runs until the noisy rows are all SENT)")
+	fs.IntVar(&o.tenantsIdleIntervals, "tenants-idle-intervals", 6, "sweep intervals over which the tenants step counts idle statements")
+	fs.DurationVar(&o.tenantsSweep, "tenants-sweep-interval", 5*time.Second, "the relay's sweeper.interval (its default) that the idle counts are divided by; set sweeper.interval with -relay-yaml to the same value to change it")
 	lists.flavours = fs.String("flavours", "", "run the bench once per flavour of the stack (comma-separated: mariadb, mysql or a stack flavour such as mariadb-11.8), one after the other, each with the flavour's addresses from scripts/stack.sh env, and print each step's figures in one table with a column per flavour")
 	lists.only = fs.String("only", strings.Join(allPhases, ","), "steps to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.StringVar(&o.latencyTrace, "latency-trace", "", "append every fixed-rate message to this CSV file: contender, commit time (ms from the run's first commit), commit-to-delivery (ms)")
@@ -184,6 +199,9 @@ func (o *options) validate() error {
 	case o.rate < 1 || o.backlog < 1 || o.pollBatch < 1 || o.brokerMsgs < 1 || o.bigTx < 1 || o.payloadRows < 1 || o.reconcileRows < 1 ||
 		o.lanesBacklog < 1 || o.lanesKeys < 1 || o.killRate < 1 || o.kills < 1 || o.killDuration <= 0:
 		return fmt.Errorf("-rate, -backlog, -poll-batch, -broker-msgs, -big-tx, -payload-rows, -reconcile-rows, -lanes-backlog, -lanes-keys, -kill-rate, -kills and -kill-duration must be positive")
+	case o.tenants < 3 || o.tenants > 9999 || o.tenantsRows < 1 || o.tenantsNoisyTx < 1 || o.tenantsQuietRate < 1 || o.tenantsQuietDuration <= 0 ||
+		o.tenantsIdleIntervals < 1 || o.tenantsSweep <= 0:
+		return fmt.Errorf("-tenants: 3 to 9999; -tenants-rows, -tenants-noisy-tx, -tenants-quiet-rate, -tenants-quiet-duration, -tenants-idle-intervals and -tenants-sweep-interval must be positive")
 	case o.payload < 16:
 		return fmt.Errorf("-payload: at least 16 bytes")
 	}
@@ -319,6 +337,7 @@ var relaySteps = []struct {
 	{"console", "console queries", consoleStep},
 	{"marks", "marks", marksStep},
 	{"kill", "sigkill", killStep},
+	{"tenants", "tenants", tenantsStep},
 }
 
 // payloadBetweenPurges is the payload step between two purges of the

@@ -153,6 +153,12 @@ func (p *lagProbe) stop() (p50, p99, mx time.Duration) {
 // was sent, so the measured latency includes the commit itself. It returns
 // how far the schedule slipped at worst.
 func produce(ctx context.Context, e *env, prefix string, total, rate int) (time.Duration, error) {
+	return produceInto(ctx, e, "producer_message", prefix, total, rate)
+}
+
+// produceInto is produce into another table (schema.table: the tenants
+// step's quiet tenant).
+func produceInto(ctx context.Context, e *env, table, prefix string, total, rate int) (time.Duration, error) {
 	const workers = 4
 	if e.producer == nil {
 		db, err := e.openPrimary(workers)
@@ -173,7 +179,7 @@ func produce(ctx context.Context, e *env, prefix string, total, rate int) (time.
 		behind  atomic.Int64
 		failed  = make(chan struct{})
 	)
-	const q = "INSERT INTO producer_message (message_id, exchange, routing_key, content, next_retry_time) VALUES (?, ?, 'bench.created', ?, NOW(3))"
+	q := "INSERT INTO " + table + " (message_id, exchange, routing_key, content, next_retry_time) VALUES (?, ?, 'bench.created', ?, NOW(3))"
 	for range workers {
 		wg.Add(1)
 		go func() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +52,16 @@ log: {level: info, format: json}
 %stables:
   - %s
 %s
-`, name, sh, sp, su, ph, pp, pu, e.o.redisAddr, sweeper, tableEntry(e.o.tableYAML, e.dbName), e.o.relayYAML), nil
+`, name, sh, sp, su, ph, pp, pu, e.o.redisAddr, sweeper, e.relayTable(), e.o.relayYAML), nil
+}
+
+// relayTable is the relay's one table entry: the tenants step's pattern
+// entry when set, else -relay-table in the run's database.
+func (e *env) relayTable() string {
+	if e.tableOverride != "" {
+		return e.tableOverride
+	}
+	return tableEntry(e.o.tableYAML, e.dbName)
 }
 
 // relayMarks reports whether the relay's table has a status column (an
@@ -111,7 +121,8 @@ func (e *env) startRelay(ctx context.Context, name string, binlogOnly bool) (*re
 		return nil, fmt.Errorf("starting the relay: %w", err)
 	}
 	go func() { p.waitErr = p.cmd.Wait(); f.Close(); close(p.done) }()
-	deadline := time.Now().Add(30 * time.Second)
+	within := cmp.Or(e.startWithin, 30*time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		l := p.logText()
 		if strings.Contains(l, "binlog stream connected") && strings.Contains(l, "broker connected") {
@@ -127,7 +138,7 @@ func (e *env) startRelay(ctx context.Context, name string, binlogOnly bool) (*re
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return nil, fmt.Errorf("the relay did not start within 30s:\n%s", tail(l, 3000))
+			return nil, fmt.Errorf("the relay did not start within %s:\n%s", within, tail(l, 3000))
 		}
 	}
 }

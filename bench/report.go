@@ -319,6 +319,12 @@ func (r *report) targets(o *options) [][3]string {
 	if c, ok := r.get("relay_cpu_ms_per_1k_msgs"); ok {
 		check("relay CPU <= 25 ms per 1,000 messages (4 lanes)", c <= 25, num(c)+" ms")
 	}
+	if pct, ok := r.get("tenants_drain_spread_vs_one_pct"); ok {
+		check(fmt.Sprintf("drain over %d tables >= 90%% of one table", o.tenants), pct >= 90, num(pct)+"%")
+	}
+	if v, shown, ok := stmts("tenants_idle_primary_stmts_per_interval", "tenants_idle_primary_wire_stmts_per_interval"); ok {
+		check(fmt.Sprintf("0 primary statements when idle at %d tables", o.tenants), v == 0, shown+"/interval")
+	}
 	if s, ok := r.get("bench_wall_seconds"); ok {
 		check("make bench under 15 minutes", s < 15*60, time.Duration(s*float64(time.Second)).Round(time.Second).String())
 	}

@@ -50,8 +50,13 @@ type env struct {
 	// relaySection, when set, is the relay: section of the relay's config
 	// (the lanes step's lanes and ordering).
 	relaySection string
-	procs        []proc    // local processes of the stack, for CPU use
-	stack        stackInfo // what the run runs on, for the report's header
+	// tableOverride, when set, is the relay's tables: entry instead of
+	// -relay-table in the run's database (the tenants step's pattern);
+	// startWithin, when set, how long a relay may take to start (30 s).
+	tableOverride string
+	startWithin   time.Duration
+	procs         []proc    // local processes of the stack, for CPU use
+	stack         stackInfo // what the run runs on, for the report's header
 }
 
 // openDB opens a DSN with the bench's options: client-side interpolation, so

@@ -36,7 +36,7 @@ func (a *App) Metrics() *metrics.Metrics {
 		if a.Log != nil {
 			log = a.Log.Named("metrics")
 		}
-		m := metrics.NewWith(metrics.Config{Name: a.Cfg.Name, MaxLabelValues: a.Cfg.Metrics.MaxLabelValues}, log)
+		m := metrics.NewWith(metrics.Config{Name: a.Cfg.Name, MaxLabelValues: a.Cfg.Metrics.MaxLabelValues, MaxTableSeries: a.Cfg.Metrics.MaxTableSeries}, log)
 		b := a.Build.Resolved()
 		m.SetBuildInfo(b.Version, b.Commit)
 		m.WatchConn(metrics.TargetRedis, metrics.ConnFunc(a.ops.redisUp.Load))

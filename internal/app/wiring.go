@@ -91,7 +91,7 @@ func (w *wiring) router() (*router.Router, error) {
 // per table and header: a producer that writes a bad value writes it on
 // every row, and one line says what to fix. The row itself is published.
 func (w *wiring) headerOmitted(t *outbox.Table, messageID, header string, err error) {
-	w.metrics().HeaderOmitted(t.FullName(), header)
+	w.metrics().HeaderOmitted(t, header)
 	if _, seen := w.headerWarned.LoadOrStore(t.FullName()+"\x00"+header, true); seen {
 		return
 	}

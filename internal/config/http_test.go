@@ -178,6 +178,14 @@ tables:
 	if err == nil || !strings.Contains(err.Error(), "metrics.max_label_values") {
 		t.Errorf("max_label_values: -1 gave %v, want an error naming metrics.max_label_values", err)
 	}
+	cfg, err = Parse([]byte(base+"metrics: {max_table_series: 250}\n"), none)
+	if err != nil || cfg.Metrics.MaxTableSeries != 250 {
+		t.Errorf("max_table_series: 250 parsed as %v, %v", cfg.Metrics.MaxTableSeries, err)
+	}
+	_, err = Parse([]byte(base+"metrics: {max_table_series: -5}\n"), none)
+	if err == nil || !strings.Contains(err.Error(), "metrics.max_table_series") {
+		t.Errorf("max_table_series: -5 gave %v, want an error naming metrics.max_table_series", err)
+	}
 }
 
 // The console's keys: a token needs the console, is long enough and comes

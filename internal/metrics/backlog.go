@@ -52,6 +52,7 @@ func (b *Backlog) queriesFor(tables []*outbox.Table, had []*tableQueries) []*tab
 		if q := byName[t.FullName()]; q != nil {
 			out = append(out, q)
 		} else if q, ok := BacklogQueries(t); ok {
+			q.label, q.aggregate = b.Metrics.tables.label(t)
 			out = append(out, &q)
 		}
 	}
@@ -83,7 +84,7 @@ func (b *Backlog) Run(ctx context.Context) error {
 			case ctx.Err() != nil:
 				return nil
 			case err != nil:
-				b.Metrics.outboxErrors.WithLabelValues(q.table).Inc()
+				b.Metrics.outboxErrors.WithLabelValues(q.label).Inc()
 				if !failing[q.table] {
 					b.Log.Warn("outbox backlog query on the replica failed; backlog gauges are stale until it succeeds",
 						zap.String("table", q.table), zap.Error(err))
@@ -106,7 +107,12 @@ func (b *Backlog) Run(ctx context.Context) error {
 
 // tableQueries are the statements for one table; empty ones are skipped.
 type tableQueries struct {
-	table    string
+	table string
+	// label is the table label its gauges go under: table, or its entry's
+	// pattern when aggregate (metrics.max_table_series, tables.go).
+	label     string
+	aggregate bool
+
 	statuses map[string]string // raw value as read back -> label
 	counts   string
 	oldest   string
@@ -126,7 +132,7 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if c.Status == "" {
 		return q, false
 	}
-	q = tableQueries{table: t.FullName(), statuses: map[string]string{}}
+	q = tableQueries{table: t.FullName(), label: t.FullName(), statuses: map[string]string{}}
 	var watched []string
 	for _, st := range []struct{ value, label string }{{s.Pending, StatusPending}, {s.Sending, StatusSending}, {s.Failed, StatusFailed}} {
 		if st.value != "" {
@@ -175,8 +181,9 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("counting rows by status: %w", err)
 	}
+	g := b.Metrics.backlogGauges(q)
 	for label, n := range counts {
-		b.Metrics.outboxRows.WithLabelValues(q.table, label).Set(n)
+		g.rows(label, n)
 	}
 
 	if q.oldest != "" {
@@ -184,7 +191,7 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&age); err != nil {
 			return fmt.Errorf("reading the oldest PENDING row: %w", err)
 		}
-		b.Metrics.oldestPending.WithLabelValues(q.table).Set(age.Float64)
+		g.oldest(age.Float64)
 	}
 
 	if q.retries != "" && time.Since(q.lastRetries) >= b.RatioInterval {
@@ -196,9 +203,9 @@ func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
 		if all > 0 {
 			ratio = float64(retried) / float64(all)
 		}
-		b.Metrics.retryRatio.WithLabelValues(q.table).Set(ratio)
+		g.ratio(ratio)
 		q.lastRetries = time.Now()
 	}
-	b.Metrics.outboxLastQuery.WithLabelValues(q.table).Set(float64(time.Now().UnixNano()) / 1e9)
+	g.queried(float64(time.Now().UnixNano()) / 1e9)
 	return nil
 }

@@ -75,6 +75,11 @@ type Metrics struct {
 	// from row data (table names come from the config, reasons and statuses
 	// are fixed sets).
 	exchange *labelLimit
+	// tables bounds the table label for tables matched by pattern entries
+	// (tables.go); backlog aggregates the backlog gauges of the tables
+	// counted under their entry.
+	tables  *tableLabels
+	backlog *backlogAggregate
 
 	// Per-row counters by (table, exchange label), so the settle stage does
 	// not build label strings for every row. Keyed by the bounded label
@@ -92,6 +97,10 @@ type Config struct {
 	// (exchange) takes; later values are counted under "other". 0 means
 	// DefaultMaxLabelValues.
 	MaxLabelValues int
+	// MaxTableSeries is how many tables matched by pattern entries keep
+	// per-table series; later ones are counted under their entry's pattern
+	// (tables.go). 0 means DefaultMaxTableSeries.
+	MaxTableSeries int
 }
 
 type rowKey struct {
@@ -110,6 +119,9 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	if cfg.MaxLabelValues <= 0 {
 		cfg.MaxLabelValues = DefaultMaxLabelValues
 	}
+	if cfg.MaxTableSeries <= 0 {
+		cfg.MaxTableSeries = DefaultMaxTableSeries
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var own prometheus.Registerer = reg
@@ -117,7 +129,8 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 		own = prometheus.WrapRegistererWith(prometheus.Labels{"name": cfg.Name}, reg)
 	}
 	f := func(c prometheus.Collector) { own.MustRegister(c) }
-	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log), recent: newRecent()}
+	m := &Metrics{reg: reg, exchange: newLabelLimit("exchange", cfg.MaxLabelValues, log), recent: newRecent(),
+		tables: newTableLabels(cfg.MaxTableSeries, log), backlog: newBacklogAggregate()}
 	m.published = counterVec(f, "messages_published_total", "Outbox rows confirmed by the broker and routed to at least one queue.", "table", "exchange")
 	m.failed = counterVec(f, "messages_failed_total", "Outbox rows that failed (sent to the retry path or FAILED), by reason: route, returned, nacked, too_large, no_exchange, refused, field_too_long, other.", "table", "exchange", "reason")
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
@@ -207,11 +220,14 @@ func (m *Metrics) Names() []string {
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
+// tableName is the table label value for t: its name, or its entry's
+// pattern once metrics.max_table_series matched tables have series of
+// their own (tables.go).
 func (m *Metrics) tableName(t *outbox.Table) string {
 	if n, ok := m.names.Load(t); ok {
 		return n.(string)
 	}
-	n := t.FullName()
+	n, _ := m.tables.label(t)
 	m.names.Store(t, n)
 	return n
 }
@@ -302,20 +318,20 @@ func (m *Metrics) Checkpointed(cp checkpoint.Checkpoint) {
 	m.live.setCheckpoint(cp)
 }
 
-// SweeperClaims counts rows the sweeper claimed on the primary for a table
-// (schema.table). The sweeper calls it once per claim statement.
-func (m *Metrics) SweeperClaims(table string, n int) {
+// SweeperClaims counts rows the sweeper claimed on the primary for a table.
+// The sweeper calls it once per claim statement.
+func (m *Metrics) SweeperClaims(t *outbox.Table, n int) {
 	if n > 0 {
-		m.claims.WithLabelValues(table).Add(float64(n))
+		m.claims.WithLabelValues(m.tableName(t)).Add(float64(n))
 	}
 }
 
 // SweeperAlreadySent counts rows the sweeper published that someone else
 // (the binlog path, mostly) marked before it could: duplicates, counted
 // with the binlog path's in binlog_relay_published_already_sent_total.
-func (m *Metrics) SweeperAlreadySent(table string, n int) {
+func (m *Metrics) SweeperAlreadySent(t *outbox.Table, n int) {
 	if n > 0 {
-		m.already.WithLabelValues(table).Add(float64(n))
+		m.already.WithLabelValues(m.tableName(t)).Add(float64(n))
 	}
 }
 
@@ -328,8 +344,8 @@ func (m *Metrics) SetBuildInfo(version, commit string) {
 
 // HeaderOmitted counts a row published without a header its table maps
 // (trace context, CloudEvents) because the row's value did not fit it.
-func (m *Metrics) HeaderOmitted(table, header string) {
-	m.headersOmitted.WithLabelValues(table, header).Inc()
+func (m *Metrics) HeaderOmitted(t *outbox.Table, header string) {
+	m.headersOmitted.WithLabelValues(m.tableName(t), header).Inc()
 }
 
 // TablesMatched sets how many tables a pattern entry matches, and how

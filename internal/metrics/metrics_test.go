@@ -42,8 +42,8 @@ func TestMetricsObserverCountsRows(t *testing.T) {
 	m.Failed(tb, "orders", publisher.ErrNacked)
 	m.Failed(tb, "", errors.New("route: no exchange"))
 	m.Marked(tb, 6)
-	m.SweeperClaims("shop.producer_message", 4)
-	m.SweeperClaims("shop.producer_message", 0)
+	m.SweeperClaims(tb, 4)
+	m.SweeperClaims(tb, 0)
 	m.Checkpointed(checkpoint.Checkpoint{Flavor: "mariadb", GTIDSet: "0-1-9", File: "binlog.000007", Pos: 1234, SavedAt: time.Now()})
 
 	for _, c := range []struct {
@@ -191,7 +191,7 @@ func TestMetricsNameLabelAndBuildInfo(t *testing.T) {
 	m.SetBuildInfo("v1.2.3", "0123abc")
 	m.WatchLeader(func() bool { return true })
 	m.Published(seedTable(t), "orders", time.Millisecond, time.Second)
-	m.HeaderOmitted("shop.producer_message", "traceparent")
+	m.HeaderOmitted(seedTable(t), "traceparent")
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -128,7 +128,7 @@ func (s *Sweeper) sweepLocked(ctx context.Context, p *plan) (batchResult, error)
 
 func (s *Sweeper) claimedRows(p *plan, n int) {
 	if s.observer != nil {
-		s.observer.SweeperClaims(p.T.FullName(), n)
+		s.observer.SweeperClaims(p.T, n)
 	}
 }
 
@@ -260,7 +260,7 @@ func (s *Sweeper) finishClaim(ctx context.Context, ex rowstatus.Execer, p *plan,
 			s.log.Warn("claimed rows changed before they were marked sent: published twice", zap.String("table", t.FullName()),
 				zap.Int("rows", len(ids)), zap.Int64("marked", n))
 			if s.observer != nil {
-				s.observer.SweeperAlreadySent(t.FullName(), len(ids)-int(n))
+				s.observer.SweeperAlreadySent(t, len(ids)-int(n))
 			}
 		}
 		nSent += int(n)

@@ -51,8 +51,12 @@ type countingObserver struct {
 	claims, alreadySent int
 }
 
-func (o *countingObserver) SweeperClaims(_ string, n int) { o.mu.Lock(); o.claims += n; o.mu.Unlock() }
-func (o *countingObserver) SweeperAlreadySent(_ string, n int) {
+func (o *countingObserver) SweeperClaims(_ *outbox.Table, n int) {
+	o.mu.Lock()
+	o.claims += n
+	o.mu.Unlock()
+}
+func (o *countingObserver) SweeperAlreadySent(_ *outbox.Table, n int) {
 	o.mu.Lock()
 	o.alreadySent += n
 	o.mu.Unlock()

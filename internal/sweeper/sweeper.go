@@ -46,8 +46,8 @@ type Publisher interface {
 // published turned out to be marked by someone else first (duplicates);
 // internal/metrics implements it.
 type Observer interface {
-	SweeperClaims(table string, n int)
-	SweeperAlreadySent(table string, n int)
+	SweeperClaims(t *outbox.Table, n int)
+	SweeperAlreadySent(t *outbox.Table, n int)
 }
 
 // drainTimeout bounds how long a stopping sweeper waits for the batch in

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// tenantsStep is issue 38's figures for one relay over many outbox tables
+// (docs/operating.md, "Many tables: what an interval costs"): -tenants
+// schemas, each with the seed table, matched by one pattern entry. It
+// measures the relay's start-up (process start to streaming and connected
+// to the broker) and RSS then; the statements it sends the replica and the
+// primary per sweep interval when idle; the drain of -tenants-rows rows
+// spread over every table against the same rows in one table; and the p99
+// commit-to-delivery latency of a quiet tenant writing -tenants-quiet-rate
+// rows/s, alone and while a noisy tenant commits one -tenants-noisy-tx-row
+// transaction. The schemas are dropped at the end.
+func tenantsStep(ctx context.Context, e *env, rep *report) error {
+	tn := &tenants{e: e, prefix: e.dbName + "_t"}
+	defer tn.drop()
+	if err := tn.create(ctx); err != nil {
+		return err
+	}
+	savedTable, savedStart, savedRelay := e.tableOverride, e.startWithin, e.relaySection
+	e.tableOverride = fmt.Sprintf(`{preset: producer-message, schema: "%s*", name: producer_message}`, tn.prefix)
+	e.startWithin, e.relaySection = 10*time.Minute, ""
+	defer func() { e.tableOverride, e.startWithin, e.relaySection = savedTable, savedStart, savedRelay }()
+	rep.add("tenants_tables", float64(e.o.tenants), "tables")
+
+	name := fmt.Sprintf("bench-tenants-%d-%04d", time.Now().UnixNano()%1e9, rand.IntN(10000))
+	if err := tn.startupAndIdle(ctx, rep, name); err != nil {
+		return err
+	}
+	spread, err := tn.drain(ctx, name, true)
+	if err != nil {
+		return fmt.Errorf("drain over %d tables: %w", e.o.tenants, err)
+	}
+	one, err := tn.drain(ctx, name, false)
+	if err != nil {
+		return fmt.Errorf("drain into one table: %w", err)
+	}
+	progress("tenants: drain of %d rows: %.0f msg/s over %d tables, %.0f msg/s into one", e.o.tenantsRows, spread, e.o.tenants, one)
+	rep.add("tenants_drain_spread_msgs_per_s", spread, "msg/s")
+	rep.add("tenants_drain_one_table_msgs_per_s", one, "msg/s")
+	if one > 0 {
+		rep.add("tenants_drain_spread_vs_one_pct", 100*spread/one, "%")
+	}
+	return tn.noisyNeighbour(ctx, rep, name)
+}
+
+type tenants struct {
+	e      *env
+	prefix string // schema names: prefix + 4 digits
+}
+
+func (tn *tenants) schema(i int) string { return fmt.Sprintf("%s%04d", tn.prefix, i) }
+
+func (tn *tenants) table(i int) string { return tn.schema(i) + ".producer_message" }
+
+// create makes the schemas, each with a copy of the seed table
+// (schema/producer_message.sql, in the run's database), over the pool's
+// four connections, and waits until the replica has them.
+func (tn *tenants) create(ctx context.Context) error {
+	e, n := tn.e, tn.e.o.tenants
+	start := time.Now()
+	err := tn.each(ctx, n, func(i int) error {
+		if _, err := e.primary.ExecContext(ctx, "CREATE DATABASE "+tn.schema(i)); err != nil {
+			return fmt.Errorf("creating schema %s: %w", tn.schema(i), err)
+		}
+		_, err := e.primary.ExecContext(ctx, "CREATE TABLE "+tn.table(i)+" LIKE "+e.dbName+".producer_message")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := quiesceBrief(ctx, e); err != nil {
+		return err
+	}
+	progress("tenants: %d schemas created and replicated in %s", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// each runs f for 0..n-1 on four goroutines (the primary pool's size).
+func (tn *tenants) each(ctx context.Context, n int, f func(i int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	next := make(chan int)
+	for range 4 {
+		g.Go(func() error {
+			for i := range next {
+				if err := f(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// drop removes every schema the step made (not with -keep).
+func (tn *tenants) drop() {
+	if tn.e.o.keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := tn.each(ctx, tn.e.o.tenants, func(i int) error {
+		_, err := tn.e.primary.ExecContext(ctx, "DROP DATABASE IF EXISTS "+tn.schema(i))
+		return err
+	})
+	if err != nil {
+		progress("tenants: dropping the schemas: %v", err)
+		return
+	}
+	progress("tenants: %d schemas dropped in %s", tn.e.o.tenants, time.Since(start).Round(time.Millisecond))
+}
+
+// startupAndIdle starts a relay named name (sweeper on, as deployed), times
+// its start-up, reads its RSS, then counts the statements the replica and
+// the primary serve over -tenants-idle-intervals sweep intervals with
+// nothing to do, and stops it (its checkpoint is where the drains start).
+func (tn *tenants) startupAndIdle(ctx context.Context, rep *report, name string) error {
+	e := tn.e
+	if err := quiesceBrief(ctx, e); err != nil {
+		return err
+	}
+	p, err := e.startRelay(ctx, name, false)
+	if err != nil {
+		return err
+	}
+	defer p.kill()
+	startup := time.Since(p.started)
+	rss := p.peakRSS()
+	progress("tenants: relay over %d tables started in %s, RSS %.1f MB", e.o.tenants, startup.Round(time.Millisecond), mb(rss))
+	rep.add("tenants_startup_seconds", startup.Seconds(), "s")
+	rep.add("tenants_rss_startup_mb", mb(rss), "MB")
+
+	// One interval first, so the start's own reads are not counted.
+	interval := e.o.tenantsSweep
+	if err := sleep(ctx, interval); err != nil {
+		return err
+	}
+	r0, err := replicaCounters(ctx, e.replica)
+	if err != nil {
+		return err
+	}
+	p0, err := e.sampleLoad(ctx)
+	if err != nil {
+		return err
+	}
+	n := e.o.tenantsIdleIntervals
+	if err := sleep(ctx, time.Duration(n)*interval); err != nil {
+		return err
+	}
+	r1, err := replicaCounters(ctx, e.replica)
+	if err != nil {
+		return err
+	}
+	p1, err := e.sampleLoad(ctx)
+	if err != nil {
+		return err
+	}
+	// The later SHOW GLOBAL STATUS counts itself in Questions.
+	rq, rs := float64(r1.questions-r0.questions-1), float64(r1.selects-r0.selects)
+	pl := loadBetween(p0, p1)
+	per := func(v int64) float64 { return float64(v) / float64(n) }
+	progress("tenants: idle, per %s sweep interval: replica %.1f statements (%.1f SELECT), primary %.1f (proxy %.1f)",
+		interval, rq/float64(n), rs/float64(n), per(pl.stmts.questions), per(pl.wire.questions))
+	rep.add("tenants_idle_replica_stmts_per_interval", rq/float64(n), "stmts")
+	rep.add("tenants_idle_replica_selects_per_interval", rs/float64(n), "stmts")
+	rep.add("tenants_idle_primary_stmts_per_interval", per(pl.stmts.questions), "stmts")
+	rep.add("tenants_idle_primary_wire_stmts_per_interval", per(pl.wire.questions), "stmts")
+	return p.stop()
+}
+
+// replicaCounters reads Questions and Com_select on the replica.
+func replicaCounters(ctx context.Context, db *sql.DB) (counters, error) {
+	var c counters
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions','Com_select')")
+	if err != nil {
+		return c, fmt.Errorf("reading the replica's counters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return c, err
+		}
+		switch strings.ToLower(name) {
+		case "questions":
+			c.questions = v
+		case "com_select":
+			c.selects = v
+		}
+	}
+	return c, rows.Err()
+}
+
+// drain commits -tenants-rows PENDING rows while the relay named name is
+// stopped, spread evenly over every table (round robin) or all into the
+// first, in the same transactions either way, then
+// starts it from its checkpoint (binlog path alone, as the other drains)
+// and times start to last delivery. The relay's SIGTERM drain marks what
+// it sent; the rows are checked SENT after it.
+func (tn *tenants) drain(ctx context.Context, name string, spread bool) (float64, error) {
+	e, n := tn.e, tn.e.o.tenantsRows
+	prefix := e.nextPrefix("tn")
+	tables := 1
+	if spread {
+		tables = e.o.tenants
+	}
+	// The same transactions either way (one INSERT of n/-tenants rows
+	// each, at most 1,000), so the two drains differ only in the tables.
+	per := min(max(n/e.o.tenants, 1), 1000)
+	for i, written := 0, 0; written < n; i++ {
+		k := min(per, n-written)
+		spec := rowSpec{table: tn.table(i % tables), exchange: e.topo.exchange, size: e.o.payload}
+		if err := insertRowsInto(ctx, e.primary, spec, fmt.Sprintf("%s%d-", prefix, i), k, k, "PENDING"); err != nil {
+			return 0, err
+		}
+		written += k
+	}
+	if err := quiesceBrief(ctx, e); err != nil {
+		return 0, err
+	}
+	s := e.consumer.expect(prefix, n, false)
+	start := time.Now()
+	p, err := e.startRelay(ctx, name, true)
+	if err != nil {
+		return 0, err
+	}
+	defer p.kill()
+	if err := s.wait(ctx, 10*time.Minute); err != nil {
+		return 0, err
+	}
+	_, last := s.span()
+	if err := p.stop(); err != nil {
+		return 0, err
+	}
+	if unsent, err := tn.unsent(ctx, tables); err != nil {
+		return 0, err
+	} else if unsent > 0 {
+		return 0, fmt.Errorf("%d rows not SENT after the relay stopped", unsent)
+	}
+	if _, dups := s.counts(); dups > 0 {
+		progress("  %d duplicates", dups)
+	}
+	return float64(n) / last.Sub(start).Seconds(), nil
+}
+
+// unsent counts the rows not SENT in the first n tables, 100 tables to a
+// statement.
+func (tn *tenants) unsent(ctx context.Context, n int) (int64, error) {
+	var total int64
+	for i := 0; i < n; i += 100 {
+		var parts []string
+		for j := i; j < min(i+100, n); j++ {
+			parts = append(parts, "(SELECT COUNT(*) FROM "+tn.table(j)+" WHERE status <> 'SENT')")
+		}
+		var c int64
+		if err := tn.e.primary.QueryRowContext(ctx, "SELECT "+strings.Join(parts, " + ")).Scan(&c); err != nil {
+			return 0, fmt.Errorf("counting rows not SENT: %w", err)
+		}
+		total += c
+	}
+	return total, nil
+}
+
+// noisyNeighbour runs a relay (sweeper on) and measures the quiet tenant
+// (table 1) at -tenants-quiet-rate rows/s for -tenants-quiet-duration:
+// once alone, once while the noisy tenant (table 2) commits one
+// -tenants-noisy-tx-row transaction, begun a second into the run.
+func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string) error {
+	e := tn.e
+	if err := quiesceBrief(ctx, e); err != nil {
+		return err
+	}
+	p, err := e.startRelay(ctx, name, false)
+	if err != nil {
+		return err
+	}
+	defer p.kill()
+	rate := e.o.tenantsQuietRate
+	alone50, alone99, err := tn.quietRun(ctx, false)
+	if err != nil {
+		return fmt.Errorf("quiet tenant alone: %w", err)
+	}
+	noisy50, noisy99, err := tn.quietRun(ctx, true)
+	if err != nil {
+		return fmt.Errorf("quiet tenant beside a noisy one: %w", err)
+	}
+	progress("tenants: quiet tenant at %d rows/s: p50/p99 %s/%s alone, %s/%s beside a %d-row transaction", rate,
+		alone50.Round(100*time.Microsecond), alone99.Round(100*time.Microsecond), noisy50.Round(100*time.Microsecond), noisy99.Round(100*time.Microsecond), e.o.tenantsNoisyTx)
+	rep.add("tenants_quiet_p50_ms", ms(alone50), "ms")
+	rep.add("tenants_quiet_p99_ms", ms(alone99), "ms")
+	rep.add("tenants_quiet_noisy_p50_ms", ms(noisy50), "ms")
+	rep.add("tenants_quiet_noisy_p99_ms", ms(noisy99), "ms")
+	rep.add("tenants_noisy_tx_rows", float64(e.o.tenantsNoisyTx), "rows")
+	return p.stop()
+}
+
+// quietRun commits the quiet tenant's rows at -tenants-quiet-rate, a
+// second's worth at a time, for -tenants-quiet-duration and, with noisy,
+// until the noisy tenant's transaction (begun a second in) is all SENT, so
+// the quiet rows cover the whole time the relay spends on it; then waits
+// for every quiet row and returns their commit-to-delivery percentiles.
+func (tn *tenants) quietRun(ctx context.Context, noisy bool) (p50, p99 time.Duration, err error) {
+	e := tn.e
+	rate, d := e.o.tenantsQuietRate, e.o.tenantsQuietDuration
+	prefix := e.nextPrefix("tq")
+	s := e.consumer.expect(prefix, -1, true)
+	noiseDone := make(chan error, 1)
+	if noisy {
+		go func() {
+			if err := sleep(ctx, time.Second); err != nil {
+				noiseDone <- err
+				return
+			}
+			start := time.Now()
+			err := tn.bigTx(ctx, tn.table(2), e.nextPrefix("tz"), e.o.tenantsNoisyTx)
+			progress("  the noisy tenant's %d-row transaction took %s to write and commit", e.o.tenantsNoisyTx, time.Since(start).Round(time.Millisecond))
+			noiseDone <- err
+		}()
+	}
+	committed, quiet := false, !noisy
+	start := time.Now()
+	produced := 0
+	for chunk := 0; ; chunk++ {
+		if _, err := produceInto(ctx, e, tn.table(1), fmt.Sprintf("%s%d-", prefix, chunk), rate, rate); err != nil {
+			return 0, 0, err
+		}
+		produced += rate
+		if noisy && !committed {
+			select {
+			case err := <-noiseDone:
+				if err != nil {
+					return 0, 0, fmt.Errorf("noisy tenant: %w", err)
+				}
+				committed = true
+			default:
+			}
+		}
+		if committed && !quiet {
+			n, err := tn.unsentIn(ctx, tn.table(2))
+			if err != nil {
+				return 0, 0, err
+			}
+			quiet = n == 0
+			if quiet {
+				progress("  the noisy tenant's rows were all SENT %s into the run", time.Since(start).Round(time.Millisecond))
+			}
+		}
+		if quiet && time.Since(start) >= d {
+			break
+		}
+		if time.Since(start) > 15*time.Minute {
+			return 0, 0, fmt.Errorf("the noisy tenant's rows not all SENT after 15 minutes")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if n, _ := s.counts(); n >= produced {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, _ := s.counts()
+			return 0, 0, fmt.Errorf("%d of the quiet tenant's %d rows delivered after 5 minutes", n, produced)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return 0, 0, err
+		}
+	}
+	p50, p99, _, _ = s.percentiles()
+	return p50, p99, nil
+}
+
+// unsentIn counts the rows of table not SENT.
+func (tn *tenants) unsentIn(ctx context.Context, table string) (int64, error) {
+	var n int64
+	err := tn.e.primary.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE status <> 'SENT'").Scan(&n)
+	return n, err
+}
+
+// bigTx commits n PENDING rows into table in one transaction.
+func (tn *tenants) bigTx(ctx context.Context, table, prefix string, n int) error {
+	e := tn.e
+	tx, err := e.primary.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	e.ownStmts.note("START TRANSACTION")
+	spec := rowSpec{table: table, exchange: e.topo.exchange, size: e.o.payload}
+	if err := insertRowsInto(ctx, countedTx{tx, &e.ownStmts}, spec, prefix, n, 1000, "PENDING"); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	e.ownStmts.note("COMMIT")
+	return tx.Commit()
+}
