@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -76,25 +77,31 @@ func (b *Backlog) Run(ctx context.Context) error {
 		if b.Current != nil {
 			queries = b.queriesFor(b.Current(), queries)
 		}
-		for _, q := range queries {
-			qctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
-			err := b.poll(qctx, q)
+		timeout := max(interval, 10*time.Second)
+		for i := 0; i < len(queries); i += BacklogBatch {
+			chunk := queries[i:min(i+BacklogBatch, len(queries))]
+			qctx, cancel := context.WithTimeout(ctx, timeout)
+			err := b.pollBatch(qctx, chunk)
 			cancel()
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return nil
-			case err != nil:
-				b.Metrics.outboxErrors.WithLabelValues(q.label).Inc()
-				if !failing[q.table] {
-					b.Log.Warn("outbox backlog query on the replica failed; backlog gauges are stale until it succeeds",
-						zap.String("table", q.table), zap.Error(err))
+			}
+			if err == nil {
+				for _, q := range chunk {
+					b.outcome(q, nil, failing)
 				}
-				failing[q.table] = true
-			default:
-				if failing[q.table] {
-					b.Log.Info("outbox backlog query on the replica works again", zap.String("table", q.table))
+				continue
+			}
+			// Asked again table by table, so one table's error (one just
+			// dropped) stays its own.
+			for _, q := range chunk {
+				qctx, cancel := context.WithTimeout(ctx, timeout)
+				err := b.poll(qctx, q)
+				cancel()
+				if ctx.Err() != nil {
+					return nil
 				}
-				failing[q.table] = false
+				b.outcome(q, err, failing)
 			}
 		}
 		select {
@@ -107,6 +114,7 @@ func (b *Backlog) Run(ctx context.Context) error {
 
 // tableQueries are the statements for one table; empty ones are skipped.
 type tableQueries struct {
+	t     *outbox.Table
 	table string
 	// label is the table label its gauges go under: table, or its entry's
 	// pattern when aggregate (metrics.max_table_series, tables.go).
@@ -118,6 +126,11 @@ type tableQueries struct {
 	oldest   string
 	retries  string
 	retryArg []any
+	// watched are the statuses counted, ratioStatuses those of the retry
+	// ratio, pending the status whose oldest row is aged (the batched
+	// statements, pollBatch).
+	watched, ratioStatuses []string
+	pending                string
 	// lastRetries is when retries last ran (see RatioInterval).
 	lastRetries time.Time
 }
@@ -132,7 +145,7 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if c.Status == "" {
 		return q, false
 	}
-	q = tableQueries{table: t.FullName(), label: t.FullName(), statuses: map[string]string{}}
+	q = tableQueries{t: t, table: t.FullName(), label: t.FullName(), statuses: map[string]string{}}
 	var watched []string
 	for _, st := range []struct{ value, label string }{{s.Pending, StatusPending}, {s.Sending, StatusSending}, {s.Failed, StatusFailed}} {
 		if st.value != "" {
@@ -143,9 +156,9 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if len(watched) == 0 {
 		return q, false
 	}
-	q.counts = outboxsql.CountByStatusSQL(t, watched)
+	q.counts, q.watched = outboxsql.CountByStatusSQL(t, watched), watched
 	if s.Pending != "" && c.CreatedAt != "" {
-		q.oldest = outboxsql.OldestAgeSQL(t, []string{s.Pending})
+		q.oldest, q.pending = outboxsql.OldestAgeSQL(t, []string{s.Pending}), s.Pending
 	}
 	if c.RetryCount != "" && c.UpdatedAt != "" {
 		all := watched
@@ -153,8 +166,139 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 			all = append(append([]string(nil), watched...), s.Sent)
 		}
 		q.retries, q.retryArg = outboxsql.RetryRatioSQL(t, all)
+		q.ratioStatuses = all
 	}
 	return q, true
+}
+
+// BacklogBatch is how many tables' backlog one statement reads (UNION ALL):
+// at 1,000 outbox tables, 10 statements an interval, not 2,000.
+const BacklogBatch = 100
+
+// outcome counts a table's failed poll and logs each change of its state
+// once.
+func (b *Backlog) outcome(q *tableQueries, err error, failing map[string]bool) {
+	if err != nil {
+		b.Metrics.outboxErrors.WithLabelValues(q.label).Inc()
+		if !failing[q.table] {
+			b.Log.Warn("outbox backlog query on the replica failed; backlog gauges are stale until it succeeds",
+				zap.String("table", q.table), zap.Error(err))
+		}
+		failing[q.table] = true
+		return
+	}
+	if failing[q.table] {
+		b.Log.Info("outbox backlog query on the replica works again", zap.String("table", q.table))
+	}
+	failing[q.table] = false
+}
+
+// pollBatch reads the backlog of up to BacklogBatch tables in one
+// statement (counts by status with the oldest row's age per status), and
+// the retry ratio of those due in one more, then sets their gauges. An
+// error sets none.
+func (b *Backlog) pollBatch(ctx context.Context, chunk []*tableQueries) error {
+	parts := make([]string, len(chunk))
+	counts := make([]map[string]float64, len(chunk))
+	oldest := make([]float64, len(chunk))
+	for i, q := range chunk {
+		parts[i] = outboxsql.BacklogSQL(q.t, q.watched, i)
+		counts[i] = map[string]float64{}
+		for _, label := range q.statuses {
+			counts[i][label] = 0
+		}
+	}
+	rows, err := b.DB.QueryContext(ctx, strings.Join(parts, " UNION ALL "))
+	if err != nil {
+		return fmt.Errorf("counting rows by status: %w", err)
+	}
+	for rows.Next() {
+		var (
+			i   int
+			raw string
+			n   int64
+			age sql.NullFloat64
+		)
+		if err := rows.Scan(&i, &raw, &n, &age); err != nil {
+			rows.Close()
+			return fmt.Errorf("counting rows by status: %w", err)
+		}
+		if i < 0 || i >= len(chunk) {
+			rows.Close()
+			return fmt.Errorf("counting rows by status: a row for table %d of %d", i, len(chunk))
+		}
+		q := chunk[i]
+		if label, ok := q.statuses[raw]; ok {
+			counts[i][label] += float64(n)
+		}
+		if q.pending != "" && raw == q.pending && age.Valid {
+			oldest[i] = age.Float64
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting rows by status: %w", err)
+	}
+	ratios, err := b.ratios(ctx, chunk)
+	if err != nil {
+		return err
+	}
+	now := float64(time.Now().UnixNano()) / 1e9
+	for i, q := range chunk {
+		g := b.Metrics.backlogGauges(q)
+		for label, n := range counts[i] {
+			g.rows(label, n)
+		}
+		if q.oldest != "" {
+			g.oldest(oldest[i])
+		}
+		if r, ok := ratios[i]; ok {
+			g.ratio(r)
+			q.lastRetries = time.Now()
+		}
+		g.queried(now)
+	}
+	return nil
+}
+
+// ratios reads the retry ratio of the tables of chunk that are due
+// (RatioInterval), in one statement, by their index in chunk.
+func (b *Backlog) ratios(ctx context.Context, chunk []*tableQueries) (map[int]float64, error) {
+	var (
+		parts []string
+		args  []any
+	)
+	out := map[int]float64{}
+	for i, q := range chunk {
+		if q.retries == "" || time.Since(q.lastRetries) < b.RatioInterval {
+			continue
+		}
+		part, arg := outboxsql.RetryRatioTaggedSQL(q.t, q.ratioStatuses, i)
+		parts, args = append(parts, part), append(args, arg...)
+		out[i] = 0
+	}
+	if len(parts) == 0 {
+		return out, nil
+	}
+	rows, err := b.DB.QueryContext(ctx, strings.Join(parts, " UNION ALL "), args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the retry ratio: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		var all, retried int64
+		if err := rows.Scan(&i, &all, &retried); err != nil {
+			return nil, fmt.Errorf("reading the retry ratio: %w", err)
+		}
+		if _, ok := out[i]; ok && all > 0 {
+			out[i] = float64(retried) / float64(all)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the retry ratio: %w", err)
+	}
+	return out, nil
 }
 
 func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {

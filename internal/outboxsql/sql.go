@@ -86,17 +86,20 @@ func CountByStatusSQL(t *outbox.Table, only []string) string {
 // time zone matters, and an epoch column is read in its unit
 // (created_at_epoch), not guessed.
 func OldestAgeSQL(t *outbox.Table, statuses []string) string {
+	return fmt.Sprintf("SELECT GREATEST(%s, 0) FROM %s WHERE %s", oldestAge(t), QuotedName(t), StatusIn(t, statuses))
+}
+
+// oldestAge is the age in seconds of the oldest row of a group, by its
+// created column.
+func oldestAge(t *outbox.Table) string {
 	c := q(t.Columns.CreatedAt)
-	var age string
 	switch t.CreatedAtEpoch {
 	case "ms":
-		age = fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s) / 1000", c)
+		return fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s) / 1000", c)
 	case "s":
-		age = fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s)", c)
-	default:
-		age = fmt.Sprintf("TIMESTAMPDIFF(MICROSECOND, MIN(%s), NOW(6)) / 1e6", c)
+		return fmt.Sprintf("UNIX_TIMESTAMP(NOW(3)) - MIN(%s)", c)
 	}
-	return fmt.Sprintf("SELECT GREATEST(%s, 0) FROM %s WHERE %s", age, QuotedName(t), StatusIn(t, statuses))
+	return fmt.Sprintf("TIMESTAMPDIFF(MICROSECOND, MIN(%s), NOW(6)) / 1e6", c)
 }
 
 // RetryRatioSQL reads how many rows were updated within RetryRatioWindow and
@@ -104,10 +107,35 @@ func OldestAgeSQL(t *outbox.Table, statuses []string) string {
 // given, limits it to rows in them, so it is a range on (status,
 // updated_at); the table needs a retry_count column.
 func RetryRatioSQL(t *outbox.Table, statuses []string) (string, []any) {
+	return retryRatio(t, statuses, "")
+}
+
+// RetryRatioTaggedSQL is RetryRatioSQL with tag selected first, so the
+// statements of several tables join with UNION ALL into one (the backlog
+// gauges of many tables).
+func RetryRatioTaggedSQL(t *outbox.Table, statuses []string, tag int) (string, []any) {
+	return retryRatio(t, statuses, fmt.Sprintf("%d, ", tag))
+}
+
+func retryRatio(t *outbox.Table, statuses []string, first string) (string, []any) {
 	recent, arg := updatedWithin(t, RetryRatioWindow)
 	if len(statuses) > 0 {
 		recent = StatusIn(t, statuses) + " AND " + recent
 	}
-	return fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s",
-		q(t.Columns.RetryCount), RetriedFrom, QuotedName(t), recent), []any{arg}
+	return fmt.Sprintf("SELECT %sCOUNT(*), COALESCE(SUM(%s >= %d), 0) FROM %s WHERE %s",
+		first, q(t.Columns.RetryCount), RetriedFrom, QuotedName(t), recent), []any{arg}
+}
+
+// BacklogSQL reads one table's backlog in one statement, tag selected
+// first so the statements of several tables join with UNION ALL: for each
+// status in only, (tag, the status as text, rows, seconds since the oldest
+// row's creation by the server's clock, NULL without a created column).
+// The same ranges on the status index as CountByStatusSQL and OldestAgeSQL.
+func BacklogSQL(t *outbox.Table, only []string, tag int) string {
+	status, age := q(t.Columns.Status), "NULL"
+	if t.Columns.CreatedAt != "" {
+		age = "GREATEST(" + oldestAge(t) + ", 0)"
+	}
+	return fmt.Sprintf("SELECT %d, CONVERT(%s USING utf8mb4), COUNT(*), %s FROM %s WHERE %s GROUP BY %s",
+		tag, status, age, QuotedName(t), StatusIn(t, only), status)
 }
