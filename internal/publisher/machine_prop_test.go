@@ -15,14 +15,19 @@ package publisher
 // lease lost, ctx cancelled). After every result
 // and every step the invariants a user of the relay relies on are checked;
 // a failing schedule is shrunk by rapid, and each one found is kept below
-// as a named regression test.
+// as a named regression test. TestPropertyBatchConnGuard, at the end, does
+// the same for the write buffer under a real connection (batchconn.go),
+// which the fake broker does not go through.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -791,4 +796,174 @@ func TestPropertyRegressionRefusalFoundByPublishStalls(t *testing.T) {
 	runMachineRegression(t, pmSchedule{mode: pmRelaxed, window: 2, nodes: 1, dlx: dlxNone, hold: 10 * time.Millisecond, redial: 10 * time.Millisecond,
 		jobs: []pmJob{{ex: exGood}, {ex: exGood}, {ex: exGood}, {ex: exGood}},
 		plan: []pmOutcome{{kind: closeConn, code: 320}, {kind: ack}, {kind: ack, delay: 100 * time.Millisecond}, {kind: closeChannel, code: 406}}})
+}
+
+// The write buffer under the connection (batchconn.go), which the fake
+// broker does not go through: generated writes, a peer that reads in
+// generated pieces with pauses, the guard failing and Close at generated
+// points. Checked: the peer gets a prefix of what was written, unchanged
+// and in order; after the guard fails at most the chunk being written
+// goes out, and Write then fails; everything written arrives when neither
+// happens; Close releases everything (the bubble ends with no goroutine
+// left).
+type bcSchedule struct {
+	writes []int // sizes
+	reads  []bcRead
+	lostAt int // the guard fails after this many writes (-1: never)
+	// closeAt: Close after this many writes (-1: at the end)
+	closeAt int
+}
+
+type bcRead struct {
+	n     int
+	pause time.Duration
+}
+
+func drawBatchConnSchedule(t *rapid.T) bcSchedule {
+	s := bcSchedule{lostAt: -1, closeAt: -1}
+	for range rapid.IntRange(1, 24).Draw(t, "writes") {
+		s.writes = append(s.writes, rapid.IntRange(1, 3*writeChunk).Draw(t, "size"))
+	}
+	for range rapid.IntRange(1, 8).Draw(t, "reads") {
+		s.reads = append(s.reads, bcRead{n: rapid.IntRange(256, 2*writeChunk).Draw(t, "read"),
+			pause: time.Duration(rapid.IntRange(0, 5).Draw(t, "pause")) * 10 * time.Millisecond})
+	}
+	if rapid.Bool().Draw(t, "lose") {
+		s.lostAt = rapid.IntRange(0, len(s.writes)).Draw(t, "lostAt")
+	}
+	if rapid.IntRange(0, 3).Draw(t, "close") == 0 {
+		s.closeAt = rapid.IntRange(0, len(s.writes)).Draw(t, "closeAt")
+	}
+	return s
+}
+
+func runBatchConnSchedule(t *testing.T, s bcSchedule) error {
+	var verr error
+	synctest.Test(t, func(t *testing.T) { verr = runBatchConnBubble(s) })
+	return verr
+}
+
+func runBatchConnBubble(s bcSchedule) error {
+	client, server := net.Pipe()
+	var lost atomic.Bool
+	b := newBatchConn(client, func() error {
+		if lost.Load() {
+			return errLeaseLost
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	var got []byte
+	readerDone := make(chan struct{})
+	go func() { // the peer: reads in the drawn pieces, the last one again and again
+		defer close(readerDone)
+		for i := 0; ; i++ {
+			r := s.reads[min(i, len(s.reads)-1)]
+			time.Sleep(r.pause)
+			buf := make([]byte, r.n)
+			n, err := server.Read(buf)
+			mu.Lock()
+			got = append(got, buf[:n]...)
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { // nothing left running in the bubble
+		_ = b.Close()
+		_ = server.Close()
+		<-readerDone
+	}()
+	received := func() []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	var written []byte
+	atLost, closed, failed := -1, false, false
+	next := byte(0)
+	for i := 0; i <= len(s.writes); i++ {
+		if i == s.lostAt {
+			synctest.Wait() // the flusher is blocked or idle, not between guard and write
+			atLost = len(received())
+			lost.Store(true)
+		}
+		if i == s.closeAt {
+			_ = b.Close()
+			closed = true
+		}
+		if i == len(s.writes) || failed {
+			continue
+		}
+		p := make([]byte, s.writes[i])
+		for j := range p {
+			p[j], next = next, next+1 // a counter: a byte lost, repeated or moved shows
+		}
+		_, err := b.Write(p)
+		switch {
+		case err == nil:
+			written = append(written, p...)
+		case closed && errors.Is(err, net.ErrClosed), atLost >= 0 && errors.Is(err, errLeaseLost):
+			failed = true
+		default:
+			return fmt.Errorf("write %d (%d bytes): %v", i+1, len(p), err)
+		}
+	}
+	if atLost < 0 && !closed {
+		for range 1000 { // the peer reads at most every 50 ms
+			if len(received()) >= len(written) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := len(received()); n != len(written) {
+			return fmt.Errorf("%d bytes of %d written reached the peer; nothing failed", n, len(written))
+		}
+	}
+	if atLost >= 0 {
+		// The chunk in progress goes out (at 256 bytes every 50 ms at
+		// worst), then the flusher meets the guard and closes the socket.
+		// A Write is only appended: the one that makes the flusher meet
+		// the guard may return nil, the next one fails.
+		time.Sleep(10 * time.Second)
+		for range 2 {
+			if _, err := b.Write([]byte{next}); err == nil {
+				written = append(written, next)
+			} else if !closed && !errors.Is(err, errLeaseLost) {
+				return fmt.Errorf("a Write after the guard failed returned %v; want the guard's error", err)
+			}
+			next++
+			time.Sleep(10 * time.Second)
+		}
+		if _, err := b.Write([]byte{next}); !closed && !errors.Is(err, errLeaseLost) {
+			return fmt.Errorf("a Write after the guard failed returned %v; want the guard's error", err)
+		}
+	}
+	_ = b.Close()
+	<-readerDone // it reads what the flusher wrote, then EOF
+	r := received()
+	if !bytes.Equal(r, written[:min(len(r), len(written))]) || len(r) > len(written) {
+		return fmt.Errorf("the peer got %d bytes that are not a prefix of the %d written", len(r), len(written))
+	}
+	if atLost >= 0 && len(r)-atLost > writeChunk {
+		return fmt.Errorf("%d bytes reached the peer after the guard failed; want at most the chunk in progress (%d)", len(r)-atLost, writeChunk)
+	}
+	return nil
+}
+
+// TestPropertyBatchConnGuard runs generated write buffer schedules: 200
+// with -short, 1,000 without.
+func TestPropertyBatchConnGuard(t *testing.T) {
+	for range 10 {
+		if t.Failed() {
+			return
+		}
+		rapid.Check(t, func(rt *rapid.T) {
+			s := drawBatchConnSchedule(rt)
+			if err := runBatchConnSchedule(t, s); err != nil {
+				rt.Fatalf("%v\nschedule: %+v", err, s)
+			}
+		})
+	}
 }
