@@ -173,7 +173,7 @@ func drawMachineSchedule(t *rapid.T) pmSchedule {
 		hold:   time.Duration(rapid.IntRange(1, 30).Draw(t, "hold")) * 10 * time.Millisecond,
 		redial: time.Duration(rapid.IntRange(1, 30).Draw(t, "redial")) * 10 * time.Millisecond,
 	}
-	for range rapid.IntRange(0, 16).Draw(t, "jobs") {
+	for range rapid.IntRange(0, 30).Draw(t, "jobs") {
 		j := pmJob{marker: rapid.IntRange(0, 7).Draw(t, "marker") == 0}
 		if !j.marker {
 			j.ex = rapid.SampledFrom([]pmEx{exGood, exGood, exGood, exGood2, exGood2, exMissing, exUnbound, exDenied}).Draw(t, "exchange")
@@ -185,7 +185,7 @@ func drawMachineSchedule(t *rapid.T) pmSchedule {
 		}
 		s.jobs = append(s.jobs, j)
 	}
-	for range rapid.IntRange(0, 20).Draw(t, "plan") {
+	for range rapid.IntRange(0, 30).Draw(t, "plan") {
 		var o pmOutcome
 		switch rapid.IntRange(0, 9).Draw(t, "outcome") {
 		case 0, 1, 2:
@@ -206,6 +206,11 @@ func drawMachineSchedule(t *rapid.T) pmSchedule {
 		case 9:
 			o.kind = closeConn
 			o.code = rapid.SampledFrom([]int{0, 320, 501}).Draw(t, "connection-code")
+		}
+		if o.delay == 0 && o.kind != closeChannel && o.kind != closeConn && rapid.Bool().Draw(t, "latency") {
+			// The answer takes a round trip: what the broker does
+			// meanwhile (a close behind it) is there when the machine wakes.
+			o.delay = time.Duration(rapid.IntRange(1, 5).Draw(t, "latency-ms")) * time.Millisecond
 		}
 		s.plan = append(s.plan, o)
 	}
