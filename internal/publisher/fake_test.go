@@ -33,10 +33,21 @@ type fakeBroker struct {
 	routed    []fakePub // publishes the broker routed to a queue, in order
 	maxUnconf int       // the most confirmations outstanding on a channel
 	chans     []*fakeChannel
+	// acked holds the acks handed to the client, by channel and tag: a
+	// message the broker routed is confirmed only once its ack is out.
+	acked map[fakeTag]bool
+}
+
+// fakeTag names one publish: the channel (numbered from 1 across the
+// broker) and its delivery tag there.
+type fakeTag struct {
+	ch  int
+	seq uint64
 }
 
 type fakePub struct {
 	conn     int // 1-based dial number
+	ch       int // 1-based channel number, across connections
 	seq      uint64
 	exchange string
 	key      string
@@ -66,7 +77,8 @@ type outcome struct {
 }
 
 func newFakeBroker() *fakeBroker {
-	return &fakeBroker{frameMax: 131072, exchanges: map[string]bool{"amq.rabbitmq.trace": true}, unbound: map[string]bool{}}
+	return &fakeBroker{frameMax: 131072, exchanges: map[string]bool{"amq.rabbitmq.trace": true}, unbound: map[string]bool{},
+		acked: map[fakeTag]bool{}}
 }
 
 func (b *fakeBroker) dial(ctx context.Context, url string) (amqpConn, error) {
@@ -172,6 +184,7 @@ func (c *fakeConn) Channel() (amqpChannel, error) {
 	c.chans = append(c.chans, ch)
 	c.b.mu.Lock()
 	c.b.chans = append(c.b.chans, ch)
+	ch.id = len(c.b.chans)
 	c.b.mu.Unlock()
 	go ch.deliver()
 	return ch, nil
@@ -223,6 +236,7 @@ type event struct {
 type fakeChannel struct {
 	b    *fakeBroker
 	conn *fakeConn
+	id   int // 1-based, across the broker
 
 	mu         sync.Mutex
 	closed     bool
@@ -284,11 +298,20 @@ func (c *fakeChannel) apply(ev event) {
 		c.mu.Lock()
 		c.unconf--
 		c.mu.Unlock()
+		tag := fakeTag{c.id, ev.conf.DeliveryTag}
 		c.notifyM.RLock()
 		for _, l := range c.confirms {
+			if ev.conf.Ack { // before the send: the client may act on it at once
+				c.b.mu.Lock()
+				c.b.acked[tag] = true
+				c.b.mu.Unlock()
+			}
 			select {
 			case l <- *ev.conf:
 			case <-time.After(5 * time.Second): // amqp091-go's notifyTimeout
+				c.b.mu.Lock()
+				delete(c.b.acked, tag) // dropped: the client never saw it
+				c.b.mu.Unlock()
 			}
 		}
 		c.notifyM.RUnlock()
@@ -362,7 +385,7 @@ func (c *fakeChannel) PublishWithContext(ctx context.Context, exchange, key stri
 	if c.discarding {
 		return nil
 	}
-	p := fakePub{conn: c.conn.n, seq: c.seq, exchange: exchange, key: key, msg: msg}
+	p := fakePub{conn: c.conn.n, ch: c.id, seq: c.seq, exchange: exchange, key: key, msg: msg}
 	c.b.mu.Lock()
 	p.attempt = 1
 	for _, q := range c.b.published {

@@ -121,7 +121,9 @@ func (m *machine[T]) run() error {
 // step does the work that needs no event: connect, publish, settle. A head
 // put back for the dead-letter exchange or a retry is published at once;
 // a second round cannot put it back again without a broker event (it is
-// in flight, or held until its timer).
+// in flight, or held until its timer). So is the channel a publish found
+// closed over a refusal (close.go keeps the connection and leaves the
+// reopen to step): no event would come to reopen it.
 func (m *machine[T]) step() error {
 	for {
 		if m.sess == nil && m.link.redialC == nil {
@@ -133,8 +135,17 @@ func (m *machine[T]) step() error {
 			}
 		}
 		m.requeued = false
-		if err := m.handOverHead(); err != nil || !m.requeued {
+		if err := m.handOverHead(); err != nil {
 			return err
+		}
+		if m.requeued {
+			continue
+		}
+		if m.sess != nil || m.link.redialC != nil {
+			return nil
+		}
+		if err := m.ctx.Err(); err != nil {
+			return err // connect gave up: the dial was cancelled
 		}
 	}
 }
