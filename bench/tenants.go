@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/binlog-relay/binlog-relay/internal/relay"
 )
 
 // tenantsStep is issue 38's figures for one relay over many outbox tables
@@ -288,7 +290,9 @@ func (tn *tenants) unsent(ctx context.Context, n int) (int64, error) {
 // noisyNeighbour runs a relay (sweeper on) and measures the quiet tenant
 // (table 1) at -tenants-quiet-rate rows/s for -tenants-quiet-duration:
 // once alone, once while the noisy tenant (table 2) commits one
-// -tenants-noisy-tx-row transaction, begun a second into the run.
+// -tenants-noisy-tx-row transaction, begun a second into the run; then
+// again beside the noisy one with relay.lanes 4 keyed by {schema}, the
+// noisy tenant one whose lane is not the quiet one's.
 func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string) error {
 	e := tn.e
 	if err := quiesceBrief(ctx, e); err != nil {
@@ -300,11 +304,11 @@ func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string)
 	}
 	defer p.kill()
 	rate := e.o.tenantsQuietRate
-	alone50, alone99, err := tn.quietRun(ctx, false)
+	alone50, alone99, err := tn.quietRun(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("quiet tenant alone: %w", err)
 	}
-	noisy50, noisy99, err := tn.quietRun(ctx, true)
+	noisy50, noisy99, err := tn.quietRun(ctx, 2)
 	if err != nil {
 		return fmt.Errorf("quiet tenant beside a noisy one: %w", err)
 	}
@@ -315,7 +319,48 @@ func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string)
 	rep.add("tenants_quiet_noisy_p50_ms", ms(noisy50), "ms")
 	rep.add("tenants_quiet_noisy_p99_ms", ms(noisy99), "ms")
 	rep.add("tenants_noisy_tx_rows", float64(e.o.tenantsNoisyTx), "rows")
-	return p.stop()
+	if err := p.stop(); err != nil {
+		return err
+	}
+
+	const lanes = 4
+	noisy := tn.otherLane(1, lanes)
+	if noisy < 0 {
+		return nil // fewer than two tables on different lanes
+	}
+	savedTable, savedRelay := e.tableOverride, e.relaySection
+	e.tableOverride = strings.TrimSuffix(e.tableOverride, "}") + `, route: {partition_key: "{schema}"}}`
+	e.relaySection = fmt.Sprintf("lanes: %d", lanes)
+	defer func() { e.tableOverride, e.relaySection = savedTable, savedRelay }()
+	if err := quiesceBrief(ctx, e); err != nil {
+		return err
+	}
+	pl, err := e.startRelay(ctx, name+"-lanes", false)
+	if err != nil {
+		return err
+	}
+	defer pl.kill()
+	lanes50, lanes99, err := tn.quietRun(ctx, noisy)
+	if err != nil {
+		return fmt.Errorf("quiet tenant beside a noisy one, %d lanes: %w", lanes, err)
+	}
+	progress("tenants: quiet tenant at %d rows/s with %d lanes keyed by schema, the noisy one on another lane: p50/p99 %s/%s", rate, lanes,
+		lanes50.Round(100*time.Microsecond), lanes99.Round(100*time.Microsecond))
+	rep.add("tenants_quiet_noisy_lanes4_p50_ms", ms(lanes50), "ms")
+	rep.add("tenants_quiet_noisy_lanes4_p99_ms", ms(lanes99), "ms")
+	return pl.stop()
+}
+
+// otherLane returns a table whose schema's lane (relay.KeyHash, among
+// lanes) is not table quiet's, -1 when there is none.
+func (tn *tenants) otherLane(quiet, lanes int) int {
+	lane := func(i int) uint64 { return relay.KeyHash(tn.schema(i)) % uint64(lanes) }
+	for i := 2; i < tn.e.o.tenants; i++ {
+		if i != quiet && lane(i) != lane(quiet) {
+			return i
+		}
+	}
+	return -1
 }
 
 // quietRun commits the quiet tenant's rows at -tenants-quiet-rate, a
@@ -323,7 +368,8 @@ func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string)
 // until the noisy tenant's transaction (begun a second in) is all SENT, so
 // the quiet rows cover the whole time the relay spends on it; then waits
 // for every quiet row and returns their commit-to-delivery percentiles.
-func (tn *tenants) quietRun(ctx context.Context, noisy bool) (p50, p99 time.Duration, err error) {
+func (tn *tenants) quietRun(ctx context.Context, noisyTable int) (p50, p99 time.Duration, err error) {
+	noisy := noisyTable > 0
 	e := tn.e
 	rate, d := e.o.tenantsQuietRate, e.o.tenantsQuietDuration
 	prefix := e.nextPrefix("tq")
@@ -336,7 +382,7 @@ func (tn *tenants) quietRun(ctx context.Context, noisy bool) (p50, p99 time.Dura
 				return
 			}
 			start := time.Now()
-			err := tn.bigTx(ctx, tn.table(2), e.nextPrefix("tz"), e.o.tenantsNoisyTx)
+			err := tn.bigTx(ctx, tn.table(noisyTable), e.nextPrefix("tz"), e.o.tenantsNoisyTx)
 			progress("  the noisy tenant's %d-row transaction took %s to write and commit", e.o.tenantsNoisyTx, time.Since(start).Round(time.Millisecond))
 			noiseDone <- err
 		}()
@@ -360,7 +406,7 @@ func (tn *tenants) quietRun(ctx context.Context, noisy bool) (p50, p99 time.Dura
 			}
 		}
 		if committed && !quiet {
-			n, err := tn.unsentIn(ctx, tn.table(2))
+			n, err := tn.unsentIn(ctx, tn.table(noisyTable))
 			if err != nil {
 				return 0, 0, err
 			}
