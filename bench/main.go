@@ -61,6 +61,7 @@ type options struct {
 	// The tenants step (tenants.go).
 	tenants              int
 	tenantsRows          int
+	tenantsTxRows        int
 	tenantsNoisyTx       int
 	tenantsQuietRate     int
 	tenantsQuietDuration time.Duration
@@ -134,6 +135,7 @@ func (o *options) define(fs *flag.FlagSet) listFlags {
 	fs.IntVar(&o.lanesKeys, "lanes-keys", 10000, "partition keys the lanes step's rows are spread over")
 	fs.IntVar(&o.tenants, "tenants", 1000, "schemas in the tenants step, each with the seed table, matched by one pattern entry")
 	fs.IntVar(&o.tenantsRows, "tenants-rows", 100000, "PENDING rows in each drain of the tenants step: spread over every tenant table, then all in one")
+	fs.IntVar(&o.tenantsTxRows, "tenants-tx-rows", 1, "rows per transaction in the tenants step's drains, round robin over the tables (1: a batch of marks names as many tables as rows)")
 	fs.IntVar(&o.tenantsNoisyTx, "tenants-noisy-tx", 200000, "rows in the noisy tenant's one transaction (tenants step)")
 	fs.IntVar(&o.tenantsQuietRate, "tenants-quiet-rate", 50, "rows/s of the quiet tenant whose latency the tenants step measures")
 	fs.DurationVar(&o.tenantsQuietDuration, "tenants-quiet-duration", 30*time.Second, "shortest run of the quiet tenant (beside the noisy one it runs until the noisy rows are all SENT)")

@@ -230,16 +230,19 @@ func (tn *tenants) drain(ctx context.Context, name string, spread bool) (float64
 	if spread {
 		tables = e.o.tenants
 	}
-	// The same transactions either way (one INSERT of n/-tenants rows
-	// each, at most 1,000), so the two drains differ only in the tables.
-	per := min(max(n/e.o.tenants, 1), 1000)
-	for i, written := 0, 0; written < n; i++ {
-		k := min(per, n-written)
+	// The same transactions either way (one INSERT of -tenants-tx-rows
+	// rows each, round robin over the tables, on four connections), so the
+	// two drains differ only in the tables: with one row a transaction, a
+	// batch of 1,000 marks names 1,000 tables.
+	per := max(e.o.tenantsTxRows, 1)
+	txs := (n + per - 1) / per
+	err := tn.each(ctx, txs, func(i int) error {
+		k := min(per, n-i*per)
 		spec := rowSpec{table: tn.table(i % tables), exchange: e.topo.exchange, size: e.o.payload}
-		if err := insertRowsInto(ctx, e.primary, spec, fmt.Sprintf("%s%d-", prefix, i), k, k, "PENDING"); err != nil {
-			return 0, err
-		}
-		written += k
+		return insertRowsInto(ctx, e.primary, spec, fmt.Sprintf("%s%d-", prefix, i), k, k, "PENDING")
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := quiesceBrief(ctx, e); err != nil {
 		return 0, err
