@@ -66,3 +66,24 @@ func TestCatchUpWaitsForTheReplicaToApplyTheMarks(t *testing.T) {
 		t.Fatalf("Sent after CatchUp: %v, %v; want row 7 (m-7)", sent, err)
 	}
 }
+
+// A relay whose source is the primary itself has nothing to wait for:
+// CatchUp returns at once on both flavours (MariaDB's MASTER_GTID_WAIT
+// would wait on gtid_slave_pos, which the primary's own writes never move).
+func TestCatchUpOnThePrimaryItselfReturnsAtOnce(t *testing.T) {
+	testenv.Integration(t)
+	db := testenv.NewDB(t, "schema/producer_message.sql")
+	db.Exec(t, "INSERT INTO producer_message (id, message_id, exchange, content) VALUES (1, 'm-1', 'ex', '{}')")
+	flavor := binlog.FlavorMariaDB
+	if testenv.Current.MySQL {
+		flavor = binlog.FlavorMySQL
+	}
+	r := rowstatus.SentReader{DB: db.Primary, Primary: db.Primary, Flavor: flavor}
+	start := time.Now()
+	if err := r.CatchUp(context.Background(), 2*time.Second); err != nil {
+		t.Fatalf("CatchUp on the primary itself: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("CatchUp on the primary itself took %s; want at once", took)
+	}
+}

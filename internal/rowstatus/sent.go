@@ -37,12 +37,21 @@ func (s SentReader) CatchUp(ctx context.Context, within time.Duration) error {
 	if s.Flavor == binlog.FlavorMySQL {
 		posVar, wait = "@@GLOBAL.gtid_executed", "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)"
 	}
-	var pos string
-	if err := s.Primary.QueryRowContext(ctx, "SELECT "+posVar).Scan(&pos); err != nil {
+	var (
+		pos              string
+		primaryID, ownID int64
+	)
+	if err := s.Primary.QueryRowContext(ctx, "SELECT "+posVar+", @@server_id").Scan(&pos, &primaryID); err != nil {
 		return fmt.Errorf("reading the primary's position: %w", err)
 	}
+	// A relay that reads the primary itself has nothing to wait for (and
+	// MariaDB's MASTER_GTID_WAIT would wait for gtid_slave_pos there, which
+	// the primary's own writes do not move).
+	if err := s.DB.QueryRowContext(ctx, "SELECT @@server_id").Scan(&ownID); err != nil {
+		return fmt.Errorf("reading the replica's server id: %w", err)
+	}
 	pos = strings.ReplaceAll(pos, "\n", "")
-	if pos == "" {
+	if pos == "" || ownID == primaryID {
 		return nil
 	}
 	var res sql.NullInt64
