@@ -331,6 +331,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 // published again (replaycheck.go).
 func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket], seq uint64) error {
 	chk := r.newReplayCheck()
+	chk.catchUp(ctx)
 	defer func() { r.raiseSeqFloor(seq) }()
 	for ev := range events {
 		evs := []binlog.Event{ev}

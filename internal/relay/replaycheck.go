@@ -118,9 +118,6 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 		byTable[t] = append(byTable[t], ev.Row)
 		last = ev.Row
 	}
-	if len(order) > 0 && c.reads == 0 {
-		c.catchUp(ctx)
-	}
 	for _, t := range order {
 		rows := byTable[t]
 		ids := make([]any, len(rows))
@@ -168,12 +165,13 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	}
 }
 
-// catchUp waits, once per Run, for the replica to apply what the primary
-// has logged (the last marks of the run before among it), when the lookup
-// can tell.
+// catchUp waits, once at the start of a Run (before its first read, and
+// before any row: the primary is asked its position then, never in steady
+// state), for the replica to apply what the primary has logged, the last
+// marks of the run before among it, when the lookup can tell.
 func (c *replayCheck) catchUp(ctx context.Context) {
 	cu, ok := c.lookup.(ReplicaCatchUp)
-	if !ok {
+	if !c.active || !ok {
 		return
 	}
 	start := time.Now()
