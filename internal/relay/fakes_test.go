@@ -266,32 +266,6 @@ func (m *fakeMarker) MarkSent(_ context.Context, _ *outbox.Table, marks rowstatu
 	return int64(len(ids)), nil
 }
 
-// MarkSentTogether takes every table's marks, as one transaction would.
-func (m *fakeMarker) MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	return markEach(ctx, m.MarkSent, groups)
-}
-
-// markEach is MarkSentTogether over a fake's MarkSent, table by table: a
-// missing table is reported in its result, any other error ends the group
-// (the fakes here fail only before writing anything, so nothing of it
-// stays).
-func markEach(ctx context.Context, mark func(context.Context, *outbox.Table, rowstatus.Marks) (int64, error),
-	groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	out := make([]rowstatus.Marked, len(groups))
-	for i, g := range groups {
-		n, err := mark(ctx, g.Table, g.Marks)
-		if rowstatus.TableMissing(err) {
-			out[i].Missing = err
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[i].Rows = n
-	}
-	return out, nil
-}
-
 func (m *fakeMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ rowstatus.Attempt, rows rowstatus.Marks) (rowstatus.Outcome, int64, error) {
 	ids := rows.IDs
 	for _, id := range ids {

@@ -74,10 +74,6 @@ func (m *propMarker) MarkSent(_ context.Context, _ *outbox.Table, marks rowstatu
 	return int64(len(marks.IDs)), nil
 }
 
-func (m *propMarker) MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	return markEach(ctx, m.MarkSent, groups)
-}
-
 func (m *propMarker) MarkRetryMany(_ context.Context, _ *outbox.Table, _ rowstatus.Attempt, rows rowstatus.Marks) (rowstatus.Outcome, int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -1,10 +1,8 @@
 package relay
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -56,8 +54,10 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 // write writes one batch: its marks, failures and rename, then the
 // position.
 func (w *recorder) write(ctx context.Context, b batch) error {
-	if err := w.markAll(ctx, b.marks); err != nil {
-		return err
+	for t, m := range b.marks {
+		if err := w.markSent(ctx, t, *m); err != nil {
+			return err
+		}
 	}
 	for _, g := range b.fails {
 		if err := w.recordFailures(ctx, g); err != nil {
@@ -93,95 +93,36 @@ func (w *recorder) write(ctx context.Context, b batch) error {
 	return nil
 }
 
-// maxMarkStatements caps the tables one marks transaction names. A batch
-// holds at most relay.batch_size rows, so at the default (1,000) the cap
-// never splits one; a larger batch size over as many tables would otherwise
-// make one transaction of its size: row locks held until its last
-// statement, a binlog cache spilling to disk (and max_binlog_cache_size)
-// under full row images, the whole group written again on a retry, and
-// every replica applying it in one piece (the replay check reads a
-// replica). 1,000 statements already share one commit, the cost this
-// saves.
-const maxMarkStatements = 1000
-
-// markAll writes a batch's marks: one table's as one autocommit statement,
-// several tables' in one transaction per maxMarkStatements tables (in table
-// order, so two transactions lock tables in the same order), each retried
-// until the primary takes it.
-func (w *recorder) markAll(ctx context.Context, marks map[*outbox.Table]*rowstatus.Marks) error {
-	if len(marks) == 1 {
-		for t, m := range marks {
-			return w.markSent(ctx, t, *m)
-		}
-	}
-	groups := make([]rowstatus.TableMarks, 0, len(marks))
-	for t, m := range marks {
-		groups = append(groups, rowstatus.TableMarks{Table: t, Marks: *m})
-	}
-	slices.SortFunc(groups, func(a, b rowstatus.TableMarks) int {
-		return cmp.Or(cmp.Compare(a.Table.Schema, b.Table.Schema), cmp.Compare(a.Table.Name, b.Table.Name))
-	})
-	for len(groups) > 0 {
-		n := min(len(groups), maxMarkStatements)
-		if err := w.markTogether(ctx, groups[:n]); err != nil {
-			return err
-		}
-		groups = groups[n:]
-	}
-	return nil
-}
-
 // markSent moves one table's confirmed rows to SENT, retried until the
 // primary takes it.
 func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) error {
+	ids := m.IDs
 	return retry(ctx, w.r.log, "marking rows sent", func() error {
 		n, err := w.r.marker.MarkSent(ctx, t, m)
-		if err != nil && !rowstatus.TableMissing(err) {
+		if rowstatus.TableMissing(err) {
+			// Renamed away with nothing in its place yet ("ALTER TABLE t
+			// RENAME TO t_old" not yet read), or dropped: no row here to
+			// mark. Kept with the recent marks, which a rename later in
+			// the stream writes again where the rows went (rename.go).
+			w.r.log.Warn("marks not written: the outbox table does not exist; if it was renamed, they are written where its rows went when the stream reaches the rename",
+				zap.String("table", t.FullName()), zap.Int("rows", len(ids)))
+			w.recent.note(t, m)
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		w.marked(t, m, rowstatus.Marked{Rows: n, Missing: err})
+		w.r.Stats.Marked.Add(n)
+		w.r.cfg.Observer.Marked(t, n)
+		w.recent.note(t, m)
+		if dup := int64(len(ids)) - n; dup > 0 {
+			// Only publishable rows move: the others were SENT already,
+			// so this publish was a duplicate.
+			w.r.Stats.AlreadySent.Add(dup)
+			w.r.cfg.Observer.AlreadySent(t, dup)
+		}
 		return nil
 	})
-}
-
-// markTogether moves several tables' confirmed rows to SENT in one
-// transaction, retried as a whole until the primary takes it; each table is
-// counted once it committed.
-func (w *recorder) markTogether(ctx context.Context, groups []rowstatus.TableMarks) error {
-	var res []rowstatus.Marked
-	err := retry(ctx, w.r.log, "marking rows sent", func() (err error) {
-		res, err = w.r.marker.MarkSentTogether(ctx, groups)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	for i, g := range groups {
-		w.marked(g.Table, g.Marks, res[i])
-	}
-	return nil
-}
-
-// marked counts what the committed marks of one table did.
-func (w *recorder) marked(t *outbox.Table, m rowstatus.Marks, r rowstatus.Marked) {
-	w.recent.note(t, m)
-	if r.Missing != nil {
-		// Renamed away with nothing in its place yet ("ALTER TABLE t
-		// RENAME TO t_old" not yet read), or dropped: no row here to
-		// mark. Kept with the recent marks, which a rename later in
-		// the stream writes again where the rows went (rename.go).
-		w.r.log.Warn("marks not written: the outbox table does not exist; if it was renamed, they are written where its rows went when the stream reaches the rename",
-			zap.String("table", t.FullName()), zap.Int("rows", len(m.IDs)))
-		return
-	}
-	w.r.Stats.Marked.Add(r.Rows)
-	w.r.cfg.Observer.Marked(t, r.Rows)
-	if dup := int64(len(m.IDs)) - r.Rows; dup > 0 {
-		// Only publishable rows move: the others were SENT already,
-		// so this publish was a duplicate.
-		w.r.Stats.AlreadySent.Add(dup)
-		w.r.cfg.Observer.AlreadySent(t, dup)
-	}
 }
 
 // save stores the position. While the store is unreachable the pipeline

@@ -78,10 +78,6 @@ func (p *renamePrimary) MarkSent(_ context.Context, t *outbox.Table, m rowstatus
 	return p.set(t, m, "SENT")
 }
 
-func (p *renamePrimary) MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	return markEach(ctx, p.MarkSent, groups)
-}
-
 func (p *renamePrimary) MarkRetryMany(_ context.Context, t *outbox.Table, _ rowstatus.Attempt, m rowstatus.Marks) (rowstatus.Outcome, int64, error) {
 	n, err := p.set(t, m, "RETRY")
 	return rowstatus.Retrying, n, err

@@ -45,10 +45,6 @@ func (m tablesMarker) MarkSent(_ context.Context, t *outbox.Table, marks rowstat
 	return m.set(t, marks, "SENT")
 }
 
-func (m tablesMarker) MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	return markEach(ctx, m.MarkSent, groups)
-}
-
 func (m tablesMarker) MarkRetryMany(_ context.Context, t *outbox.Table, _ rowstatus.Attempt, rows rowstatus.Marks) (rowstatus.Outcome, int64, error) {
 	n, err := m.set(t, rows, "RETRY")
 	return rowstatus.Retrying, n, err

@@ -26,10 +26,6 @@ type Reader interface {
 // or back to the retry path (rowstatus.Writer).
 type Marker interface {
 	MarkSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) (int64, error)
-	// MarkSentTogether writes several tables' marks in one transaction: a
-	// missing table is reported in its result, any other error leaves
-	// every table unmarked.
-	MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error)
 	MarkRetryMany(ctx context.Context, t *outbox.Table, a rowstatus.Attempt, m rowstatus.Marks) (rowstatus.Outcome, int64, error)
 }
 

@@ -30,15 +30,6 @@ func (m *gatedMarker) MarkSent(ctx context.Context, t *outbox.Table, marks rowst
 	return m.fakeMarker.MarkSent(ctx, t, marks)
 }
 
-func (m *gatedMarker) MarkSentTogether(ctx context.Context, groups []rowstatus.TableMarks) ([]rowstatus.Marked, error) {
-	select {
-	case <-m.gate:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return m.fakeMarker.MarkSentTogether(ctx, groups)
-}
-
 // While the primary does not take the marks, no more than relay.max_unmarked
 // rows are taken as confirmed and left unmarked (what a SIGKILL would
 // publish again); once it does, every row is marked and the checkpoint

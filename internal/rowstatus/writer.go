@@ -39,29 +39,20 @@ func NewWriter(db *sql.DB, b Retry) *Writer {
 // publishable status move, so a row a sweeper or operator changed meanwhile
 // is left alone. Tables without a status column need no write.
 func (w *Writer) MarkSent(ctx context.Context, t *outbox.Table, m Marks) (int64, error) {
-	q, args, ok := markSentSQL(t, m)
-	if !ok {
+	ids := m.IDs
+	if t.Columns.Status == "" || len(ids) == 0 {
 		return 0, nil
+	}
+	q, args := outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids
+	if m.Guarded(t) {
+		q, args = outboxsql.MarkSentGuardedSQL(t, len(ids), t.Statuses.Publishable), append(append([]any(nil), ids...), m.MessageIDs...)
 	}
 	res, err := w.execMark(ctx, q, args...)
 	if err != nil {
-		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(m.IDs), t.FullName(), err)
+		return 0, fmt.Errorf("marking %d rows of %s sent: %w", len(ids), t.FullName(), err)
 	}
 	n, _ := res.RowsAffected()
 	return n, nil
-}
-
-// markSentSQL is the statement that marks m SENT in t; false when there is
-// nothing to write.
-func markSentSQL(t *outbox.Table, m Marks) (string, []any, bool) {
-	ids := m.IDs
-	if t.Columns.Status == "" || len(ids) == 0 {
-		return "", nil, false
-	}
-	if m.Guarded(t) {
-		return outboxsql.MarkSentGuardedSQL(t, len(ids), t.Statuses.Publishable), append(append([]any(nil), ids...), m.MessageIDs...), true
-	}
-	return outboxsql.MarkSentSQL(t, len(ids), t.Statuses.Publishable, false), ids, true
 }
 
 // Marks are published rows to mark SENT: their ids and, beside them, their
