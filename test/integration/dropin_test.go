@@ -319,7 +319,10 @@ func TestInterleavedTablesTwoDatabases(t *testing.T) {
 			}
 			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
-				t.Fatalf("insert: %v", err)
+				// Rolled back first: the deferred conn.Close waits for an
+				// open transaction, so a Fatal with one open hangs the test.
+				_ = tx.Rollback()
+				t.Fatalf("insert (transaction %d): %v", i, err)
 			}
 			if e.table == "lm" {
 				// local-message publishes the row id as the message id
