@@ -99,6 +99,8 @@ type renameWorld struct {
 	primary *renamePrimary
 	log     []binlogEntry
 	read    int // entries the reader has read
+	// insertedAt is each message's insert entry in log.
+	insertedAt map[string]int
 	// home is the table each message was inserted into.
 	home      map[string]*physTable
 	published map[string]bool // message -> its publish failed
@@ -122,7 +124,7 @@ func newRenameWorld(t *testing.T) *renameWorld {
 	p := &renamePrimary{names: map[string]*physTable{configured: {rows: map[int]*fakeRow{}}}}
 	r.marker = p
 	batches := make(chan batch, 64)
-	w := &renameWorld{t: t, tb: tb, primary: p, home: map[string]*physTable{}, published: map[string]bool{},
+	w := &renameWorld{t: t, tb: tb, primary: p, home: map[string]*physTable{}, insertedAt: map[string]int{}, published: map[string]bool{},
 		tracker: tablerename.New([]tablerename.Name{{Schema: "shop", Table: configured}}), batches: batches,
 		w: &recorder{r: r}}
 	w.c = &committer{r: r, stop: context.Background(), pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches}
@@ -135,9 +137,17 @@ func (w *renameWorld) name(prefix string) string {
 }
 
 // maxLag is how many renames the primary runs ahead of the reader at
-// most here: the relay follows a table's last 16 generations
-// (keptGenerations, internal/tablerename), and a reader further behind may
-// leave the marks of older ones unwritten (docs/lifecycle.md).
+// most here, and ahead of a published row not yet marked where it lives:
+// the relay follows a table's last 16 generations (keptGenerations,
+// internal/tablerename), and a reader further behind, or marks that land
+// only after more renames than that, may leave the marks of older ones
+// unwritten (docs/lifecycle.md). The second bound was found by the
+// property itself (-rapid.seed=12095415325107269731): a row's table
+// archived, then renamed on three times while the reader was a few
+// renames behind each time, so its marks chased it through 18
+// rotations and were let go ("m-1 is PENDING in archive_12_on_27_on_46,
+// where it was inserted; want SENT"; the sweeper, not the marks, then
+// settles such a row).
 const maxLag = 12
 
 // rename runs a statement on the primary and logs it; rt skips it while
@@ -160,13 +170,32 @@ func (w *renameWorld) rename(pairs ...[2]string) {
 
 // behind tells whether the reader has maxLag renames yet to read.
 func (w *renameWorld) behind() bool {
+	if renamesIn(w.log[w.read:]) >= maxLag {
+		return true
+	}
+	// A row published and not yet marked where it lives: its marks chase
+	// its table through the renames read since; past the generations the
+	// relay keeps, they are let go (docs/lifecycle.md).
+	for msg, at := range w.insertedAt {
+		if _, read := w.published[msg]; !read {
+			continue
+		}
+		if st := statusOf(w.home[msg], msg); st == "PENDING" && renamesIn(w.log[at:]) >= maxLag {
+			return true
+		}
+	}
+	return false
+}
+
+// renamesIn counts the renames among entries.
+func renamesIn(entries []binlogEntry) int {
 	n := 0
-	for _, e := range w.log[w.read:] {
+	for _, e := range entries {
 		if e.rename != nil {
 			n++
 		}
 	}
-	return n >= maxLag
+	return n
 }
 
 // drain has the recorder write every batch the committer handed over.
@@ -223,6 +252,7 @@ func (w *renameWorld) insert(n int, fails ...bool) {
 		msg := fmt.Sprintf("m-%d", w.msgs)
 		pt.rows[pt.nextID] = &fakeRow{msgID: msg, status: "PENDING"}
 		w.home[msg] = pt
+		w.insertedAt[msg] = len(w.log)
 		w.log = append(w.log, binlogEntry{id: pt.nextID, msgID: msg, fails: i < len(fails) && fails[i]})
 	}
 }
@@ -382,7 +412,11 @@ func renameProperty(t *testing.T) {
 				w.renameAway()
 			},
 			"second statement": func(rt *rapid.T) {
-				renames(rt)
+				// Only the reader's lag: the marks of a two-step
+				// operation's rows land at its second statement.
+				if renamesIn(w.log[w.read:]) >= maxLag {
+					rt.Skip("the reader is maxLag renames behind")
+				}
 				if w.pending == "" {
 					rt.Skip("no two-step operation open")
 				}
