@@ -94,6 +94,7 @@ func (a *App) statusWriter(ctx context.Context) *rowstatus.Writer {
 	a.marksOnce.Do(func() {
 		a.marks = rowstatus.NewWriter(a.Primary, a.stages.retry)
 		a.marks.Image = a.Cfg.Relay.MarkRowImage
+		a.marks.Sessions = a.stages.relay.MarkSessions
 	})
 	sw := a.marks
 	if err := sw.LoadErrorLimits(ctx, a.Cfg.Tables); err != nil {

@@ -38,7 +38,9 @@ func Open(cfg *config.Config, log *zap.Logger) (*App, error) {
 	if a.Primary, err = source.OpenDB(cfg.Primary, "primary"); err != nil {
 		return nil, err
 	}
-	a.Primary.SetMaxOpenConns(8)
+	// The sweeper, status reads and admin commands share 8; the marks'
+	// sessions (relay.mark_sessions) come on top.
+	a.Primary.SetMaxOpenConns(8 + st.relay.MarkSessions)
 	a.Primary.SetConnMaxIdleTime(5 * time.Minute)
 	if a.Redis, err = redisconn.New(cfg.Redis); err != nil {
 		return nil, err

@@ -92,6 +92,7 @@ func leaseConfig(cfg *config.Config) lease.Config {
 
 func relayConfig(cfg *config.Config) relay.Config {
 	c := relay.Config{BatchSize: cfg.Relay.BatchSize, FlushInterval: cfg.Relay.FlushInterval, MaxUnmarked: cfg.Relay.MaxUnmarked,
+		MarkSessions:       cfg.Relay.MarkSessions,
 		CheckpointInterval: cfg.Checkpoint.Interval, Buffer: cfg.Relay.Buffer, DrainTimeout: cfg.Relay.DrainTimeout,
 		StoreOutageWindow: cfg.Checkpoint.OutageWindow, MaxInflightBytes: cfg.Relay.MaxInflightBytes,
 		DeadLetterExchange: cfg.Broker.DeadLetterExchange}

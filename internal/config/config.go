@@ -201,6 +201,9 @@ type Relay struct {
 	// MaxUnmarked is the most rows confirmed by the broker and not yet
 	// marked SENT (the rows a crash publishes again); 0 means 4096.
 	MaxUnmarked int `yaml:"max_unmarked"`
+	// MarkSessions is the most outbox tables of one batch whose SENT
+	// marks run at once, each on a connection of its own; 0 means 4.
+	MarkSessions int `yaml:"mark_sessions"`
 	// MarkRowImage is the row image the SENT marks are logged with:
 	// minimal (the default; the marking session sets binlog_row_image =
 	// MINIMAL where its grants allow, FULL otherwise) or full.

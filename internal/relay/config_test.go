@@ -12,14 +12,14 @@ import (
 // to build a relay from such a config.
 func TestConfigValidateNamesTheKeys(t *testing.T) {
 	c := Config{BatchSize: -1, FlushInterval: -time.Second, CheckpointInterval: -time.Second, Buffer: -1,
-		StoreOutageWindow: -time.Second, MaxInflightBytes: -1, MaxUnmarked: -1}
+		StoreOutageWindow: -time.Second, MaxInflightBytes: -1, MaxUnmarked: -1, MarkSessions: MaxMarkSessions + 1}
 	if r, err := New(c, nil, nil, nil, nil, nil, nil); err == nil || r != nil {
 		t.Fatalf("New built a relay from an invalid config (err %v)", err)
 	}
 	c.Defaults()
 	err := c.Validate()
 	for _, want := range []string{"relay.batch_size", "relay.flush_interval", "checkpoint.interval",
-		"checkpoint.outage_window", "relay.buffer", "relay.max_inflight_bytes", "relay.max_unmarked"} {
+		"checkpoint.outage_window", "relay.buffer", "relay.max_inflight_bytes", "relay.max_unmarked", "relay.mark_sessions"} {
 		if err == nil || !strings.Contains(err.Error(), want+":") {
 			t.Errorf("error %v does not name %s", err, want)
 		}
@@ -36,12 +36,12 @@ func TestConfigValidateNamesTheKeys(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	var c Config
 	c.Defaults()
-	want := Config{BatchSize: 1000, FlushInterval: 200 * time.Millisecond, MaxUnmarked: 4096, CheckpointInterval: time.Second, Buffer: 1024,
+	want := Config{BatchSize: 1000, FlushInterval: 200 * time.Millisecond, MaxUnmarked: 4096, MarkSessions: 4, CheckpointInterval: time.Second, Buffer: 1024,
 		DrainTimeout: 30 * time.Second, Observer: nopObserver{}, MaxInflightBytes: 64 << 20, WarnEvery: 10 * time.Second}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults: %+v, want %+v", c, want)
 	}
-	set := Config{BatchSize: 1, FlushInterval: time.Millisecond, MaxUnmarked: 3, CheckpointInterval: time.Minute, Buffer: 2,
+	set := Config{BatchSize: 1, FlushInterval: time.Millisecond, MaxUnmarked: 3, MarkSessions: 2, CheckpointInterval: time.Minute, Buffer: 2,
 		DrainTimeout: time.Second, Observer: &ownObserver{}, MaxInflightBytes: 1, WarnEvery: time.Minute}
 	got := set
 	got.Defaults()

@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,8 +35,9 @@ type recorder struct {
 	// recent are the recent marks by table, for a rename that comes after
 	// them (rename.go), and gens those of the rows renames moved away
 	// (generations.go).
-	recent recentMarks
-	gens   map[*outbox.Table]map[uint64]*generation
+	recent   recentMarks
+	recentMu sync.Mutex // markAll's goroutines note marks side by side
+	gens     map[*outbox.Table]map[uint64]*generation
 	// handed counts the rows of batches handed over and not written yet
 	// (the committer's ceiling, relay.max_unmarked); written tells the
 	// committer some were.
@@ -54,10 +57,8 @@ func (w *recorder) run(ctx context.Context, batches <-chan batch) error {
 // write writes one batch: its marks, failures and rename, then the
 // position.
 func (w *recorder) write(ctx context.Context, b batch) error {
-	for t, m := range b.marks {
-		if err := w.markSent(ctx, t, *m); err != nil {
-			return err
-		}
+	if err := w.markAll(ctx, b.marks); err != nil {
+		return err
 	}
 	for _, g := range b.fails {
 		if err := w.recordFailures(ctx, g); err != nil {
@@ -93,8 +94,56 @@ func (w *recorder) write(ctx context.Context, b batch) error {
 	return nil
 }
 
+// markAll writes a batch's marks, one statement per table. The tables of a
+// batch are marked side by side on up to relay.mark_sessions connections:
+// each statement commits on its own (autocommit, as one table's mark
+// would), so none holds a lock while another runs, and the application's
+// transactions over several outbox tables wait for no more than one
+// table's mark, as before. A batch names many tables when rows of many
+// tenants interleave (one row a transaction over 1,000 schemas: 1,000
+// statements), and each autocommit's round trip and commit then adds up.
+// Every statement lands, or the error stops the pipeline, before the
+// batch's position is saved.
+func (w *recorder) markAll(ctx context.Context, marks map[*outbox.Table]*rowstatus.Marks) error {
+	par := min(max(w.r.cfg.MarkSessions, 1), len(marks))
+	if par <= 1 {
+		for t, m := range marks {
+			if err := w.markSent(ctx, t, *m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type job struct {
+		t *outbox.Table
+		m *rowstatus.Marks
+	}
+	jobs := make(chan job)
+	errs := make(chan error, par)
+	for range par {
+		go func() {
+			var first error
+			for j := range jobs {
+				if first == nil {
+					first = w.markSent(ctx, j.t, *j.m)
+				}
+			}
+			errs <- first
+		}()
+	}
+	for t, m := range marks {
+		jobs <- job{t, m}
+	}
+	close(jobs)
+	var err error
+	for range par {
+		err = cmp.Or(err, <-errs)
+	}
+	return err
+}
+
 // markSent moves one table's confirmed rows to SENT, retried until the
-// primary takes it.
+// primary takes it. It may run beside other tables' (markAll).
 func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Marks) error {
 	ids := m.IDs
 	return retry(ctx, w.r.log, "marking rows sent", func() error {
@@ -106,7 +155,7 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Ma
 			// the stream writes again where the rows went (rename.go).
 			w.r.log.Warn("marks not written: the outbox table does not exist; if it was renamed, they are written where its rows went when the stream reaches the rename",
 				zap.String("table", t.FullName()), zap.Int("rows", len(ids)))
-			w.recent.note(t, m)
+			w.noteRecent(t, m)
 			return nil
 		}
 		if err != nil {
@@ -114,7 +163,7 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Ma
 		}
 		w.r.Stats.Marked.Add(n)
 		w.r.cfg.Observer.Marked(t, n)
-		w.recent.note(t, m)
+		w.noteRecent(t, m)
 		if dup := int64(len(ids)) - n; dup > 0 {
 			// Only publishable rows move: the others were SENT already,
 			// so this publish was a duplicate.
@@ -123,6 +172,14 @@ func (w *recorder) markSent(ctx context.Context, t *outbox.Table, m rowstatus.Ma
 		}
 		return nil
 	})
+}
+
+// noteRecent keeps t's marks for a rename later in the stream; markSent
+// calls it from the tables' goroutines.
+func (w *recorder) noteRecent(t *outbox.Table, m rowstatus.Marks) {
+	w.recentMu.Lock()
+	defer w.recentMu.Unlock()
+	w.recent.note(t, m)
 }
 
 // save stores the position. While the store is unreachable the pipeline

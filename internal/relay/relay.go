@@ -41,6 +41,10 @@ type Config struct {
 	// marked SENT: past it, confirmations wait for the marks. A crash
 	// publishes those rows again, so it bounds the duplicates of a SIGKILL.
 	MaxUnmarked int
+	// MarkSessions is the most tables of one batch marked at once, each
+	// statement on its own connection and committed on its own
+	// (recorder.markAll); 0 means 4.
+	MarkSessions int
 	// CheckpointInterval is the longest a position waits for its save: a
 	// batch that marks rows and moves the position saves it at once
 	// (recorder.go). A crash replays what came after the last save.
@@ -87,11 +91,16 @@ type Config struct {
 	WarnEvery time.Duration
 }
 
+// MaxMarkSessions bounds relay.mark_sessions: each is a connection to the
+// primary.
+const MaxMarkSessions = 32
+
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
 	c.BatchSize = cmp.Or(c.BatchSize, 1000)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 200*time.Millisecond)
 	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, 4096)
+	c.MarkSessions = cmp.Or(c.MarkSessions, 4)
 	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, time.Second)
 	c.Buffer = cmp.Or(c.Buffer, 1024)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)
@@ -112,6 +121,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxUnmarked < 1 {
 		errs = append(errs, errors.New("relay.max_unmarked: must be at least 1"))
+	}
+	if c.MarkSessions < 1 || c.MarkSessions > MaxMarkSessions {
+		errs = append(errs, fmt.Errorf("relay.mark_sessions: must be 1 to %d", MaxMarkSessions))
 	}
 	if c.CheckpointInterval <= 0 {
 		errs = append(errs, errors.New("checkpoint.interval: must be positive"))

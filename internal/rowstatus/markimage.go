@@ -31,14 +31,25 @@ const (
 	ImageFull    = "full"
 )
 
-// markSession is the one connection the marks run on, with its session's
-// binlog_row_image set once.
+// markSession is one connection the marks run on, with its session's
+// binlog_row_image set once. A writer keeps up to Sessions of them (one
+// per table marked at once, see Writer.Sessions).
 type markSession struct {
-	mu   sync.Mutex
 	conn *sql.Conn
-	// refused is the server's answer when the session could not log
+}
+
+// markSessions are the writer's sessions: idle ones wait in idle, and the
+// server's refusal of a minimal image is remembered for all.
+type markSessions struct {
+	mu   sync.Mutex
+	idle []*markSession
+	// refused is the server's answer when a session could not log
 	// minimal images (a missing grant): the marks run FULL on the pool.
 	refused error
+	// slots holds one token per mark running: at most Sessions at once.
+	slots chan struct{}
+	// closed: the writer was closed, a session given back is closed too.
+	closed bool
 }
 
 // erSpecificAccessDenied is ER_SPECIFIC_ACCESS_DENIED_ERROR: "Access denied;
@@ -49,70 +60,128 @@ const erSpecificAccessDenied = 1227
 var ErrMinimalRefused = errors.New("binlog_row_image=MINIMAL refused for the marks' session")
 
 // MarkImage reports the image the marks are logged with: minimal, or full
-// with why (nil when full was asked for). It opens the marks' session if
-// it is not open yet.
+// with why (nil when full was asked for). It opens a marks' session if
+// none is open yet.
 func (w *Writer) MarkImage(ctx context.Context) (string, error) {
 	if w.Image != ImageMinimal {
 		return ImageFull, nil
 	}
-	w.session.mu.Lock()
-	defer w.session.mu.Unlock()
-	if _, err := w.session.open(ctx, w.DB); err != nil {
+	s, err := w.takeSession(ctx)
+	if err != nil {
 		return ImageFull, err
 	}
-	if w.session.refused != nil {
-		return ImageFull, w.session.refused
+	w.putSession(s, nil)
+	if refused := w.refused(); refused != nil {
+		return ImageFull, refused
 	}
 	return ImageMinimal, nil
 }
 
-// execMark runs a SENT mark: on the minimal-image session when asked for
+// execMark runs a SENT mark: on a minimal-image session when asked for
 // and granted, on the pool otherwise.
 func (w *Writer) execMark(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if w.Image != ImageMinimal {
 		return w.DB.ExecContext(ctx, q, args...)
 	}
-	w.session.mu.Lock()
-	defer w.session.mu.Unlock()
-	conn, err := w.session.open(ctx, w.DB)
+	s, err := w.takeSession(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if conn == nil {
+	if s == nil {
+		w.putSession(nil, nil)
 		return w.DB.ExecContext(ctx, q, args...)
 	}
-	res, err := conn.ExecContext(ctx, q, args...)
-	if err != nil {
-		// A broken connection, a killed query: the next mark opens a new
-		// session (and sets its image again).
-		w.session.close()
-	}
+	res, err := s.conn.ExecContext(ctx, q, args...)
+	// A broken connection, a killed query: putSession closes the session,
+	// and the next mark opens a new one (and sets its image again).
+	w.putSession(s, err)
 	return res, err
 }
 
-// open returns the session's connection, opening it and setting its image
-// if needed; nil (and no error) when the server refused the image.
-func (s *markSession) open(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
-	if s.refused != nil {
+// sessions returns the writer's session pool, made on first use.
+func (w *Writer) sessions() *markSessions {
+	w.once.Do(func() {
+		w.pool = &markSessions{slots: make(chan struct{}, max(w.Sessions, 1))}
+	})
+	return w.pool
+}
+
+func (w *Writer) refused() error {
+	p := w.sessions()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+// takeSession takes a slot (waiting while Sessions marks run) and returns
+// an idle session, or opens one; nil (and no error) when the server
+// refused the minimal image. The caller gives the slot back with
+// putSession.
+func (w *Writer) takeSession(ctx context.Context) (*markSession, error) {
+	p := w.sessions()
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if p.refused != nil {
+		p.mu.Unlock()
 		return nil, nil
 	}
-	if s.conn != nil {
-		return s.conn, nil
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return s, nil
 	}
-	conn, err := db.Conn(ctx)
+	p.mu.Unlock()
+	conn, refused, err := openMarkSession(ctx, w.DB)
+	if refused != nil {
+		p.mu.Lock()
+		p.refused = refused
+		p.mu.Unlock()
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening the marks' session: %w", err)
+		<-p.slots
+		return nil, err
+	}
+	return &markSession{conn: conn}, nil
+}
+
+// putSession gives back what takeSession took: the session goes back to
+// idle, or is closed when its statement failed.
+func (w *Writer) putSession(s *markSession, err error) {
+	p := w.sessions()
+	if s != nil {
+		p.mu.Lock()
+		if err != nil || p.closed {
+			_ = s.conn.Close()
+		} else {
+			p.idle = append(p.idle, s)
+		}
+		p.mu.Unlock()
+	}
+	<-p.slots
+}
+
+// openMarkSession opens a connection and sets its image; refused is the
+// server's refusal of the image (the connection is closed then).
+func openMarkSession(ctx context.Context, db *sql.DB) (conn *sql.Conn, refused, err error) {
+	conn, err = db.Conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the marks' session: %w", err)
 	}
 	_, err = conn.ExecContext(ctx, "SET SESSION binlog_row_image = 'MINIMAL'")
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == erSpecificAccessDenied {
 		_ = conn.Close()
-		s.refused = fmt.Errorf("%w: %s", ErrMinimalRefused, me.Message)
-		return nil, nil
+		return nil, fmt.Errorf("%w: %s", ErrMinimalRefused, me.Message), nil
 	}
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("setting the marks' session to binlog_row_image=MINIMAL: %w", err)
+		return nil, nil, fmt.Errorf("setting the marks' session to binlog_row_image=MINIMAL: %w", err)
 	}
 	// MariaDB also logs each statement's text beside its row events
 	// (binlog_annotate_row_events, ON by default), and replicas pass it on:
@@ -121,21 +190,18 @@ func (s *markSession) open(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
 	// has no such variable (its binlog_rows_query_log_events is off by
 	// default) and refuses the statement, which changes nothing.
 	_, _ = conn.ExecContext(ctx, "SET SESSION binlog_annotate_row_events = OFF")
-	s.conn = conn
-	return conn, nil
+	return conn, nil, nil
 }
 
-func (s *markSession) close() {
-	if s.conn != nil {
-		_ = s.conn.Close()
-		s.conn = nil
-	}
-}
-
-// Close releases the marks' session.
+// Close releases the marks' sessions; one in use is closed when its
+// statement ends.
 func (w *Writer) Close() error {
-	w.session.mu.Lock()
-	defer w.session.mu.Unlock()
-	w.session.close()
+	p := w.sessions()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.idle {
+		_ = s.conn.Close()
+	}
+	p.idle, p.closed = nil, true
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -24,9 +25,14 @@ type Writer struct {
 	// on a session of their own where the grants allow (markimage.go),
 	// anything else FULL, as the server logs by default.
 	Image string
+	// Sessions is the most SENT marks run at once, each on a connection
+	// of its own (the relay marks the tables of one batch side by side,
+	// relay.mark_sessions); 0 means 1.
+	Sessions int
 
-	limits  errorLimits // the error columns' lengths (errtext.go)
-	session markSession // the marks' connection (markimage.go)
+	limits errorLimits // the error columns' lengths (errtext.go)
+	once   sync.Once
+	pool   *markSessions // the marks' connections (markimage.go)
 }
 
 // NewWriter builds a writer.
