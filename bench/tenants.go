@@ -135,16 +135,26 @@ func (tn *tenants) drop() {
 	progress("tenants: %d schemas dropped in %s", tn.e.o.tenants, time.Since(start).Round(time.Millisecond))
 }
 
+// startRelay waits for a quiet replica and machine (quiesceBrief), then
+// starts a relay named name (env.startRelay). start is taken between the
+// two, right before the process is started: a drain timed from it counts
+// neither the quiesce nor the rows' commits.
+func (tn *tenants) startRelay(ctx context.Context, name string, binlogOnly bool) (p *relayProc, start time.Time, err error) {
+	if err := quiesceBrief(ctx, tn.e); err != nil {
+		return nil, time.Time{}, err
+	}
+	start = time.Now()
+	p, err = tn.e.startRelay(ctx, name, binlogOnly)
+	return p, start, err
+}
+
 // startupAndIdle starts a relay named name (sweeper on, as deployed), times
 // its start-up, reads its RSS, then counts the statements the replica and
 // the primary serve over -tenants-idle-intervals sweep intervals with
 // nothing to do, and stops it (its checkpoint is where the drains start).
 func (tn *tenants) startupAndIdle(ctx context.Context, rep *report, name string) error {
 	e := tn.e
-	if err := quiesceBrief(ctx, e); err != nil {
-		return err
-	}
-	p, err := e.startRelay(ctx, name, false)
+	p, _, err := tn.startRelay(ctx, name, false)
 	if err != nil {
 		return err
 	}
@@ -244,12 +254,8 @@ func (tn *tenants) drain(ctx context.Context, name string, spread bool) (float64
 	if err != nil {
 		return 0, err
 	}
-	if err := quiesceBrief(ctx, e); err != nil {
-		return 0, err
-	}
 	s := e.consumer.expect(prefix, n, false)
-	start := time.Now()
-	p, err := e.startRelay(ctx, name, true)
+	p, start, err := tn.startRelay(ctx, name, true)
 	if err != nil {
 		return 0, err
 	}
@@ -298,10 +304,7 @@ func (tn *tenants) unsent(ctx context.Context, n int) (int64, error) {
 // noisy tenant one whose lane is not the quiet one's.
 func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string) error {
 	e := tn.e
-	if err := quiesceBrief(ctx, e); err != nil {
-		return err
-	}
-	p, err := e.startRelay(ctx, name, false)
+	p, _, err := tn.startRelay(ctx, name, false)
 	if err != nil {
 		return err
 	}
@@ -335,10 +338,7 @@ func (tn *tenants) noisyNeighbour(ctx context.Context, rep *report, name string)
 	e.tableOverride = strings.TrimSuffix(e.tableOverride, "}") + `, route: {partition_key: "{schema}"}}`
 	e.relaySection = fmt.Sprintf("lanes: %d", lanes)
 	defer func() { e.tableOverride, e.relaySection = savedTable, savedRelay }()
-	if err := quiesceBrief(ctx, e); err != nil {
-		return err
-	}
-	pl, err := e.startRelay(ctx, name+"-lanes", false)
+	pl, _, err := tn.startRelay(ctx, name+"-lanes", false)
 	if err != nil {
 		return err
 	}

@@ -86,17 +86,18 @@ func (b *Backlog) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err == nil {
+			if err == nil || len(chunk) == 1 {
 				for _, q := range chunk {
-					b.outcome(q, nil, failing)
+					b.outcome(q, err, failing)
 				}
 				continue
 			}
 			// Asked again table by table, so one table's error (one just
-			// dropped) stays its own.
+			// dropped, or missing a column) stays its own and the others'
+			// gauges go on.
 			for _, q := range chunk {
 				qctx, cancel := context.WithTimeout(ctx, timeout)
-				err := b.poll(qctx, q)
+				err := b.pollBatch(qctx, []*tableQueries{q})
 				cancel()
 				if ctx.Err() != nil {
 					return nil
@@ -112,7 +113,8 @@ func (b *Backlog) Run(ctx context.Context) error {
 	}
 }
 
-// tableQueries are the statements for one table; empty ones are skipped.
+// tableQueries is what the backlog reads of one table (pollBatch builds
+// the statements).
 type tableQueries struct {
 	t     *outbox.Table
 	table string
@@ -122,24 +124,20 @@ type tableQueries struct {
 	aggregate bool
 
 	statuses map[string]string // raw value as read back -> label
-	counts   string
-	oldest   string
-	retries  string
-	retryArg []any
-	// watched are the statuses counted, ratioStatuses those of the retry
-	// ratio, pending the status whose oldest row is aged (the batched
-	// statements, pollBatch).
+	// watched are the statuses counted; pending is the status whose oldest
+	// row is aged, "" without a created column; ratioStatuses are those of
+	// the retry ratio, none without retry and updated columns (pollBatch).
 	watched, ratioStatuses []string
 	pending                string
-	// lastRetries is when retries last ran (see RatioInterval).
+	// lastRetries is when the retry ratio was last read (see RatioInterval).
 	lastRetries time.Time
 }
 
-// BacklogQueries builds the statements for a table; ok is false when the
-// table has no status column (nothing to count). Each uses the status
-// index: counts and the oldest PENDING row are ranges on status, and the
-// retry ratio is a range on (status, updated_at) for the statuses the relay
-// knows.
+// BacklogQueries decides what is read of a table; ok is false when the
+// table has no status column or no status to watch (nothing to count).
+// Each read uses the status index: counts and the oldest PENDING row are
+// ranges on status, and the retry ratio is a range on (status, updated_at)
+// for the statuses the relay knows.
 func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	s, c := t.Statuses, t.Columns
 	if c.Status == "" {
@@ -156,16 +154,15 @@ func BacklogQueries(t *outbox.Table) (q tableQueries, ok bool) {
 	if len(watched) == 0 {
 		return q, false
 	}
-	q.counts, q.watched = outboxsql.CountByStatusSQL(t, watched), watched
+	q.watched = watched
 	if s.Pending != "" && c.CreatedAt != "" {
-		q.oldest, q.pending = outboxsql.OldestAgeSQL(t, []string{s.Pending}), s.Pending
+		q.pending = s.Pending
 	}
 	if c.RetryCount != "" && c.UpdatedAt != "" {
 		all := watched
 		if s.Sent != "" {
 			all = append(append([]string(nil), watched...), s.Sent)
 		}
-		q.retries, q.retryArg = outboxsql.RetryRatioSQL(t, all)
 		q.ratioStatuses = all
 	}
 	return q, true
@@ -249,7 +246,7 @@ func (b *Backlog) pollBatch(ctx context.Context, chunk []*tableQueries) error {
 		for label, n := range counts[i] {
 			g.rows(label, n)
 		}
-		if q.oldest != "" {
+		if q.pending != "" {
 			g.oldest(oldest[i])
 		}
 		if r, ok := ratios[i]; ok {
@@ -270,7 +267,7 @@ func (b *Backlog) ratios(ctx context.Context, chunk []*tableQueries) (map[int]fl
 	)
 	out := map[int]float64{}
 	for i, q := range chunk {
-		if q.retries == "" || time.Since(q.lastRetries) < b.RatioInterval {
+		if len(q.ratioStatuses) == 0 || time.Since(q.lastRetries) < b.RatioInterval {
 			continue
 		}
 		part, arg := outboxsql.RetryRatioTaggedSQL(q.t, q.ratioStatuses, i)
@@ -299,57 +296,4 @@ func (b *Backlog) ratios(ctx context.Context, chunk []*tableQueries) (map[int]fl
 		return nil, fmt.Errorf("reading the retry ratio: %w", err)
 	}
 	return out, nil
-}
-
-func (b *Backlog) poll(ctx context.Context, q *tableQueries) error {
-	counts := map[string]float64{}
-	for _, label := range q.statuses {
-		counts[label] = 0
-	}
-	rows, err := b.DB.QueryContext(ctx, q.counts)
-	if err != nil {
-		return fmt.Errorf("counting rows by status: %w", err)
-	}
-	for rows.Next() {
-		var raw string
-		var n int64
-		if err := rows.Scan(&raw, &n); err != nil {
-			rows.Close()
-			return fmt.Errorf("counting rows by status: %w", err)
-		}
-		if label, ok := q.statuses[raw]; ok {
-			counts[label] += float64(n)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("counting rows by status: %w", err)
-	}
-	g := b.Metrics.backlogGauges(q)
-	for label, n := range counts {
-		g.rows(label, n)
-	}
-
-	if q.oldest != "" {
-		var age sql.NullFloat64 // NULL, none pending: 0
-		if err := b.DB.QueryRowContext(ctx, q.oldest).Scan(&age); err != nil {
-			return fmt.Errorf("reading the oldest PENDING row: %w", err)
-		}
-		g.oldest(age.Float64)
-	}
-
-	if q.retries != "" && time.Since(q.lastRetries) >= b.RatioInterval {
-		var all, retried int64
-		if err := b.DB.QueryRowContext(ctx, q.retries, q.retryArg...).Scan(&all, &retried); err != nil {
-			return fmt.Errorf("reading the retry ratio: %w", err)
-		}
-		ratio := 0.0
-		if all > 0 {
-			ratio = float64(retried) / float64(all)
-		}
-		g.ratio(ratio)
-		q.lastRetries = time.Now()
-	}
-	g.queried(float64(time.Now().UnixNano()) / 1e9)
-	return nil
 }

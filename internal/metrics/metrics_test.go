@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/internal/publisher"
 	"github.com/binlog-relay/binlog-relay/internal/testenv/outboxtest"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
@@ -285,23 +286,26 @@ func TestMetricsSplitGTID(t *testing.T) {
 	}
 }
 
+// The statements one table's poll sends (pollBatch of that table alone):
+// counts by status with the oldest row's age, and the retry ratio over the
+// statuses the relay knows, on the seed table.
 func TestMetricsBacklogQueries(t *testing.T) {
 	tb := seedTable(t)
 	q, ok := BacklogQueries(tb)
 	if !ok {
 		t.Fatal("seed table has a status column")
 	}
+	ratio, ratioArgs := outboxsql.RetryRatioTaggedSQL(q.t, q.ratioStatuses, 0)
 	for _, c := range []struct{ got, want string }{
-		{q.counts, "SELECT `status`, COUNT(*) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED') GROUP BY `status` ORDER BY `status`"},
-		{q.oldest, "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `shop`.`producer_message` WHERE `status` = 'PENDING'"},
-		{q.retries, "SELECT COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED', 'SENT') AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
+		{outboxsql.BacklogSQL(q.t, q.watched, 0), "SELECT 0, CONVERT(`status` USING utf8mb4), COUNT(*), GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(`create_time`), NOW(6)) / 1e6, 0) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED') GROUP BY `status`"},
+		{ratio, "SELECT 0, COUNT(*), COALESCE(SUM(`retry_count` >= 3), 0) FROM `shop`.`producer_message` WHERE `status` IN ('PENDING', 'SENDING', 'FAILED', 'SENT') AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got  %s\nwant %s", c.got, c.want)
 		}
 	}
-	if len(q.retryArg) != 1 || q.retryArg[0] != time.Hour.Microseconds() {
-		t.Errorf("retry ratio window argument %v, want an hour in microseconds", q.retryArg)
+	if len(ratioArgs) != 1 || ratioArgs[0] != time.Hour.Microseconds() {
+		t.Errorf("retry ratio window argument %v, want an hour in microseconds", ratioArgs)
 	}
 	if q.statuses["PENDING"] != StatusPending || q.statuses["FAILED"] != StatusFailed {
 		t.Errorf("status labels: %v", q.statuses)
@@ -310,8 +314,8 @@ func TestMetricsBacklogQueries(t *testing.T) {
 	local, _ := outbox.Preset("local-message")
 	local.Schema = "shop"
 	q, ok = BacklogQueries(&local)
-	if !ok || !strings.Contains(q.counts, "IN (0, 2)") || q.statuses["0"] != StatusPending || q.statuses["2"] != StatusFailed {
-		t.Errorf("numeric statuses: %v %q %v", ok, q.counts, q.statuses)
+	if got := outboxsql.BacklogSQL(q.t, q.watched, 0); !ok || !strings.Contains(got, "IN (0, 2)") || q.statuses["0"] != StatusPending || q.statuses["2"] != StatusFailed {
+		t.Errorf("numeric statuses: %v %q %v", ok, got, q.statuses)
 	}
 	deb, _ := outbox.Preset("debezium")
 	deb.Schema = "shop"
@@ -321,8 +325,8 @@ func TestMetricsBacklogQueries(t *testing.T) {
 	ev, _ := outbox.Preset("eventuate")
 	ev.Schema = "shop"
 	q, ok = BacklogQueries(&ev)
-	if !ok || q.retries != "" || q.oldest == "" {
-		t.Errorf("eventuate: ok=%v oldest=%q retries=%q", ok, q.oldest, q.retries)
+	if !ok || len(q.ratioStatuses) != 0 || q.pending == "" {
+		t.Errorf("eventuate: ok=%v pending=%q ratio statuses=%q; want its oldest PENDING aged and no retry ratio (no retry_count)", ok, q.pending, q.ratioStatuses)
 	}
 }
 
