@@ -43,15 +43,26 @@ func tenantsStep(ctx context.Context, e *env, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("drain over %d tables: %w", e.o.tenants, err)
 	}
+	// The same spread with the marks of a batch's tables one after another
+	// (relay.mark_sessions 1, before they ran side by side).
+	e.relaySection = "mark_sessions: 1"
+	serial, err := tn.drain(ctx, name, true)
+	e.relaySection = ""
+	if err != nil {
+		return fmt.Errorf("drain over %d tables, one marks session: %w", e.o.tenants, err)
+	}
 	one, err := tn.drain(ctx, name, false)
 	if err != nil {
 		return fmt.Errorf("drain into one table: %w", err)
 	}
-	progress("tenants: drain of %d rows: %.0f msg/s over %d tables, %.0f msg/s into one", e.o.tenantsRows, spread, e.o.tenants, one)
+	progress("tenants: drain of %d rows: %.0f msg/s over %d tables (%.0f with one marks session), %.0f msg/s into one",
+		e.o.tenantsRows, spread, e.o.tenants, serial, one)
 	rep.add("tenants_drain_spread_msgs_per_s", spread, "msg/s")
+	rep.add("tenants_drain_spread_one_marks_session_msgs_per_s", serial, "msg/s")
 	rep.add("tenants_drain_one_table_msgs_per_s", one, "msg/s")
 	if one > 0 {
 		rep.add("tenants_drain_spread_vs_one_pct", 100*spread/one, "%")
+		rep.add("tenants_drain_spread_one_marks_session_vs_one_pct", 100*serial/one, "%")
 	}
 	return tn.noisyNeighbour(ctx, rep, name)
 }
