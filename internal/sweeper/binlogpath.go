@@ -49,16 +49,35 @@ const (
 // pace sets the grace period of the coming rounds and whether they may
 // claim (the rule above); last is when the previous rounds ended.
 func (s *Sweeper) pace(now time.Time) {
-	s.grace, s.claims = s.cfg.GracePeriod, true
 	late := !s.lastRounds.IsZero() && now.Sub(s.lastRounds) > s.cfg.Interval+max(s.cfg.Interval, lateSlack)
+	s.paceAt(now, late, now.Sub(s.lastRounds)-s.cfg.Interval)
+}
+
+// stalled paces again a round that stopped between its pace and a claim
+// for longer than a late round may (the process paused while its pre-check
+// was on the wire, or while another table drained): the pre-check's answer
+// and the grace period were taken before the pause, and the claim, by the
+// primary's clock after it, would take every row committed meanwhile,
+// which the reader has not reached. Such a round claims nothing more until
+// the reader hears from its source again, as a late one.
+func (s *Sweeper) stalled(now time.Time) {
+	if s.path == nil || !s.claims || now.Sub(s.pacedAt) <= s.cfg.Interval+max(s.cfg.Interval, lateSlack) {
+		return
+	}
+	s.paceAt(now, true, now.Sub(s.pacedAt))
+}
+
+// paceAt is pace with late decided; lateBy is for the log.
+func (s *Sweeper) paceAt(now time.Time, late bool, lateBy time.Duration) {
+	s.grace, s.claims, s.pacedAt = s.cfg.GracePeriod, true, now
 	if s.path == nil {
 		return
 	}
 	received, behind := s.path.Progress(now)
 	if late {
 		s.pausedAt = now
-		s.log.Info("the sweeper's round came late (the process was paused or starved): no claims until the binlog reader hears from its source again",
-			zap.Duration("late_by", now.Sub(s.lastRounds)-s.cfg.Interval))
+		s.log.Info("the sweeper's round came late or stalled (the process was paused or starved): no claims until the binlog reader hears from its source again",
+			zap.Duration("late_by", lateBy))
 	}
 	if !s.pausedAt.IsZero() {
 		if !received.After(s.pausedAt) && now.Sub(s.pausedAt) < s.cfg.GracePeriod {

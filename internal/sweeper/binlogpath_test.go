@@ -60,3 +60,38 @@ func TestSweeperGraceFollowsTheBinlogPath(t *testing.T) {
 	s.lastRounds = again.Add(10 * time.Second)
 	check("grace period over, nothing heard", again.Add(11*time.Second), 10*time.Second, true)
 }
+
+// A round paced before a pause and acting after it (the pre-check on the
+// wire when the process stopped) is paced again before it claims: its
+// grace period and the pre-check's answer predate the pause, and the
+// claim would take the rows committed meanwhile, which the reader has not
+// reached (TestPausedRelayDoesNotSweepItsOwnBacklog failed so under
+// load). A round that acts soon after its pace is left as it is.
+func TestSweeperRoundStalledBeforeItsClaimsIsPacedAgain(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	cfg := Config{Interval: 200 * time.Millisecond, GracePeriod: 3 * time.Second}
+	path := &fakePath{received: t0}
+	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
+	s.SetBinlogPath(path)
+	s.lastRounds = t0.Add(-cfg.Interval)
+	s.pace(t0)
+	if !s.claims {
+		t.Fatal("a round on time may not claim")
+	}
+	s.stalled(t0.Add(time.Second))
+	if !s.claims {
+		t.Fatal("a round acting a second after its pace may not claim")
+	}
+	woke := t0.Add(8 * time.Second)
+	s.stalled(woke)
+	if s.claims {
+		t.Fatal("a round stalled 8 s between its pace and its claims claims")
+	}
+	// The reader hears from its source after the pause: the next round claims.
+	path.received = woke.Add(500 * time.Millisecond)
+	s.lastRounds = woke.Add(time.Second)
+	s.pace(woke.Add(time.Second + cfg.Interval))
+	if !s.claims {
+		t.Fatal("the round after the reader heard from its source again may not claim")
+	}
+}

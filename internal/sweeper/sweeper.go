@@ -84,6 +84,7 @@ type Sweeper struct {
 	claims     bool
 	lastRounds time.Time
 	pausedAt   time.Time
+	pacedAt    time.Time // when the grace period and claims were last decided
 	deferring  bool
 }
 
@@ -234,6 +235,9 @@ func (s *Sweeper) act(ctx, work context.Context, p *plan, l lookResult) {
 			log.Warn("rows stuck SENDING reset to PENDING", zap.Int64("rows", n), zap.Duration("zombie_timeout", s.cfg.ZombieTimeout))
 			due = true
 		}
+	}
+	if due {
+		s.stalled(time.Now())
 	}
 	if due && s.claims {
 		s.drain(ctx, work, p, log)
