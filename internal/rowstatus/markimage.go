@@ -31,18 +31,13 @@ const (
 	ImageFull    = "full"
 )
 
-// markSession is one connection the marks run on, with its session's
-// binlog_row_image set once. A writer keeps up to Sessions of them (one
-// per table marked at once, see Writer.Sessions).
-type markSession struct {
-	conn *sql.Conn
-}
-
-// markSessions are the writer's sessions: idle ones wait in idle, and the
-// server's refusal of a minimal image is remembered for all.
+// markSessions are the connections the marks run on, each with its
+// session's binlog_row_image set once (openMarkSession); a writer keeps up
+// to Sessions of them (one per table marked at once). Idle ones wait in
+// idle, and the server's refusal of a minimal image is remembered for all.
 type markSessions struct {
 	mu   sync.Mutex
-	idle []*markSession
+	idle []*sql.Conn
 	// refused is the server's answer when a session could not log
 	// minimal images (a missing grant): the marks run FULL on the pool.
 	refused error
@@ -91,7 +86,7 @@ func (w *Writer) execMark(ctx context.Context, q string, args ...any) (sql.Resul
 		w.putSession(nil, nil)
 		return w.DB.ExecContext(ctx, q, args...)
 	}
-	res, err := s.conn.ExecContext(ctx, q, args...)
+	res, err := s.ExecContext(ctx, q, args...)
 	// A broken connection, a killed query: putSession closes the session,
 	// and the next mark opens a new one (and sets its image again).
 	w.putSession(s, err)
@@ -117,7 +112,7 @@ func (w *Writer) refused() error {
 // an idle session, or opens one; nil (and no error) when the server
 // refused the minimal image. The caller gives the slot back with
 // putSession.
-func (w *Writer) takeSession(ctx context.Context) (*markSession, error) {
+func (w *Writer) takeSession(ctx context.Context) (*sql.Conn, error) {
 	p := w.sessions()
 	select {
 	case p.slots <- struct{}{}:
@@ -147,17 +142,17 @@ func (w *Writer) takeSession(ctx context.Context) (*markSession, error) {
 		<-p.slots
 		return nil, err
 	}
-	return &markSession{conn: conn}, nil
+	return conn, nil
 }
 
 // putSession gives back what takeSession took: the session goes back to
 // idle, or is closed when its statement failed.
-func (w *Writer) putSession(s *markSession, err error) {
+func (w *Writer) putSession(s *sql.Conn, err error) {
 	p := w.sessions()
 	if s != nil {
 		p.mu.Lock()
 		if err != nil || p.closed {
-			_ = s.conn.Close()
+			_ = s.Close()
 		} else {
 			p.idle = append(p.idle, s)
 		}
@@ -200,7 +195,7 @@ func (w *Writer) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range p.idle {
-		_ = s.conn.Close()
+		_ = s.Close()
 	}
 	p.idle, p.closed = nil, true
 	return nil
