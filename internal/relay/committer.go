@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,7 +60,32 @@ type committer struct {
 	// last is the last commit applied (Time zero: none yet).
 	last    binlog.Commit
 	batches chan<- batch
+	// Coalescing (coalesce): since is where each table's pending marks
+	// began; applied counts the commits applied, handedAt is that count at
+	// the position last handed to the recorder, and kept the rows left
+	// pending by the last hand-over. now is the clock (time.Now when nil).
+	since    map[*outbox.Table]pendingSince
+	applied  uint64
+	handedAt uint64
+	kept     int
+	now      func() time.Time
 }
+
+// pendingSince is the committer's state just before a table's first pending
+// mark: saving pos (and through) passes none of that table's pending rows.
+type pendingSince struct {
+	n       uint64 // commits applied
+	pos     binlog.Position
+	seq     uint64
+	through *binlog.Commit
+	at      time.Time
+	// ok: pos is a position that may be saved (no prepared XA branch open).
+	ok bool
+}
+
+// coalesceRows: a table with fewer pending marks than this may keep them
+// for a later batch (coalesce).
+const coalesceRows = 32
 
 // batch is one hand-over from the committer to the recorder.
 type batch struct {
@@ -193,6 +220,7 @@ func (t commitTicket) apply(_ context.Context, c *committer, _ publisher.Result[
 		return err
 	}
 	c.last = tx
+	c.applied++
 	c.seq = max(c.seq, t.seq)
 	c.xaOpen = tx.OpenXA
 	c.advanced = !c.xaOpen
@@ -257,6 +285,7 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 	if m == nil {
 		m = &rowstatus.Marks{}
 		c.pending[row.Table] = m
+		c.began(row.Table)
 	}
 	// Copies: go-mysql's strings share the binlog event's buffer, and the
 	// recorder keeps recent marks for minutes (rename.go).
@@ -266,6 +295,8 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 
 // flush hands the confirmed rows, and the position reached, to the recorder.
 // The channel between them is small: a slow primary holds the pipeline.
+// Tables with only a few rows may keep them for a later batch (coalesce):
+// the position handed then stops before the first of them.
 func (c *committer) flush(ctx context.Context, save, final bool) error {
 	// A save request always goes through: the recorder may hold a position
 	// that an earlier batch brought and no save has stored yet.
@@ -278,16 +309,40 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		last := c.last
 		b.through = &last
 	}
+	var hold *pendingSince
 	if c.count > 0 {
+		keep := c.coalesce(final)
 		b.marks, b.rows, c.pending, c.count = c.pending, c.count, map[*outbox.Table]*rowstatus.Marks{}, 0
 		b.fails, c.fails = c.fails, nil
+		since := map[*outbox.Table]pendingSince{}
+		for _, t := range keep {
+			m, s := b.marks[t], c.since[t]
+			delete(b.marks, t)
+			c.pending[t], since[t] = m, s
+			c.count += len(m.IDs)
+			b.rows -= len(m.IDs)
+			if hold == nil || s.n < hold.n {
+				hold = &s
+			}
+		}
+		c.since, c.kept = since, c.count
 	}
 	switch {
+	case hold != nil:
+		// Up to the commit before the oldest kept row, once: the commits
+		// after it are handed when its table's marks are (c.advanced stays).
+		b.through = nil
+		if hold.n > c.handedAt {
+			b.pos, b.seq, b.through, c.handedAt = &hold.pos, hold.seq, hold.through, hold.n
+		}
 	case c.advanced:
 		pos := c.tracker.Position()
-		b.pos, b.seq, c.advanced = &pos, c.seq, false
+		b.pos, b.seq, c.advanced, c.handedAt = &pos, c.seq, false, c.applied
 	case c.safe != nil:
 		b.pos, b.seq, c.safe = c.safe, c.safeSeq, nil
+	}
+	if len(b.marks) == 0 && len(b.fails) == 0 && b.pos == nil && b.through == nil && b.moved == nil && !save && !final {
+		return nil // every table's marks wait, and the position cannot move
 	}
 	c.handed = c.handed || b.pos != nil
 	if b.rows > 0 {
@@ -308,11 +363,79 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	}
 }
 
+// began notes where t's pending marks begin: the state after the last
+// commit applied, which the row being added is not part of (its commit
+// comes after its rows).
+func (c *committer) began(t *outbox.Table) {
+	if c.since == nil {
+		c.since = map[*outbox.Table]pendingSince{}
+	}
+	s := pendingSince{n: c.applied, seq: c.seq, at: c.clock(), ok: c.tracker != nil && !c.xaOpen && c.safe == nil}
+	if c.tracker != nil {
+		s.pos = c.tracker.Position()
+	}
+	if c.last.Time != 0 {
+		last := c.last
+		s.through = &last
+	}
+	c.since[t] = s
+}
+
+// coalesce picks the tables whose marks wait for a later batch. A batch
+// that names more tables than relay.mark_sessions (rows of many tenants
+// interleaved: one row a transaction over 1,000 schemas) costs one
+// statement per table, and a statement costs the servers about the same
+// for one row as for dozens. So a table with fewer than coalesceRows
+// pending marks keeps them while its first is younger than the cadence's
+// longest wait (5 x relay.flush_interval), the newest tables first, up to
+// half of relay.max_unmarked rows kept; the others are marked now. Nothing
+// waits in a drain's last batch, beside failures or a rename (their order
+// against the marks matters), while a prepared XA branch is open, or once
+// the unmarked rows reach relay.max_unmarked. The position handed stops
+// before the oldest kept row, so a restart replays it (the replay check
+// skips what was marked after it); what a SIGKILL can publish again stays
+// under relay.max_unmarked.
+func (c *committer) coalesce(final bool) []*outbox.Table {
+	c.ready()
+	if final || len(c.fails) > 0 || c.moving != nil || c.xaOpen || c.safe != nil ||
+		len(c.pending) <= max(c.r.cfg.MarkSessions, 1) || c.unmarked() >= c.cadence.MaxUnmarked {
+		return nil
+	}
+	now := c.clock()
+	var cands []*outbox.Table
+	for t, m := range c.pending {
+		s, ok := c.since[t]
+		if ok && s.ok && len(m.IDs) < coalesceRows && now.Sub(s.at) < c.cadence.MaxInterval {
+			cands = append(cands, t)
+		}
+	}
+	slices.SortFunc(cands, func(a, b *outbox.Table) int { return cmp.Compare(c.since[b].n, c.since[a].n) })
+	budget, kept := c.cadence.MaxUnmarked/2, 0
+	var keep []*outbox.Table
+	for _, t := range cands {
+		n := len(c.pending[t].IDs)
+		if kept+n > budget {
+			break
+		}
+		kept += n
+		keep = append(keep, t)
+	}
+	return keep
+}
+
+func (c *committer) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
 // counted notes one more row waiting for the next batch and hands the batch
 // over when it is full (rowstatus.Cadence).
 func (c *committer) counted(ctx context.Context) error {
 	c.count++
-	if c.cadence.Full(c.count, c.unmarked()) {
+	// Rows kept back by coalescing wait for a batch of fresh ones.
+	if c.cadence.Full(c.count-c.kept, c.unmarked()) {
 		return c.flush(ctx, false, false)
 	}
 	return nil

@@ -17,8 +17,8 @@ import (
 // the source replica shows by the time they are read again. replayCheck asks
 // the replica, one indexed read per table and chunk of ids, which of the rows
 // read at the start of a Run are SENT already, and those are not published
-// again. It checks from the start of each Run until a chunk ends with a row
-// that is not SENT (the stream is past what the run before had marked), then
+// again. It checks from the start of each Run until a chunk holds no row
+// that is SENT (the stream is past what the run before had marked), then
 // steps aside for the rest of the Run.
 //
 // A row found SENT was confirmed by the broker before it was marked, so not
@@ -156,11 +156,13 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			c.r.cfg.Observer.ReplaySkipped(t, int64(n))
 		}
 	}
-	// Marks are written in binlog order, so the SENT rows come first: a
-	// chunk that ends with a row not SENT is past what the run before had
-	// marked. (A row that failed there ends the check early: its followers
-	// are published again, duplicates, never a loss.)
-	if last != nil && !c.skip[last] {
+	// Marks are written in binlog order, mostly: the SENT rows come first,
+	// with rows not SENT among the last ones (a table's few marks kept for
+	// a later batch, committer.coalesce; a row that failed). A chunk with
+	// no row SENT is past what the run before had marked. Any row found
+	// SENT is left out whatever its place: it was confirmed before it was
+	// marked.
+	if last != nil && len(c.skip) == 0 {
 		c.end()
 	}
 }
