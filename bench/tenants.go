@@ -39,27 +39,29 @@ func tenantsStep(ctx context.Context, e *env, rep *report) error {
 	if err := tn.startupAndIdle(ctx, rep, name); err != nil {
 		return err
 	}
-	spread, err := tn.drain(ctx, name, true)
+	spread, spreadPer, err := tn.drain(ctx, name, true)
 	if err != nil {
 		return fmt.Errorf("drain over %d tables: %w", e.o.tenants, err)
 	}
 	// The same spread with the marks of a batch's tables one after another
 	// (relay.mark_sessions 1, before they ran side by side).
 	e.relaySection = "mark_sessions: 1"
-	serial, err := tn.drain(ctx, name, true)
+	serial, _, err := tn.drain(ctx, name, true)
 	e.relaySection = ""
 	if err != nil {
 		return fmt.Errorf("drain over %d tables, one marks session: %w", e.o.tenants, err)
 	}
-	one, err := tn.drain(ctx, name, false)
+	one, onePer, err := tn.drain(ctx, name, false)
 	if err != nil {
 		return fmt.Errorf("drain into one table: %w", err)
 	}
-	progress("tenants: drain of %d rows: %.0f msg/s over %d tables (%.0f with one marks session), %.0f msg/s into one",
-		e.o.tenantsRows, spread, e.o.tenants, serial, one)
+	progress("tenants: drain of %d rows: %.0f msg/s over %d tables (%.1f rows a SENT statement; %.0f msg/s with one marks session), %.0f msg/s into one (%.1f rows a statement)",
+		e.o.tenantsRows, spread, e.o.tenants, spreadPer, serial, one, onePer)
 	rep.add("tenants_drain_spread_msgs_per_s", spread, "msg/s")
+	rep.add("tenants_drain_spread_rows_per_mark_statement", spreadPer, "rows")
 	rep.add("tenants_drain_spread_one_marks_session_msgs_per_s", serial, "msg/s")
 	rep.add("tenants_drain_one_table_msgs_per_s", one, "msg/s")
+	rep.add("tenants_drain_one_table_rows_per_mark_statement", onePer, "rows")
 	if one > 0 {
 		rep.add("tenants_drain_spread_vs_one_pct", 100*spread/one, "%")
 		rep.add("tenants_drain_spread_one_marks_session_vs_one_pct", 100*serial/one, "%")
@@ -243,8 +245,10 @@ func replicaCounters(ctx context.Context, db *sql.DB) (counters, error) {
 // first, in the same transactions either way, then
 // starts it from its checkpoint (binlog path alone, as the other drains)
 // and times start to last delivery. The relay's SIGTERM drain marks what
-// it sent; the rows are checked SENT after it.
-func (tn *tenants) drain(ctx context.Context, name string, spread bool) (float64, error) {
+// it sent; the rows are checked SENT after it. It returns the rate and the
+// rows one SENT statement carried (the UPDATEs the primary ran meanwhile,
+// less the bench's own).
+func (tn *tenants) drain(ctx context.Context, name string, spread bool) (rate, perStmt float64, err error) {
 	e, n := tn.e, tn.e.o.tenantsRows
 	prefix := e.nextPrefix("tn")
 	tables := 1
@@ -257,36 +261,47 @@ func (tn *tenants) drain(ctx context.Context, name string, spread bool) (float64
 	// batch of 1,000 marks names 1,000 tables.
 	per := max(e.o.tenantsTxRows, 1)
 	txs := (n + per - 1) / per
-	err := tn.each(ctx, txs, func(i int) error {
+	err = tn.each(ctx, txs, func(i int) error {
 		k := min(per, n-i*per)
 		spec := rowSpec{table: tn.table(i % tables), exchange: e.topo.exchange, size: e.o.payload}
 		return insertRowsInto(ctx, e.primary, spec, fmt.Sprintf("%s%d-", prefix, i), k, k, "PENDING")
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	before, err := e.sampleLoad(ctx)
+	if err != nil {
+		return 0, 0, err
 	}
 	s := e.consumer.expect(prefix, n, false)
 	p, start, err := tn.startRelay(ctx, name, true)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer p.kill()
 	if err := s.wait(ctx, 10*time.Minute); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, last := s.span()
 	if err := p.stop(); err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	after, err := e.sampleLoad(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if updates := after.global.updates - before.global.updates - (after.bench.updates - before.bench.updates); updates > 0 {
+		perStmt = float64(n) / float64(updates)
 	}
 	if unsent, err := tn.unsent(ctx, tables); err != nil {
-		return 0, err
+		return 0, 0, err
 	} else if unsent > 0 {
-		return 0, fmt.Errorf("%d rows not SENT after the relay stopped", unsent)
+		return 0, 0, fmt.Errorf("%d rows not SENT after the relay stopped", unsent)
 	}
 	if _, dups := s.counts(); dups > 0 {
 		progress("  %d duplicates", dups)
 	}
-	return float64(n) / last.Sub(start).Seconds(), nil
+	return float64(n) / last.Sub(start).Seconds(), perStmt, nil
 }
 
 // unsent counts the rows not SENT in the first n tables, 100 tables to a

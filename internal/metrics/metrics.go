@@ -40,6 +40,7 @@ type Metrics struct {
 	failed     *prometheus.CounterVec
 	returned   *prometheus.CounterVec
 	marked     *prometheus.CounterVec
+	markStmts  *prometheus.CounterVec
 	already    *prometheus.CounterVec
 	replaySkip *prometheus.CounterVec
 	deadLet    *prometheus.CounterVec
@@ -136,6 +137,7 @@ func NewWith(cfg Config, log *zap.Logger) *Metrics {
 	m.returned = counterVec(f, "messages_returned_total", "Outbox rows the broker returned as unroutable (basic.return); also counted in messages_failed_total.", "table", "exchange")
 	m.deadLet = counterVec(f, "dead_lettered_total", "Rows of tables without a status column sent to the dead-letter exchange (broker.dead_letter_exchange) because their own exchange refused them or they could not be routed.", "table")
 	m.marked = counterVec(f, "rows_marked_sent_total", "Outbox rows this relay moved to SENT on the primary.", "table")
+	m.markStmts = counterVec(f, "mark_statements_total", "SENT statements this relay's binlog path ran on the primary: rows_marked_sent_total over it is the rows one statement carries.", "table")
 	m.already = counterVec(f, "published_already_sent_total", "Outbox rows the binlog path or the sweeper published that were already SENT (or otherwise no longer theirs to mark) "+
 		"when they came to mark them: rows a run killed before its checkpoint save had marked, published again after the restart, "+
 		"rows the sweeper sent meanwhile, or rows a sweeper sent that the binlog path sent and marked meanwhile (a relay frozen or far behind). "+
@@ -294,9 +296,11 @@ func (m *Metrics) DeadLettered(t *outbox.Table, _, _ string) {
 	m.deadLet.WithLabelValues(m.tableName(t)).Inc()
 }
 
-// Marked counts rows moved to SENT.
+// Marked counts one SENT statement and the rows it moved.
 func (m *Metrics) Marked(t *outbox.Table, n int64) {
-	m.marked.WithLabelValues(m.tableName(t)).Add(float64(n))
+	name := m.tableName(t)
+	m.marked.WithLabelValues(name).Add(float64(n))
+	m.markStmts.WithLabelValues(name).Inc()
 }
 
 // AlreadySent counts published rows that were no longer pending when

@@ -49,7 +49,7 @@ func TestMetricsTableSeriesBounded(t *testing.T) {
 	m.Published(fixed, "orders", time.Millisecond, 0)
 	m.Marked(fixed, 1)
 
-	for _, name := range []string{"binlog_relay_messages_published_total", "binlog_relay_rows_marked_sent_total"} {
+	for _, name := range []string{"binlog_relay_messages_published_total", "binlog_relay_rows_marked_sent_total", "binlog_relay_mark_statements_total"} {
 		if n := testutil.CollectAndCount(m.Registry(), name); n != limit+2 {
 			t.Errorf("%s: %d series, want %d (%d tables, the entry's aggregate, the configured table)", name, n, limit+2, limit)
 		}

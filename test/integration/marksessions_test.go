@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,18 +25,7 @@ func TestMarkSessionsKilledMidStatementAreWrittenAgain(t *testing.T) {
 	base := testenv.NewDB(t, "schema/producer_message.sql")
 	prefix := strings.ReplaceAll(testenv.UniqueName("ms"), "_", "")
 	const tenants = 30
-	schema := func(i int) string { return fmt.Sprintf("%s_%02d", prefix, i) }
-	t.Cleanup(func() {
-		for i := range tenants {
-			_, _ = base.Primary.Exec("DROP DATABASE IF EXISTS " + schema(i))
-		}
-	})
-	var ddl strings.Builder
-	for i := range tenants {
-		fmt.Fprintf(&ddl, "CREATE DATABASE %s; CREATE TABLE %s.producer_message LIKE %s.producer_message;", schema(i), schema(i), base.Name)
-	}
-	base.Exec(t, ddl.String())
-	base.WaitReplicated(t, 60*time.Second)
+	schema := createTenants(t, base, prefix, tenants)
 
 	br, got := testenv.NewCollectedBroker(t)
 	tables := fmt.Sprintf("  - {preset: producer-message, schema: \"%s_*\", name: producer_message}\n", prefix)
@@ -119,4 +110,147 @@ func TestMarkSessionsKilledMidStatementAreWrittenAgain(t *testing.T) {
 		return notSent == 0, fmt.Sprintf("%d of %d rows not SENT", notSent, n)
 	})
 	t.Logf("%d rows over %d tenants, %d marks killed", n, tenants, kills.Load())
+}
+
+// createTenants makes n schemas prefix_00.. with a copy of base's
+// producer_message each, replicated, dropped at the end; it returns the
+// schema name of tenant i.
+func createTenants(t *testing.T, base *testenv.DB, prefix string, n int) func(int) string {
+	t.Helper()
+	schema := func(i int) string { return fmt.Sprintf("%s_%02d", prefix, i) }
+	t.Cleanup(func() {
+		for i := range n {
+			_, _ = base.Primary.Exec("DROP DATABASE IF EXISTS " + schema(i))
+		}
+	})
+	var ddl strings.Builder
+	for i := range n {
+		fmt.Fprintf(&ddl, "CREATE DATABASE %s; CREATE TABLE %s.producer_message LIKE %s.producer_message;", schema(i), schema(i), base.Name)
+	}
+	base.Exec(t, ddl.String())
+	base.WaitReplicated(t, 60*time.Second)
+	return schema
+}
+
+// Rows of 50 tenants, one a transaction, round robin, at about 2,000 rows/s:
+// each batch names every table with a few rows, so the relay keeps most
+// tables' marks for a later batch (committer.coalesce) and the checkpoint
+// stays before the oldest kept row. Two SIGKILLs in the middle: nothing is
+// lost, each restart delivers again no more rows than were in flight at
+// its kill (delivered and not SENT), first deliveries come in commit
+// order, and every row ends SENT.
+func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
+	testenv.Integration(t)
+	base := testenv.NewDB(t, "schema/producer_message.sql")
+	prefix := strings.ReplaceAll(testenv.UniqueName("mk"), "_", "")
+	const tenants, rounds, kills = 50, 200, 2
+	schema := createTenants(t, base, prefix, tenants)
+	br, got := testenv.NewCollectedBroker(t)
+	tables := fmt.Sprintf("  - {preset: producer-message, schema: \"%s_*\", name: producer_message}\n", prefix)
+	// The sweeper waits past the test: only the binlog path sends.
+	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: testenv.UniqueName("manykill"), Tables: tables,
+		Extra: "sweeper: {grace_period: 10m}\n"}.YAML())
+	p := relaytest.StartedProcess(t, cfg)
+
+	// The producer: a round of one-row transactions, one per tenant, every
+	// 25 ms, on one connection (commit order is the order written).
+	var mu sync.Mutex
+	var want []string
+	produced, stop := make(chan error, 1), make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for r := range rounds {
+			select {
+			case <-tick.C:
+			case <-stop:
+				produced <- nil
+				return
+			}
+			var b strings.Builder
+			var ids []string
+			for i := range tenants {
+				id := fmt.Sprintf("%s-%d-%d", prefix, r, i)
+				fmt.Fprintf(&b, "INSERT INTO %s.producer_message (message_id, exchange, routing_key, content) VALUES ('%s', '%s', 'tenant.event', '{}');",
+					schema(i), id, br.Exchange)
+				ids = append(ids, id)
+			}
+			if _, err := base.Primary.Exec(b.String()); err != nil {
+				produced <- err
+				return
+			}
+			mu.Lock()
+			want = append(want, ids...)
+			mu.Unlock()
+		}
+		produced <- nil
+	}()
+	sent := func() int {
+		n := 0
+		for i := range tenants {
+			n += base.Count(t, "SELECT COUNT(*) FROM "+schema(i)+".producer_message WHERE status = 'SENT'")
+		}
+		return n
+	}
+
+	type kill struct{ delivered, inflight, restartAt, dups int }
+	var ks []kill
+	for k := 1; k <= kills; k++ {
+		at := k * tenants * rounds / (kills + 1)
+		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
+		signal(t, p, syscall.SIGKILL)
+		if _, err := p.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
+		distinct, _ := got.Distinct()
+		// SENT rows were delivered: the other delivered rows were in flight.
+		inflight := distinct - sent()
+		base.WaitReplicated(t, 30*time.Second)
+		ks = append(ks, kill{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
+		p = relaytest.StartedProcess(t, cfg)
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	all := append([]string(nil), want...)
+	mu.Unlock()
+	waitAllDistinct(t, got, all, 3*time.Minute)
+	testenv.WaitFor(t, 60*time.Second, "every row SENT", func() (bool, string) {
+		n := sent()
+		return n == len(all), fmt.Sprintf("%d of %d rows SENT", n, len(all))
+	})
+	waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
+
+	deliveries := got.All()
+	seen := map[string]bool{}
+	for i, d := range deliveries {
+		if !seen[d.MessageID] {
+			seen[d.MessageID] = true
+			continue
+		}
+		k := len(ks) - 1
+		for k > 0 && i < ks[k].restartAt {
+			k--
+		}
+		if i < ks[0].restartAt {
+			t.Errorf("delivery %d (%s) is a duplicate before the first kill", i, d.MessageID)
+			continue
+		}
+		ks[k].dups++
+	}
+	marked := scrapeCounter(t, p, "binlog_relay_rows_marked_sent_total")
+	stmts := scrapeCounter(t, p, "binlog_relay_mark_statements_total")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d rows over %d tenants, %d SIGKILLs; the last run marked %d rows in %d statements\n", len(all), tenants, kills, marked, stmts)
+	for i, k := range ks {
+		fmt.Fprintf(&b, "  kill %d after %5d deliveries: %4d rows in flight, %4d duplicates after the restart\n", i+1, k.delivered, k.inflight, k.dups)
+		if k.dups > k.inflight {
+			t.Errorf("kill %d: %d duplicates, more than the %d rows in flight", i+1, k.dups, k.inflight)
+		}
+	}
+	t.Log(b.String())
+	assertSameOrder(t, firstSeenOrder(deliveries), all)
 }
