@@ -75,9 +75,9 @@ func (s *statusTables) MarkRetryMany(_ context.Context, t *outbox.Table, _ rowst
 // written to, and how its publish ends.
 type coalesceRow struct {
 	table int
-	t    *outbox.Table
-	id   int
-	fail bool
+	t     *outbox.Table
+	id    int
+	fail  bool
 }
 
 type coalesceTx struct {

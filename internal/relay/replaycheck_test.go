@@ -171,7 +171,6 @@ func TestReplayCheckEndsAtTheFirstChunkWithNoRowSent(t *testing.T) {
 	}
 }
 
-
 func TestReplayCheckSkipsOnlyTheSameMessage(t *testing.T) {
 	// Row 2's id is SENT under another message id (the row was replaced):
 	// the replayed row 2 is another message, and is published.
