@@ -238,8 +238,8 @@ func (w *coalesceWorld) flushed() error {
 		return err
 	}
 	for t := range c.pending {
-		if age := w.now.Sub(c.since[t].at); age >= c.cadence.MaxInterval {
-			return fmt.Errorf("%s's marks kept for %v, past the longest wait %v", t.FullName(), age, c.cadence.MaxInterval)
+		if age := w.now.Sub(c.since[t].at); age >= c.keepFor() {
+			return fmt.Errorf("%s's marks kept for %v, past the longest wait %v", t.FullName(), age, c.keepFor())
 		}
 	}
 	if c.kept > c.cadence.MaxUnmarked/2 {
@@ -289,7 +289,7 @@ func drawCoalesceSchedule(rt *rapid.T) coalesceSchedule {
 			st.xa = rapid.IntRange(0, 19).Draw(rt, fmt.Sprintf("xa_%d", i)) == 0
 		case kind <= 7:
 			st.kind = "tick"
-			st.tick = time.Duration(rapid.IntRange(0, 80).Draw(rt, fmt.Sprintf("tick_%d", i))) * time.Millisecond
+			st.tick = time.Duration(rapid.IntRange(0, 300).Draw(rt, fmt.Sprintf("tick_%d", i))) * time.Millisecond
 		case kind == 8:
 			st.kind = "save"
 		default:
