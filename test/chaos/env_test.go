@@ -53,6 +53,7 @@ type env struct {
 	mu       sync.Mutex
 	table    string   // the outbox table's name
 	archives []string // tables a rotation renamed it to
+	tenants  []string // the tenants configuration's other tables (tenantTables)
 	cutovers int
 	settings settings // what a config change changes
 	woken    []Woken  // leaders deposed while paused
@@ -216,6 +217,12 @@ func newEnv(t *testing.T, s *Schedule) *env {
 		settings: settings{Lanes: s.Config.Lanes()}, rec: &recorder{n: map[string]int{}}}
 	e.rec.h.Schedule = *s
 	e.db = e.tp.On(t, "switch1")
+	if s.Config.Tenants() {
+		for _, tt := range tenantTables {
+			e.tp.Exec(t, "switch1", fmt.Sprintf("CREATE TABLE `%s`.`%s` LIKE `%s`.`%s`", e.tp.DB, tt, e.tp.DB, table))
+		}
+		e.tenants = tenantTables
+	}
 	e.start = time.Now()
 
 	e.primary = testenv.Proxy(t, testenv.Addr(e.tp.DSN["switch1"]))
@@ -310,6 +317,9 @@ func (e *env) relayYAML() string {
 			statuses = fmt.Sprintf(", statuses: {publishable: [%s]}", st.Publishable)
 		}
 		table = fmt.Sprintf("  - {preset: producer-message, schema: %s, route: {partition_key: routing_key%s}%s}\n", e.tp.DB, tz, statuses)
+		if s.Config.Tenants() {
+			table += fmt.Sprintf("  - {preset: producer-message, schema: %s, name: \"tenant_?\", route: {partition_key: routing_key%s}%s}\n", e.tp.DB, tz, statuses)
+		}
 	} else {
 		table = fmt.Sprintf("  - {preset: debezium, schema: %s, route: {partition_key: aggregateid%s}}\n", e.tp.DB, tz)
 	}
@@ -468,11 +478,12 @@ func (e *env) readingFrom(i int) int {
 	return -1
 }
 
-// tables are the outbox table and the archives, for the end state.
-func (e *env) tables() (live string, archives []string) {
+// tables are the tables the relay reads (the outbox table, and the tenant
+// tables of the tenants configuration) and the archives, for the end state.
+func (e *env) tables() (live, archives []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.table, append([]string(nil), e.archives...)
+	return append([]string{e.table}, e.tenants...), append([]string(nil), e.archives...)
 }
 
 func stackSh(t testing.TB, args ...string) {

@@ -242,7 +242,7 @@ func runSchedule(t *testing.T, s Schedule) *result {
 
 	ctx := context.Background()
 	live, archives := e.tables()
-	if err := resolve(ctx, e.db, txs, append([]string{live}, archives...), s.Config.Status()); err != nil {
+	if err := resolve(ctx, e.db, txs, append(live, archives...), s.Config.Status()); err != nil {
 		fail("settling the transactions whose commit went unanswered: %v", err)
 	}
 	if err := e.drain(txs, 90*time.Second+s.Duration/4); err != nil {
@@ -263,7 +263,7 @@ func runSchedule(t *testing.T, s Schedule) *result {
 	e.rec.mu.Lock()
 	e.rec.h.Txs = txs
 	e.rec.h.End = end
-	e.rec.h.Table = live
+	e.rec.h.Table, e.rec.h.Tenants = live[0], live[1:]
 	e.mu.Lock()
 	for _, w := range e.woken {
 		w.Publishes = e.relays[w.Relay].publishedBetween(w.At, w.Until)
@@ -322,13 +322,13 @@ func (e *env) drain(txs []Tx, within time.Duration) error {
 		pending := 0
 		if e.s.Config.Status() {
 			live, archives := e.tables()
-			for i, table := range append([]string{live}, archives...) {
+			for i, table := range append(live, archives...) {
 				var n int
 				// Rows re-queued for hours on are the sweeper's then; the
 				// retries of rows archived away are nobody's (documented).
 				q := fmt.Sprintf("SELECT COUNT(*) FROM `%s` WHERE status IN ('PENDING', 'SENDING') "+
 					"AND (next_retry_time IS NULL OR next_retry_time < NOW(3) + INTERVAL 1 HOUR)", table)
-				if i > 0 {
+				if i >= len(live) {
 					q += " AND error_msg IS NULL"
 				}
 				if err := e.db.QueryRow(q).Scan(&n); err != nil {
@@ -356,7 +356,7 @@ func (e *env) endState() (map[string]EndRow, error) {
 		return out, nil
 	}
 	live, archives := e.tables()
-	for _, table := range append(archives, live) { // the live table last: its rows win
+	for _, table := range append(archives, live...) { // the live tables last: their rows win
 		rows, err := e.db.Query(fmt.Sprintf("SELECT message_id, status, COALESCE(error_msg, '') FROM `%s`", table))
 		if err != nil {
 			return nil, err

@@ -19,7 +19,10 @@ type History struct {
 	Deliveries []Delivery        `json:"deliveries"`
 	Faults     []FaultEvent      `json:"faults"`
 	End        map[string]EndRow `json:"end"`   // by message id; status tables only
-	Table      string            `json:"table"` // the outbox table's name (the others in End are archives)
+	Table      string            `json:"table"` // the outbox table's name (the others in End are archives, or tenants)
+	// Tenants are the tenant tables the relay reads too (the tenants
+	// configuration): live tables, not archives.
+	Tenants []string `json:"tenants,omitempty"`
 	Journal    []string          `json:"journal"`
 	// Woken are the leaders paused past their lease, each with what it
 	// published in the seconds after SIGCONT (counted at its own proxy).

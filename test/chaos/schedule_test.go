@@ -19,14 +19,18 @@ type Config struct {
 	// Stream: the binlog path publishes into a RabbitMQ stream
 	// (broker.stream) instead of the tables' exchanges.
 	Stream bool `json:"stream"`
-	// Table: status (preset producer-message, marked SENT, swept) or
-	// statusless (preset debezium: nothing written back, not swept).
+	// Table: status (preset producer-message, marked SENT, swept),
+	// statusless (preset debezium: nothing written back, not swept), or
+	// tenants (status tables: the outbox table and seven tenant tables
+	// matched by a pattern entry, each transaction's rows spread over
+	// them, so a batch of marks names more tables than
+	// relay.mark_sessions and the relay keeps some for a later batch).
 	Table string `json:"table"`
 }
 
 var (
 	orderings = []string{"relaxed", "strict", "lanes4"}
-	tables    = []string{"status", "statusless"}
+	tables    = []string{"status", "statusless", "tenants"}
 )
 
 // String is the configuration as CONFIG= takes it: relaxed/queue/status.
@@ -46,8 +50,15 @@ func (c Config) Lanes() int {
 	return 1
 }
 
-// Status is true for the table with a status column.
-func (c Config) Status() bool { return c.Table == "status" }
+// Status is true for the tables with a status column.
+func (c Config) Status() bool { return c.Table == "status" || c.Table == "tenants" }
+
+// Tenants is true when rows spread over the tenant tables too.
+func (c Config) Tenants() bool { return c.Table == "tenants" }
+
+// tenantTables are the tables the tenants configuration adds beside the
+// outbox table, in its database; the pattern "tenant_?" matches them.
+var tenantTables = []string{"tenant_1", "tenant_2", "tenant_3", "tenant_4", "tenant_5", "tenant_6", "tenant_7"}
 
 // Matrix is every configuration.
 func Matrix() []Config {

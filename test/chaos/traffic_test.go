@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -189,6 +190,7 @@ func (w *writer) txRows(count int, shapes bool) (rows []Row, stmts []stmt) {
 		first string // the body inserted
 		poison,
 		decoy bool
+		table string // where it is inserted
 	}
 	var all []ins
 	for range count {
@@ -204,18 +206,34 @@ func (w *writer) txRows(count int, shapes bool) (rows []Row, stmts []stmt) {
 		if shapes && t.Decoy > 0 && w.rng.Float64() < t.Decoy {
 			in.decoy, in.row.Expect = true, Never
 		}
+		in.table = w.e.table
+		if w.e.s.Config.Tenants() {
+			// One row in eight in the outbox table, the others spread over
+			// the tenant tables: a transaction's rows in several tables.
+			if k := w.rng.IntN(len(tenantTables) + 1); k > 0 {
+				in.table = tenantTables[k-1]
+			}
+		}
+		if in.decoy {
+			in.table = decoyName(w.e.table)
+		}
 		all = append(all, in)
 	}
-	// Inserts of up to 500 rows a statement, the decoys apart.
+	// Inserts of up to 500 rows a statement, one table at a time (the
+	// decoys apart), in the order the tables first come.
+	var order []string
 	for _, decoy := range []bool{false, true} {
+		for _, b := range all {
+			if b.decoy == decoy && !slices.Contains(order, b.table) {
+				order = append(order, b.table)
+			}
+		}
+	}
+	for _, table := range order {
 		var batch []ins
 		flush := func() {
 			if len(batch) == 0 {
 				return
-			}
-			table := w.e.table
-			if decoy {
-				table = decoyName(table)
 			}
 			var q strings.Builder
 			var args []any
@@ -246,7 +264,7 @@ func (w *writer) txRows(count int, shapes bool) (rows []Row, stmts []stmt) {
 			batch = batch[:0]
 		}
 		for _, b := range all {
-			if b.decoy != decoy {
+			if b.table != table {
 				continue
 			}
 			batch = append(batch, b)
@@ -264,25 +282,25 @@ func (w *writer) txRows(count int, shapes bool) (rows []Row, stmts []stmt) {
 		}
 		if b.first != b.row.Body {
 			if status {
-				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET content = ? WHERE message_id = ?", w.e.table), []any{b.row.Body, b.row.ID}})
+				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET content = ? WHERE message_id = ?", b.table), []any{b.row.Body, b.row.ID}})
 			} else if t.PartialJSON {
 				// JSON_SET of one field: logged as a diff with
 				// binlog_row_value_options=PARTIAL_JSON.
 				var doc struct{ Pad string }
 				_ = jsonUnmarshal(b.row.Body, &doc)
-				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET payload = JSON_SET(payload, '$.pad', ?) WHERE id = ?", w.e.table), []any{doc.Pad, b.row.ID}})
+				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET payload = JSON_SET(payload, '$.pad', ?) WHERE id = ?", b.table), []any{doc.Pad, b.row.ID}})
 			} else {
-				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET payload = ? WHERE id = ?", w.e.table), []any{b.row.Body, b.row.ID}})
+				stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET payload = ? WHERE id = ?", b.table), []any{b.row.Body, b.row.ID}})
 			}
 		}
 		switch {
 		case shapes && status && !b.poison && w.rng.Float64() < t.Cancel:
 			// Not publishable at the commit: never published (docs/lifecycle.md).
-			stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET status = 'CANCELLED' WHERE message_id = ?", w.e.table), []any{b.row.ID}})
+			stmts = append(stmts, stmt{fmt.Sprintf("UPDATE `%s` SET status = 'CANCELLED' WHERE message_id = ?", b.table), []any{b.row.ID}})
 			b.row.Expect = Never
 		case shapes && !status && w.rng.Float64() < t.Delete:
 			// The Debezium pattern: the insert is the message.
-			stmts = append(stmts, stmt{fmt.Sprintf("DELETE FROM `%s` WHERE id = ?", w.e.table), []any{b.row.ID}})
+			stmts = append(stmts, stmt{fmt.Sprintf("DELETE FROM `%s` WHERE id = ?", b.table), []any{b.row.ID}})
 			b.row.Gone = true
 		}
 		rows = append(rows, b.row)
