@@ -86,8 +86,7 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 	p := relaytest.StartedProcess(t, cfg)
 	prod := startPacedProducer(t, db, br.Exchange, "d", rows/perTx, perTx, rate)
 
-	type kill struct{ delivered, inflight, restartAt, dups int }
-	var ks []kill
+	var ks []killRecord
 	for k := 1; k <= kills; k++ {
 		at := k * rows / (kills + 2)
 		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
@@ -104,7 +103,7 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 		// The restart reads the replica: let it apply the last marks, as it
 		// would have in the seconds a real restart takes.
 		db.WaitReplicated(t, 30*time.Second)
-		ks = append(ks, kill{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
+		ks = append(ks, killRecord{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
 		p = relaytest.StartedProcess(t, cfg)
 	}
 	want := prod.wait(t)
@@ -114,6 +113,31 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 	waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
 
 	all := got.All()
+	total := chargeDuplicates(t, all, ks)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d rows at %d rows/s, %d SIGKILLs: %d duplicates in all, 0 lost\n", len(want), rate, kills, total)
+	for i, k := range ks {
+		fmt.Fprintf(&b, "  kill %d after %6d deliveries: %5d rows in flight, %5d duplicates after the restart\n", i+1, k.delivered, k.inflight, k.dups)
+	}
+	t.Log(b.String())
+	for i, k := range ks {
+		if k.dups > k.inflight {
+			t.Errorf("kill %d: %d duplicates, more than the %d rows in flight", i+1, k.dups, k.inflight)
+		}
+	}
+	assertSameOrder(t, firstSeenOrder(all), want)
+}
+
+// killRecord is one SIGKILL of a kill test: the deliveries before it, the
+// rows in flight then (delivered, not SENT), where the restart's
+// deliveries begin, and the duplicates charged to that restart.
+type killRecord struct{ delivered, inflight, restartAt, dups int }
+
+// chargeDuplicates charges each delivery of a message delivered before to
+// the restart it came after (ks in order), and returns how many there
+// were; one before the first kill is an error.
+func chargeDuplicates(t *testing.T, all []testenv.Delivery, ks []killRecord) int {
+	t.Helper()
 	seen := map[string]bool{}
 	total := 0
 	for i, d := range all {
@@ -132,18 +156,7 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 		}
 		ks[k].dups++
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d rows at %d rows/s, %d SIGKILLs: %d duplicates in all, 0 lost\n", len(want), rate, kills, total)
-	for i, k := range ks {
-		fmt.Fprintf(&b, "  kill %d after %6d deliveries: %5d rows in flight, %5d duplicates after the restart\n", i+1, k.delivered, k.inflight, k.dups)
-	}
-	t.Log(b.String())
-	for i, k := range ks {
-		if k.dups > k.inflight {
-			t.Errorf("kill %d: %d duplicates, more than the %d rows in flight", i+1, k.dups, k.inflight)
-		}
-	}
-	assertSameOrder(t, firstSeenOrder(all), want)
+	return total
 }
 
 // Issue 27: a checkpoint that went back (a Redis failover that lost the

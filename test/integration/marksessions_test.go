@@ -194,8 +194,7 @@ func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
 		return n
 	}
 
-	type kill struct{ delivered, inflight, restartAt, dups int }
-	var ks []kill
+	var ks []killRecord
 	for k := 1; k <= kills; k++ {
 		at := k * tenants * rounds / (kills + 1)
 		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
@@ -208,7 +207,7 @@ func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
 		// SENT rows were delivered: the other delivered rows were in flight.
 		inflight := distinct - sent()
 		base.WaitReplicated(t, 30*time.Second)
-		ks = append(ks, kill{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
+		ks = append(ks, killRecord{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
 		p = relaytest.StartedProcess(t, cfg)
 	}
 	if err := <-produced; err != nil {
@@ -225,22 +224,7 @@ func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
 	waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
 
 	deliveries := got.All()
-	seen := map[string]bool{}
-	for i, d := range deliveries {
-		if !seen[d.MessageID] {
-			seen[d.MessageID] = true
-			continue
-		}
-		k := len(ks) - 1
-		for k > 0 && i < ks[k].restartAt {
-			k--
-		}
-		if i < ks[0].restartAt {
-			t.Errorf("delivery %d (%s) is a duplicate before the first kill", i, d.MessageID)
-			continue
-		}
-		ks[k].dups++
-	}
+	chargeDuplicates(t, deliveries, ks)
 	marked := scrapeCounter(t, p, "binlog_relay_rows_marked_sent_total")
 	stmts := scrapeCounter(t, p, "binlog_relay_mark_statements_total")
 	var b strings.Builder
