@@ -331,8 +331,11 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	case hold != nil:
 		// Up to the commit before the oldest kept row, once: the commits
 		// after it are handed when its table's marks are (c.advanced stays).
+		// The start position too, when nothing was handed yet: it may never
+		// have been saved, and a relay with no checkpoint starts where the
+		// source is, leaving the rows between to the sweeper.
 		b.through = nil
-		if hold.n > c.handedAt {
+		if hold.n > c.handedAt || !c.handed {
 			b.pos, b.seq, b.through, c.handedAt = &hold.pos, hold.seq, hold.through, hold.n
 		}
 	case c.advanced:
