@@ -23,7 +23,7 @@ type History struct {
 	// Tenants are the tenant tables the relay reads too (the tenants
 	// configuration): live tables, not archives.
 	Tenants []string `json:"tenants,omitempty"`
-	Journal    []string          `json:"journal"`
+	Journal []string `json:"journal"`
 	// Woken are the leaders paused past their lease, each with what it
 	// published in the seconds after SIGCONT (counted at its own proxy).
 	Woken []Woken `json:"woken,omitempty"`
