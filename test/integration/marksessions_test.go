@@ -147,9 +147,10 @@ func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
 	schema := createTenants(t, base, prefix, tenants)
 	br, got := testenv.NewCollectedBroker(t)
 	tables := fmt.Sprintf("  - {preset: producer-message, schema: \"%s_*\", name: producer_message}\n", prefix)
-	// The sweeper waits past the test: only the binlog path sends.
+	// The sweeper waits past the test: only the binlog path sends. The
+	// metrics on a port of their own (another flavour's suite may run).
 	cfg := relaytest.WriteConfig(t, relaytest.Config{Name: testenv.UniqueName("manykill"), Tables: tables,
-		Extra: "sweeper: {grace_period: 10m}\n"}.YAML())
+		Extra: "http: {addr: \"127.0.0.1:0\"}\nsweeper: {grace_period: 10m}\n"}.YAML())
 	p := relaytest.StartedProcess(t, cfg)
 
 	// The producer: a round of one-row transactions, one per tenant, every
