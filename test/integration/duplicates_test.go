@@ -88,23 +88,9 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 
 	var ks []killRecord
 	for k := 1; k <= kills; k++ {
-		at := k * rows / (kills + 2)
-		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
-		signal(t, p, syscall.SIGKILL)
-		if _, err := p.Wait(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		// What the killed run published reaches the queue, then nothing more.
-		waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
-		distinct, _ := got.Distinct()
-		// A row is SENT only after its confirm, so SENT rows are delivered
-		// ones: the rest of the delivered rows are the ones in flight.
-		inflight := distinct - statusCounts(t, db.Primary)["SENT"]
-		// The restart reads the replica: let it apply the last marks, as it
-		// would have in the seconds a real restart takes.
-		db.WaitReplicated(t, 30*time.Second)
-		ks = append(ks, killRecord{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
-		p = relaytest.StartedProcess(t, cfg)
+		var kr killRecord
+		p, kr = killAndRestart(t, p, cfg, got, db, k*rows/(kills+2), k, func() int { return statusCounts(t, db.Primary)["SENT"] })
+		ks = append(ks, kr)
 	}
 	want := prod.wait(t)
 	waitAllDistinct(t, got, want, 3*time.Minute)
@@ -126,6 +112,27 @@ func TestFiveSIGKILLsDuplicateOnlyRowsInFlight(t *testing.T) {
 		}
 	}
 	assertSameOrder(t, firstSeenOrder(all), want)
+}
+
+// killAndRestart waits until at rows are delivered, SIGKILLs p (kill k),
+// waits for what the killed run published to reach the queue, counts the
+// rows in flight (delivered and not SENT: sent counts the SENT rows, and a
+// row is SENT only after its confirm), lets the replica apply the last
+// marks, as it would in the seconds a real restart takes, and starts the
+// relay again from cfg.
+func killAndRestart(t *testing.T, p *relaytest.Process, cfg string, got *testenv.Collector, db *testenv.DB, at, k int, sent func() int) (*relaytest.Process, killRecord) {
+	t.Helper()
+	testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
+	signal(t, p, syscall.SIGKILL)
+	if _, err := p.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
+	distinct, _ := got.Distinct()
+	inflight := distinct - sent()
+	db.WaitReplicated(t, 30*time.Second)
+	kr := killRecord{delivered: got.Len(), inflight: inflight, restartAt: got.Len()}
+	return relaytest.StartedProcess(t, cfg), kr
 }
 
 // killRecord is one SIGKILL of a kill test: the deliveries before it, the

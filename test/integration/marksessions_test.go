@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -197,19 +196,9 @@ func TestSIGKILLsAcrossManyTenantsDuplicateOnlyRowsInFlight(t *testing.T) {
 
 	var ks []killRecord
 	for k := 1; k <= kills; k++ {
-		at := k * tenants * rounds / (kills + 1)
-		testenv.Eventually(t, 90*time.Second, func() bool { return got.Len() >= at }, "only %d delivered before kill %d", got.Len(), k)
-		signal(t, p, syscall.SIGKILL)
-		if _, err := p.Wait(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		waitQuiet(t, got, 500*time.Millisecond, 15*time.Second)
-		distinct, _ := got.Distinct()
-		// SENT rows were delivered: the other delivered rows were in flight.
-		inflight := distinct - sent()
-		base.WaitReplicated(t, 30*time.Second)
-		ks = append(ks, killRecord{delivered: got.Len(), inflight: inflight, restartAt: got.Len()})
-		p = relaytest.StartedProcess(t, cfg)
+		var kr killRecord
+		p, kr = killAndRestart(t, p, cfg, got, base, k*tenants*rounds/(kills+1), k, sent)
+		ks = append(ks, kr)
 	}
 	if err := <-produced; err != nil {
 		t.Fatal(err)
