@@ -99,15 +99,19 @@ func MarkRetrySQL(t *outbox.Table, r Retry) (string, []any) {
 	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", QuotedName(t), strings.Join(sets, ", "), where), args
 }
 
-// SentAmongSQL reads which of n ids are SENT now: their id and, where the
-// table has a message-id column of its own, their message id. The relay asks
-// it of the source replica when it replays rows after a restart.
+// SentAmongSQL reads which of n ids are SENT now: their id and what tells
+// the message under the id apart (rowstatus.Fingerprint): the message id
+// where the table has a column of its own, else the payload's CRC32. The
+// relay asks it of the source replica when it replays rows after a restart.
 func SentAmongSQL(t *outbox.Table, n int) string {
 	c := t.Columns
-	cols := []string{c.ID}
-	if c.MessageID != "" && !strings.EqualFold(c.MessageID, c.ID) {
-		cols = append(cols, c.MessageID)
+	cols := q(c.ID)
+	switch {
+	case c.MessageID != "" && !strings.EqualFold(c.MessageID, c.ID):
+		cols += ", " + q(c.MessageID)
+	case c.Payload != "":
+		cols += ", CRC32(" + q(c.Payload) + ")"
 	}
-	return fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) AND %s = %s", quoteAll(cols), QuotedName(t),
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) AND %s = %s", cols, QuotedName(t),
 		q(c.ID), ident.Placeholders(n), q(c.Status), SQLValue(&t.Statuses, t.Statuses.Sent))
 }

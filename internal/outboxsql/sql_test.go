@@ -42,6 +42,8 @@ func TestStatements(t *testing.T) {
 		{MarkSentGuardedSQL(seed, 2, []string{"PENDING", "SENDING"}), "UPDATE `app`.`producer_message` SET `status` = 'SENT', `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?,?) AND `message_id` IN (?,?) AND `status` IN ('PENDING', 'SENDING')"},
 		{retry, "UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = `retry_count` + 1, `next_retry_time` = NOW(3) + INTERVAL ? MICROSECOND, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` = ? AND `status` IN ('SENDING') AND `version` = ?"},
 		{failed, "UPDATE `app`.`local_message` SET `status` = 2, `retry_count` = `retry_count` + 1, `updated_at` = NOW(3) WHERE `id` IN (?, ?)"},
+		{SentAmongSQL(seed, 2), "SELECT `id`, `message_id` FROM `app`.`producer_message` WHERE `id` IN (?,?) AND `status` = 'SENT'"},
+		{SentAmongSQL(local, 1), "SELECT `id`, CRC32(`message_body`) FROM `app`.`local_message` WHERE `id` IN (?) AND `status` = 1"},
 		{guarded, "UPDATE `app`.`producer_message` SET `status` = 'FAILED', `retry_count` = `retry_count` + 1, `error_msg` = ?, `version` = `version` + 1, `update_time` = NOW(3) WHERE `id` IN (?, ?) AND `message_id` IN (?,?) AND `status` IN ('PENDING')"},
 	} {
 		if c.got != c.want {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
 )
@@ -17,15 +18,26 @@ import (
 // the source replica shows by the time they are read again. replayCheck asks
 // the replica, one indexed read per table and chunk of ids, which of the rows
 // read at the start of a Run are SENT already, and those are not published
-// again. It checks from the start of each Run until a chunk holds no row
-// that is SENT (the stream is past what the run before had marked), then
-// steps aside for the rest of the Run.
+// again. It checks from the start of each Run until replayChunk rows in a
+// row are not SENT (the stream is past what the run before had marked), or
+// a table marked by id alone is renamed, then steps aside for the rest of
+// the Run.
 //
-// A row found SENT was confirmed by the broker before it was marked, so not
-// publishing it again loses nothing. A row confirmed but not marked yet is
-// published again: those are the only duplicates left. A table without a
-// status column, a row its own transaction deleted, or a read that fails
-// (the warning says so) keeps the old behaviour: the row is published.
+// A row found SENT, under the same message (rowstatus.Fingerprint), was
+// confirmed by the broker before it was marked, so not publishing it again
+// loses nothing. A row confirmed but not marked yet is published again:
+// those are the only duplicates left. A table without a status column, a
+// row its own transaction deleted, or a read that fails (the warning says
+// so) keeps the old behaviour: the row is published.
+//
+// A table without a message-id column of its own (local_message) is marked
+// by id alone, and a mark written by name after the primary renamed the
+// table away (rename.go) lands on the new table's row with that id: SENT,
+// never published. The rename comes before that row in the binlog, and the
+// check ends there. A table truncated, or dropped and made again, while
+// marks are in flight is the case left: its ids start again at 1, and only
+// a row with a small id, inserted in the seconds a mark may wait after the
+// truncate, meets a mark of the same id.
 type replayCheck struct {
 	r      *Relay
 	lookup SentLookup
@@ -37,6 +49,8 @@ type replayCheck struct {
 	// one the reader sent early (a transaction past its hold), and is never
 	// skipped, SENT or not: the early version's mark says nothing of it.
 	txKeys map[string]bool
+	// unsent counts the rows checked since the last chunk with a row SENT.
+	unsent int
 	// The Run's totals, logged once when the check ends.
 	checked, skipped, reads int
 	began                   time.Time
@@ -98,10 +112,19 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	clear(c.skip)
 	byTable := map[*outbox.Table][]*outbox.Row{}
 	var order []*outbox.Table
-	var last *outbox.Row // the chunk's last row that was checked
+	n, renamed := 0, false // rows looked up; a rename ends the check
 	for _, ev := range evs {
 		if ev.Kind == binlog.KindCommit {
 			clear(c.txKeys)
+		}
+		if ev.Kind == binlog.KindRename && !rowstatus.OwnMessageID(ev.Rename.Table) {
+			// A table renamed away (an archival rotation) while the run
+			// before marked its rows by name and by id alone: a mark it
+			// wrote before its reader came here landed on the new table's
+			// row under the same id, never published. From here the replica's
+			// SENT says nothing of the rows read.
+			renamed = true
+			break
 		}
 		if ev.Kind != binlog.KindRow || !checkable(ev.Row) {
 			continue
@@ -116,7 +139,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			order = append(order, t)
 		}
 		byTable[t] = append(byTable[t], ev.Row)
-		last = ev.Row
+		n++
 	}
 	for _, t := range order {
 		rows := byTable[t]
@@ -138,31 +161,36 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			return
 		}
 		c.checked += len(rows)
-		guard := t.Columns.MessageID != "" && len(sent) > 0
-		n := 0
+		found := 0
 		for _, row := range rows {
-			msg, ok := sent[colval.ValueString(row.ID)]
+			fp, ok := sent[colval.ValueString(row.ID)]
 			if !ok {
 				continue
 			}
-			if guard && msg != "" && msg != colval.ValueString(row.Values[t.Columns.MessageID]) {
-				continue // another message under this id now (a REPLACE, a table made again)
+			if fp != rowstatus.Fingerprint(t, row.Values) {
+				continue // another message under this id now (a REPLACE, a table made again or rotated)
 			}
 			c.skip[row] = true
-			n++
+			found++
 		}
-		if n > 0 {
-			c.skipped += n
-			c.r.cfg.Observer.ReplaySkipped(t, int64(n))
+		if found > 0 {
+			c.skipped += found
+			c.r.cfg.Observer.ReplaySkipped(t, int64(found))
 		}
 	}
 	// Marks are written in binlog order, mostly: the SENT rows come first,
-	// with rows not SENT among the last ones (a table's few marks kept for
-	// a later batch, committer.coalesce; a row that failed). A chunk with
-	// no row SENT is past what the run before had marked. Any row found
-	// SENT is left out whatever its place: it was confirmed before it was
-	// marked.
-	if last != nil && len(c.skip) == 0 {
+	// with rows not SENT among them (a table's few marks kept for a later
+	// batch, committer.coalesce; a row that failed). Once replayChunk rows in
+	// a row are not SENT, chunk after chunk, the stream is past what the run
+	// before had marked (a chunk cut short by replayGather may hold only
+	// kept rows). Any row found SENT is left out whatever its place: it was
+	// confirmed before it was marked.
+	if len(c.skip) > 0 {
+		c.unsent = 0
+	} else {
+		c.unsent += n
+	}
+	if renamed || c.unsent >= replayChunk {
 		c.end()
 	}
 }

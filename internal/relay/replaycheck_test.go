@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/binlog-relay/binlog-relay/internal/colval"
+	"github.com/binlog-relay/binlog-relay/internal/rowstatus"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/checkpoint"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -132,12 +133,17 @@ func TestReplayedRowsSentAlreadyAreNotPublished(t *testing.T) {
 
 // The check goes on past rows that are not SENT while others in their chunk
 // are (a table's few marks kept for a later batch leave unmarked rows among
-// marked ones), and ends at the first chunk with no row SENT: after it, a
-// row that shows SENT (the sweeper sent it) is published all the same.
-func TestReplayCheckEndsAtTheFirstChunkWithNoRowSent(t *testing.T) {
+// marked ones), and past chunks with none SENT (a chunk cut short by the
+// gather's wait may hold only kept rows): it ends once replayChunk rows in
+// a row are not SENT. After that, a row that shows SENT (the sweeper sent
+// it) is published all the same.
+func TestReplayCheckEndsAfterAChunksWorthOfRowsNotSent(t *testing.T) {
 	tb := markedTable(t)
 	r, _ := testRelay(t, tb, "")
 	lookup := &fakeSent{sent: map[string]string{"1": "m-1", "2": "m-2", "4": "m-4", "9": "m-9"}}
+	for id := replayChunk + 10; id < 2*replayChunk+20; id++ {
+		lookup.sent[fmt.Sprint(id)] = fmt.Sprint("m-", id) // the sweeper sent these
+	}
 	r.cfg.Sent = lookup
 	chunk := func(from, to int) []binlog.Event {
 		var evs []binlog.Event
@@ -156,18 +162,56 @@ func TestReplayCheckEndsAtTheFirstChunkWithNoRowSent(t *testing.T) {
 		return ids
 	}
 	c := r.newReplayCheck()
-	first := chunk(1, 5)
-	c.check(context.Background(), first)
-	if got := skipped(c, first); !slices.Equal(got, ids(1, 2, 4)) || !c.active {
-		t.Fatalf("first chunk: skipped %v (check active %v), want 1, 2 and 4 and the check going on past 3 and 5", got, c.active)
+	for _, step := range []struct {
+		from, to int
+		skip     []any
+		active   bool
+	}{
+		{1, 5, ids(1, 2, 4), true},        // 3 and 5 kept unmarked among marked rows
+		{6, 8, nil, true},                 // a short chunk of kept rows only
+		{9, 9, ids(9), true},              // marked rows after them
+		{10, replayChunk + 9, nil, false}, // a chunk's worth not SENT: past the run before
+		{replayChunk + 10, replayChunk + 12, nil, false},
+	} {
+		evs := chunk(step.from, step.to)
+		if c.active {
+			c.check(context.Background(), evs)
+		} else {
+			clear(c.skip)
+		}
+		if got := skipped(c, evs); !slices.Equal(got, step.skip) || c.active != step.active {
+			t.Fatalf("rows %d-%d: skipped %v (check active %v), want %v (active %v)", step.from, step.to, got, c.active, step.skip, step.active)
+		}
 	}
-	second := chunk(6, 8)
-	c.check(context.Background(), second)
-	if got := skipped(c, second); len(got) != 0 || c.active {
-		t.Fatalf("second chunk, none SENT: skipped %v (check active %v), want none and the check ended", got, c.active)
+	if n := len(lookup.reads); n != 4 {
+		t.Fatalf("%d replica reads, want one per chunk checked (4)", n)
 	}
-	if n := len(lookup.reads); n != 2 {
-		t.Fatalf("%d replica reads, want one per chunk (2)", n)
+}
+
+// localMessageRow is a pending local_message row (its message id is its id).
+func localMessageRow(tb *outbox.Table, id int, body string) *outbox.Row {
+	return &outbox.Row{Table: tb, ID: id, Values: map[string]any{"id": id, "exchange": "orders", "routing_key": "k",
+		"message_body": []byte(body), "status": 0, "retry_count": 0, "biz_id": "order-1", "biz_type": "order"}}
+}
+
+// A table marked by id alone (local_message) has its rows told apart by
+// their payload: a replayed row whose id the replica shows SENT with
+// another payload (the table's ids started again) is published.
+func TestReplayCheckTellsRowsOfOneIDApartByPayload(t *testing.T) {
+	tb := presetTable(t, "local-message", "")
+	r, _ := testRelay(t, tb, "")
+	fp := func(body string) string { return rowstatus.Fingerprint(tb, localMessageRow(tb, 0, body).Values) }
+	r.cfg.Sent = &fakeSent{sent: map[string]string{"1": fp("a"), "2": fp("another"), "3": fp("c")}}
+	rows := []*outbox.Row{localMessageRow(tb, 1, "a"), localMessageRow(tb, 2, "b"), localMessageRow(tb, 3, "c")}
+	var evs []binlog.Event
+	for _, row := range rows {
+		evs = append(evs, binlog.Event{Kind: binlog.KindRow, Row: row})
+	}
+	c := r.newReplayCheck()
+	c.check(context.Background(), append(evs, binlog.Event{Kind: binlog.KindCommit, Commit: binlog.Commit{File: "bin.000001", Pos: 300}}))
+	if !c.skips(rows[0]) || c.skips(rows[1]) || !c.skips(rows[2]) {
+		t.Fatalf("skipped 1: %v, 2: %v, 3: %v; want 1 and 3 (same payload), not 2 (another payload under its id)",
+			c.skips(rows[0]), c.skips(rows[1]), c.skips(rows[2]))
 	}
 }
 

@@ -37,7 +37,7 @@ type CheckpointStore interface {
 
 // SentLookup tells, of some rows of a table, which are SENT now, reading the
 // source replica (rowstatus.SentReader): keyed by colval.ValueString of the id, with the
-// message id's, "" when the table has no message-id column of its own.
+// row's rowstatus.Fingerprint (its message id, or its payload's CRC32).
 type SentLookup interface {
 	Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error)
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/binlog-relay/binlog-relay/internal/colval"
 	"github.com/binlog-relay/binlog-relay/internal/outboxsql"
 	"github.com/binlog-relay/binlog-relay/pkg/binlog"
 	"github.com/binlog-relay/binlog-relay/pkg/outbox"
@@ -65,9 +68,8 @@ func (s SentReader) CatchUp(ctx context.Context, within time.Duration) error {
 }
 
 // Sent returns, of ids (rows of t), the ones whose status is SENT now, keyed
-// by the id's text, each with its message id's ("" when the table has no
-// message-id column of its own): the text colval.ValueString gives a value
-// the binlog decoded. A table without a status column has none.
+// by the id's text, each with its Fingerprint as the replica computes it. A
+// table without a status column has none.
 func (s SentReader) Sent(ctx context.Context, t *outbox.Table, ids []any) (map[string]string, error) {
 	out := map[string]string{}
 	if t.Columns.Status == "" || len(ids) == 0 {
@@ -97,4 +99,38 @@ func (s SentReader) Sent(ctx context.Context, t *outbox.Table, ids []any) (map[s
 		return nil, fmt.Errorf("reading which replayed rows of %s are sent: %w", t.FullName(), err)
 	}
 	return out, nil
+}
+
+// Fingerprint tells apart two messages stored under one id of t (a table
+// truncated, or rotated by a rename, starts its ids again), from a row's
+// values as the binlog decoded them: the message id's text where the table
+// has a message-id column of its own, else the CRC32 of the payload's bytes
+// (as MySQL's and MariaDB's CRC32() compute it over the stored bytes), ""
+// for a NULL or no payload. Sent returns the same of each row it finds: the
+// replay check skips a replayed row only when the two agree. A SENT mark
+// matched by id alone can land on a new row with an old row's id (rename.go
+// writes marks by name), and that row, never published, must not be taken
+// for the old one. A payload the binlog renders otherwise than CRC32()
+// reads it (MySQL's JSON type) never agrees: such rows are published
+// again, duplicates and never a loss.
+func Fingerprint(t *outbox.Table, values map[string]any) string {
+	c := t.Columns
+	if OwnMessageID(t) {
+		return colval.ValueString(values[c.MessageID])
+	}
+	if c.Payload == "" {
+		return ""
+	}
+	var b []byte
+	switch v := values[c.Payload].(type) {
+	case nil:
+		return ""
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	default:
+		b = []byte(colval.ValueString(v))
+	}
+	return strconv.FormatUint(uint64(crc32.ChecksumIEEE(b)), 10)
 }
