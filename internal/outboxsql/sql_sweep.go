@@ -18,7 +18,8 @@ type Sweep struct {
 	Pending []string // statuses a due row is in; Pending[0] is written back
 	Claimed []string // statuses a claimed row is in
 	// ClaimSending: the claim moves rows to SENDING (version+1), so a row
-	// can be left there by a sweeper that died (a zombie).
+	// can be left there by a sweeper that died (a zombie). It needs
+	// updated_at or next_retry_time to date the claim by.
 	ClaimSending bool
 	Cols         []string // columns read to publish a row
 
@@ -79,21 +80,28 @@ func (s *Sweep) due(grace time.Duration) (string, []any) {
 }
 
 // zombie selects rows left SENDING longer than timeout. ok is false when the
-// table cannot have zombies (no SENDING claim) or gives no way to tell
-// their age.
+// table has no SENDING value, so cannot have zombies (or claims SENDING
+// with nothing to date the claim by, which the sweeper's plan never does).
 func (s *Sweep) zombie(timeout time.Duration) (where string, args []any, ok bool) {
-	if !s.ClaimSending {
+	t := s.T
+	if t.Statuses.Sending == "" {
 		return "", nil, false
 	}
-	c := s.T.Columns
-	sending := StatusIn(s.T, s.Claimed)
+	c := t.Columns
+	sending := StatusIn(t, []string{t.Statuses.Sending})
+	created, arg, _ := CreatedBefore(t, timeout)
 	switch {
+	case !s.ClaimSending:
+		// The claim holds row locks and leaves rows pending (no column to
+		// date a claim by): a SENDING row was inserted so by the
+		// application, or left by an older version's claim, and is judged
+		// by its age.
+		return sending + " AND " + created, []any{arg}, true
 	case c.UpdatedAt != "":
 		return fmt.Sprintf("%s AND %s < NOW(3) - INTERVAL ? MICROSECOND", sending, q(c.UpdatedAt)), []any{timeout.Microseconds()}, true
 	case c.NextRetryTime != "":
 		// The claim set next_retry_time as a lease (LeaseOnClaim); a row the
 		// application inserted SENDING has none and is judged by its age.
-		created, arg, _ := CreatedBefore(s.T, timeout)
 		return fmt.Sprintf("%s AND (%[2]s <= NOW(3) OR (%[2]s IS NULL AND %[3]s))", sending, q(c.NextRetryTime), created), []any{arg}, true
 	}
 	return "", nil, false

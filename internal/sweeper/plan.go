@@ -17,15 +17,19 @@ type mode int
 const (
 	// modeSending: the claim moves the row to SENDING (version+1) in a short
 	// transaction; it is published after the commit and a zombie reset takes
-	// it back if its sweeper dies.
+	// it back if its sweeper dies. It needs a column that dates the claim
+	// (updated_at, or next_retry_time as a lease): without one a zombie
+	// cannot be told from a row in flight.
 	modeSending mode = iota
 	// modeLease: no SENDING value (local_message), but a next_retry_time: the
 	// claim pushes next_retry_time out by the zombie timeout, so the row is
 	// not due again until then. A dead sweeper's rows come back on their own.
 	modeLease
-	// modeLocked: neither (t_message_record, Eventuate's message): the claim
-	// transaction keeps its row locks while the batch is published and
-	// settled, which is the only thing keeping another sweeper off the rows.
+	// modeLocked: neither (t_message_record, Eventuate's message), or a
+	// SENDING value with nothing to date a claim by: the claim transaction
+	// keeps its row locks while the batch is published and settled, which is
+	// the only thing keeping another sweeper off the rows. The rows stay
+	// pending; a dead sweeper's locks go with its connection.
 	modeLocked
 )
 
@@ -74,11 +78,17 @@ func newPlan(t *outbox.Table) (*plan, error) {
 		return nil, fmt.Errorf("%w: %s has no pending status value (statuses.pending)", errNotSweepable, t.FullName())
 	}
 	switch {
-	case st.Sending != "":
+	case st.Sending != "" && (c.UpdatedAt != "" || c.NextRetryTime != ""):
 		p.mode, p.Claimed = modeSending, []string{st.Sending}
 	case c.NextRetryTime != "":
 		p.mode, p.Claimed = modeLease, p.Pending
 	default:
+		// A SENDING value without updated_at or next_retry_time lands here
+		// too: a row claimed SENDING by a sweeper SIGKILLed before its SENT
+		// write would look in flight forever (no zombie reset can date it,
+		// no lease runs out). Rows already SENDING (inserted so, or left by
+		// an older version) are reset by their created_at (outboxsql's
+		// zombie).
 		p.mode, p.Claimed = modeLocked, p.Pending
 	}
 	p.ClaimSending = p.mode == modeSending
