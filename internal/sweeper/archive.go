@@ -34,6 +34,7 @@ func (s *Sweeper) archive(ctx context.Context, p *plan, log *zap.Logger) {
 			n, err = s.archiveBatch(ctx, p)
 			return err
 		})
+		s.progressed(time.Now())
 		return n, err
 	})
 	if err != nil && ctx.Err() == nil {

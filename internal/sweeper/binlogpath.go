@@ -46,30 +46,52 @@ const (
 	lateSlack = 2 * time.Second
 )
 
+// lateLimit is how long the sweeper may go without getting on (between
+// rounds, or between two steps of one) before it takes the process for
+// paused.
+func (s *Sweeper) lateLimit() time.Duration {
+	return s.cfg.Interval + max(s.cfg.Interval, lateSlack)
+}
+
 // pace sets the grace period of the coming rounds and whether they may
 // claim (the rule above); last is when the previous rounds ended.
 func (s *Sweeper) pace(now time.Time) {
-	late := !s.lastRounds.IsZero() && now.Sub(s.lastRounds) > s.cfg.Interval+max(s.cfg.Interval, lateSlack)
+	late := !s.lastRounds.IsZero() && now.Sub(s.lastRounds) > s.lateLimit()
 	s.paceAt(now, late, now.Sub(s.lastRounds)-s.cfg.Interval)
 }
 
-// stalled paces again a round that stopped between its pace and a claim
-// for longer than a late round may (the process paused while its pre-check
-// was on the wire, or while another table drained): the pre-check's answer
-// and the grace period were taken before the pause, and the claim, by the
-// primary's clock after it, would take every row committed meanwhile,
-// which the reader has not reached. Such a round claims nothing more until
-// the reader hears from its source again, as a late one.
+// progressed notes a step of the round's work done (a pre-check answered,
+// a batch settled, a table done). The longest stretch between two steps
+// since the pace tells stalled a pause from work: a round that takes long
+// because one table drains a backlog of due retries got on all along.
+func (s *Sweeper) progressed(now time.Time) {
+	s.longestGap = max(s.longestGap, now.Sub(s.progressAt))
+	s.progressAt = now
+}
+
+// stalled paces again a round that is about to claim longer after its pace
+// than a late round may come: the pre-check's answer and the grace period
+// were taken that long ago, and the claim, by the primary's clock now,
+// would take every row committed meanwhile that the reader has not
+// reached. If the round stopped between two of its steps for that long
+// (the process paused while its pre-check was on the wire, or while
+// another table drained), it claims nothing more until the reader hears
+// from its source again, as a late one. If it got on all along (one
+// table's long drain), the reader was not paused either: the grace period
+// is taken afresh, with how far behind the binlog path is now, and claims
+// go on.
 func (s *Sweeper) stalled(now time.Time) {
-	if s.path == nil || !s.claims || now.Sub(s.pacedAt) <= s.cfg.Interval+max(s.cfg.Interval, lateSlack) {
+	if s.path == nil || !s.claims || now.Sub(s.pacedAt) <= s.lateLimit() {
 		return
 	}
-	s.paceAt(now, true, now.Sub(s.pacedAt))
+	s.progressed(now)
+	s.paceAt(now, s.longestGap > s.lateLimit(), s.longestGap)
 }
 
 // paceAt is pace with late decided; lateBy is for the log.
 func (s *Sweeper) paceAt(now time.Time, late bool, lateBy time.Duration) {
 	s.grace, s.claims, s.pacedAt = s.cfg.GracePeriod, true, now
+	s.progressAt, s.longestGap = now, 0
 	if s.path == nil {
 		return
 	}

@@ -95,3 +95,71 @@ func TestSweeperRoundStalledBeforeItsClaimsIsPacedAgain(t *testing.T) {
 		t.Fatal("the round after the reader heard from its source again may not claim")
 	}
 }
+
+// One table's drain that takes longer than a late round may (30 s of due
+// retries, a batch settled every 2 s) is work, not a pause: the reader
+// heard from its source all along. The next table's claim is paced afresh,
+// with the binlog path's lag now, and goes on; before, it was taken for a
+// pause, and claims were off for every later table of the round (of every
+// round, when the first table drains so each time).
+func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
+	path := &fakePath{received: t0}
+	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
+	s.SetBinlogPath(path)
+	s.lastRounds = t0.Add(-cfg.Interval)
+	s.pace(t0)
+	if !s.claims {
+		t.Fatal("a round on time may not claim")
+	}
+	s.progressed(t0.Add(100 * time.Millisecond)) // the pre-check answered
+	// Table 1 drains for 30 s; the reader hears from its source every
+	// second and falls 3 s behind.
+	now := t0
+	for range 15 {
+		now = now.Add(2 * time.Second)
+		s.progressed(now)
+	}
+	path.received, path.behind = now.Add(-500*time.Millisecond), 3*time.Second
+	s.stalled(now) // table 2 is due
+	if !s.claims {
+		t.Fatal("table 2 is not claimed: a 30 s drain of table 1, the reader live throughout, was taken for a pause")
+	}
+	if want := cfg.GracePeriod + 3*time.Second; s.grace != want {
+		t.Errorf("grace %s, want %s (paced afresh with the binlog path's lag now)", s.grace, want)
+	}
+	if !s.pausedAt.IsZero() {
+		t.Error("a pause was recorded")
+	}
+}
+
+// A pause between two steps of a round (the process stopped 20 s in the
+// middle of table 1's drain) still stops the claims of the tables after
+// it, although the drain got on again after the pause: the grace period
+// taken before it would claim rows the reader has not reached.
+func TestAPauseInsideOneTablesDrainStillStopsClaims(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
+	path := &fakePath{received: t0}
+	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
+	s.SetBinlogPath(path)
+	s.lastRounds = t0.Add(-cfg.Interval)
+	s.pace(t0)
+	s.progressed(t0.Add(2 * time.Second))
+	s.progressed(t0.Add(4 * time.Second))
+	woke := t0.Add(24 * time.Second) // paused 20 s in a batch
+	s.progressed(woke)
+	s.progressed(woke.Add(2 * time.Second))
+	s.stalled(woke.Add(2 * time.Second))
+	if s.claims {
+		t.Fatal("table 2 claims after a 20 s pause in table 1's drain, before the reader heard from its source again")
+	}
+	// The reader hears from its source after the pause: the next round claims.
+	path.received = woke.Add(3 * time.Second)
+	s.lastRounds = woke.Add(4 * time.Second)
+	s.pace(woke.Add(4*time.Second + cfg.Interval))
+	if !s.claims {
+		t.Fatal("the round after the reader heard from its source again may not claim")
+	}
+}

@@ -85,6 +85,8 @@ type Sweeper struct {
 	lastRounds time.Time
 	pausedAt   time.Time
 	pacedAt    time.Time // when the grace period and claims were last decided
+	progressAt time.Time // the round's last step done (progressed)
+	longestGap time.Duration
 	deferring  bool
 }
 
@@ -188,11 +190,13 @@ func (s *Sweeper) loop(ctx, work context.Context) {
 		for start := 0; start < len(s.plans); start += lookBatch {
 			batch := s.plans[start:min(start+lookBatch, len(s.plans))]
 			looks := s.lookAll(ctx, batch) // lookbatch.go
+			s.progressed(time.Now())
 			for i, p := range batch {
 				if ctx.Err() != nil || work.Err() != nil {
 					return
 				}
 				s.act(ctx, work, p, looks[i])
+				s.progressed(time.Now())
 			}
 		}
 		s.lastRounds = time.Now()
@@ -275,6 +279,7 @@ func (s *Sweeper) drain(ctx, work context.Context, p *plan, log *zap.Logger) {
 	var total batchResult
 	for ctx.Err() == nil {
 		r, err := s.sweepBatch(work, p)
+		s.progressed(time.Now())
 		total.add(r)
 		if err != nil {
 			if work.Err() == nil {

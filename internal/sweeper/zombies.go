@@ -3,6 +3,7 @@ package sweeper
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // resetZombies puts rows stuck SENDING back to PENDING, a batch at a time.
@@ -28,6 +29,7 @@ func (s *Sweeper) resetZombies(ctx context.Context, p *plan) (int64, error) {
 				return err
 			})
 		})
+		s.progressed(time.Now())
 		return n, err
 	})
 	return total, err
