@@ -277,15 +277,37 @@ func (s *Sweep) requeueWhere(m RequeueMatch) (string, []any, error) {
 	return where, args, nil
 }
 
-// RequeueSQL puts up to n of m's FAILED rows back to PENDING, due at once,
-// with their retry count reset.
-func (s *Sweep) RequeueSQL(m RequeueMatch, n int) (string, []any, error) {
+// RequeueNextSQL reads the ids of up to n of m's FAILED rows, in id order,
+// those above after only unless it is nil. Requeue walks the rows so, by
+// id and without locking them, because a row it put back can be FAILED
+// again before it is done (the binlog path publishes a re-queue at once,
+// and a permanent failure records it within seconds): a statement that
+// took any n matching rows met those again, and with more than n rows
+// failing again that fast it never came back short.
+func (s *Sweep) RequeueNextSQL(m RequeueMatch, after any, n int) (string, []any, error) {
 	where, args, err := s.requeueWhere(m)
 	if err != nil {
 		return "", nil, err
 	}
-	return fmt.Sprintf("UPDATE %s SET %s WHERE %s LIMIT ?", QuotedName(s.T), s.backToPending(true, false), where),
+	id := q(s.T.Columns.ID)
+	if after != nil {
+		where += fmt.Sprintf(" AND %s > ?", id)
+		args = append(args, after)
+	}
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT ?", id, QuotedName(s.T), where, id),
 		append(args, n), nil
+}
+
+// RequeueIDsSQL puts n of m's FAILED rows, by id, back to PENDING, due at
+// once, with their retry count reset; a row that no longer matches (moved
+// meanwhile) is left alone. The ids follow the returned arguments.
+func (s *Sweep) RequeueIDsSQL(m RequeueMatch, n int) (string, []any, error) {
+	where, args, err := s.requeueWhere(m)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s AND %s IN (%s)", QuotedName(s.T), s.backToPending(true, false), where,
+		q(s.T.Columns.ID), ident.Placeholders(n)), args, nil
 }
 
 // RequeueCountSQL counts m's FAILED rows: a requeue's dry run, asked of the

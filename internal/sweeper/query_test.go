@@ -73,8 +73,8 @@ func TestPlanSQL(t *testing.T) {
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
 			archiveDelete: stmt{"DELETE FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
 			archiveSelect: stmt{"SELECT `id` FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED", []any{hourUS, 1000}},
-			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) LIMIT ?",
-				[]any{hourUS, "7", "9", 1000}},
+			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) AND `id` IN (?,?,?)",
+				[]any{hourUS, "7", "9"}},
 		},
 		{
 			name: "seed without version or next_retry_time: no version check, due by creation and update time",
@@ -90,8 +90,8 @@ func TestPlanSQL(t *testing.T) {
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
 			archiveDelete: stmt{"DELETE FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
 			archiveSelect: stmt{"SELECT `id` FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED", []any{hourUS, 1000}},
-			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) LIMIT ?",
-				[]any{hourUS, "7", "9", 1000}},
+			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) AND `id` IN (?,?,?)",
+				[]any{hourUS, "7", "9"}},
 		},
 		{
 			name: "seed without updated_at: next_retry_time is the claim's lease and tells zombies",
@@ -107,8 +107,8 @@ func TestPlanSQL(t *testing.T) {
 				[]any{"reset to pending: SENDING for more than 5m0s (its sweeper stopped mid-publish)", zombUS, 500}},
 			archiveDelete: stmt{"DELETE FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
 			archiveSelect: stmt{"SELECT `id` FROM `app`.`producer_message` WHERE `status` = 'SENT' AND `create_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED", []any{hourUS, 1000}},
-			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1 WHERE `status` = 'FAILED' AND NOT (`create_time` < NOW(3) - INTERVAL ? MICROSECOND) AND `id` IN (?,?) LIMIT ?",
-				[]any{hourUS, "7", "9", 1000}},
+			requeu: stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1 WHERE `status` = 'FAILED' AND NOT (`create_time` < NOW(3) - INTERVAL ? MICROSECOND) AND `id` IN (?,?) AND `id` IN (?,?,?)",
+				[]any{hourUS, "7", "9"}},
 		},
 		{
 			name: "local_message: numeric statuses, no SENDING: next_retry_time lease", table: table(t, "local-message", nil), mode: modeLease,
@@ -120,8 +120,8 @@ func TestPlanSQL(t *testing.T) {
 			zombie:        stmt{"", nil},
 			archiveDelete: stmt{"DELETE FROM `app`.`local_message` WHERE `status` = 1 AND `updated_at` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
 			archiveSelect: stmt{"SELECT `id` FROM `app`.`local_message` WHERE `status` = 1 AND `updated_at` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED", []any{hourUS, 1000}},
-			requeu: stmt{"UPDATE `app`.`local_message` SET `status` = 0, `retry_count` = 0, `next_retry_time` = NOW(3), `updated_at` = NOW(3) WHERE `status` = 2 AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) LIMIT ?",
-				[]any{hourUS, "7", "9", 1000}},
+			requeu: stmt{"UPDATE `app`.`local_message` SET `status` = 0, `retry_count` = 0, `next_retry_time` = NOW(3), `updated_at` = NOW(3) WHERE `status` = 2 AND `updated_at` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) AND `id` IN (?,?,?)",
+				[]any{hourUS, "7", "9"}},
 		},
 		{
 			name: "t_message_record: neither SENDING nor next_retry_time: rows stay locked while published", table: table(t, "message-record", nil), mode: modeLocked,
@@ -133,8 +133,8 @@ func TestPlanSQL(t *testing.T) {
 			zombie:        stmt{"", nil},
 			archiveDelete: stmt{"DELETE FROM `app`.`t_message_record` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ?", []any{hourUS, 1000}},
 			archiveSelect: stmt{"SELECT `id` FROM `app`.`t_message_record` WHERE `status` = 'SENT' AND `update_time` < NOW(3) - INTERVAL ? MICROSECOND LIMIT ? FOR UPDATE SKIP LOCKED", []any{hourUS, 1000}},
-			requeu: stmt{"UPDATE `app`.`t_message_record` SET `status` = 'PENDING', `retry_count` = 0, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) LIMIT ?",
-				[]any{hourUS, "7", "9", 1000}},
+			requeu: stmt{"UPDATE `app`.`t_message_record` SET `status` = 'PENDING', `retry_count` = 0, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `update_time` >= NOW(3) - INTERVAL ? MICROSECOND AND `id` IN (?,?) AND `id` IN (?,?,?)",
+				[]any{hourUS, "7", "9"}},
 		},
 		{
 			name: "eventuate: published 0/1, creation_time in epoch ms, no failed status", table: table(t, "eventuate", nil), mode: modeLocked,
@@ -170,7 +170,7 @@ func TestPlanSQL(t *testing.T) {
 			check(t, "archive delete", q, args, c.archiveDelete)
 			q, args = p.ArchiveSelectSQL(retain, 1000)
 			check(t, "archive select", q, args, c.archiveSelect)
-			q, args, err = p.RequeueSQL(outboxsql.RequeueMatch{Since: time.Hour, IDs: []string{"7", "9"}}, 1000)
+			q, args, err = p.RequeueIDsSQL(outboxsql.RequeueMatch{Since: time.Hour, IDs: []string{"7", "9"}}, 3)
 			if c.requeu.sql == "" {
 				if err == nil {
 					t.Errorf("requeue: want an error for a table without a failed status, got %s", q)
@@ -203,11 +203,16 @@ func TestArchiveCopySQL(t *testing.T) {
 
 func TestRequeueWithoutFilters(t *testing.T) {
 	p, _ := newPlan(table(t, "producer-message", nil))
-	q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{}, 1000)
+	q, args, err := p.RequeueNextSQL(outboxsql.RequeueMatch{}, nil, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, "requeue", q, args, stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' LIMIT ?", []any{1000}})
+	check(t, "requeue's first batch", q, args, stmt{"SELECT `id` FROM `app`.`producer_message` WHERE `status` = 'FAILED' ORDER BY `id` LIMIT ?", []any{1000}})
+	q, args, err = p.RequeueIDsSQL(outboxsql.RequeueMatch{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "requeue", q, args, stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `id` IN (?,?)", nil})
 }
 
 func TestTablesNotSwept(t *testing.T) {
@@ -251,11 +256,16 @@ func TestClaimedRowMatchesTheBinlogDecoding(t *testing.T) {
 func TestRequeueByErrorText(t *testing.T) {
 	p, _ := newPlan(table(t, "producer-message", nil))
 	reason := "no exchange 'x'"
-	q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{Error: &reason}, 1000)
+	q, args, err := p.RequeueNextSQL(outboxsql.RequeueMatch{Error: &reason}, int64(41), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, "requeue", q, args, stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `error_msg` = ? LIMIT ?", []any{reason, 1000}})
+	check(t, "requeue's batch after id 41", q, args, stmt{"SELECT `id` FROM `app`.`producer_message` WHERE `status` = 'FAILED' AND `error_msg` = ? AND `id` > ? ORDER BY `id` LIMIT ?", []any{reason, int64(41), 1000}})
+	q, args, err = p.RequeueIDsSQL(outboxsql.RequeueMatch{Error: &reason}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "requeue", q, args, stmt{"UPDATE `app`.`producer_message` SET `status` = 'PENDING', `retry_count` = 0, `next_retry_time` = NOW(3), `version` = `version` + 1, `update_time` = NOW(3) WHERE `status` = 'FAILED' AND `error_msg` = ? AND `id` IN (?)", []any{reason}})
 	none := ""
 	q, args, err = p.RequeueCountSQL(outboxsql.RequeueMatch{Error: &none, IDs: []string{"4"}})
 	if err != nil {
@@ -263,7 +273,7 @@ func TestRequeueByErrorText(t *testing.T) {
 	}
 	check(t, "count", q, args, stmt{"SELECT COUNT(*) FROM `app`.`producer_message` WHERE `status` = 'FAILED' AND `id` IN (?) AND (`error_msg` IS NULL OR `error_msg` = '')", []any{"4"}})
 	noErr, _ := newPlan(table(t, "local-message", nil))
-	if _, _, err := noErr.RequeueSQL(outboxsql.RequeueMatch{Error: &reason}, 10); err == nil || !strings.Contains(err.Error(), "columns.error") {
+	if _, _, err := noErr.RequeueIDsSQL(outboxsql.RequeueMatch{Error: &reason}, 10); err == nil || !strings.Contains(err.Error(), "columns.error") {
 		t.Errorf("a table without an error column: %v", err)
 	}
 }

@@ -77,8 +77,11 @@ func lifecycleStatements(t *testing.T, tb *outbox.Table) []stmt {
 		add(q, args)
 	}
 	add(p.ArchiveDeleteSQL(time.Hour, 10))
-	if q, args, err := p.RequeueSQL(outboxsql.RequeueMatch{IDs: []string{"1"}}, 10); err == nil {
+	if q, args, err := p.RequeueNextSQL(outboxsql.RequeueMatch{IDs: []string{"1"}}, int64(0), 10); err == nil {
 		add(q, args)
+	}
+	if q, args, err := p.RequeueIDsSQL(outboxsql.RequeueMatch{IDs: []string{"1"}}, 1); err == nil {
+		add(q, append(args, 1))
 	}
 	return out
 }
