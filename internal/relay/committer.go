@@ -31,10 +31,13 @@ type committer struct {
 	// discard is set once the stream held behind a row it could not record
 	// and the stop came: later results only give their budget back.
 	discard bool
-	tracker *binlog.Tracker
-	pending map[*outbox.Table]*rowstatus.Marks
-	fails   []*failGroup // failures to record, in the order they came
-	count   int          // marks and failures waiting for the next batch
+	// keepNone: the stream holds behind a row (holdUnrecorded), maybe for
+	// hours: nothing is kept for a later batch that may never come.
+	keepNone bool
+	tracker  *binlog.Tracker
+	pending  map[*outbox.Table]*rowstatus.Marks
+	fails    []*failGroup // failures to record, in the order they came
+	count    int          // marks and failures waiting for the next batch
 	// cadence decides when a batch is handed over and how many rows may
 	// wait unmarked (rowstatus.Cadence); unwritten counts the rows in batches
 	// handed to the recorder and not written yet, which the recorder takes
@@ -304,7 +307,6 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		return nil
 	}
 	b := batch{save: save, final: final, moved: c.moving}
-	c.moving = nil
 	if c.last.Time != 0 {
 		last := c.last
 		b.through = &last
@@ -327,6 +329,7 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		}
 		c.since, c.kept = since, c.count
 	}
+	c.moving = nil // after coalesce: nothing waits beside a rename
 	switch {
 	case hold != nil:
 		// Up to the commit before the oldest kept row, once: the commits
@@ -400,7 +403,7 @@ func (c *committer) began(t *outbox.Table) {
 // under relay.max_unmarked.
 func (c *committer) coalesce(final bool) []*outbox.Table {
 	c.ready()
-	if final || len(c.fails) > 0 || c.moving != nil || c.xaOpen || c.safe != nil ||
+	if final || c.keepNone || len(c.fails) > 0 || c.moving != nil || c.xaOpen || c.safe != nil ||
 		len(c.pending) <= max(c.r.cfg.MarkSessions, 1) || c.unmarked() >= c.cadence.MaxUnmarked {
 		return nil
 	}

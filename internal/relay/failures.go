@@ -7,6 +7,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,12 +56,15 @@ func (c *committer) fail(ctx context.Context, row *outbox.Row, exchange string, 
 	if n := len(c.fails); n > 0 {
 		if g := c.fails[n-1]; g.t == t && g.exchange == exchange && g.attempt.Reason == a.Reason &&
 			g.attempt.Retries == a.Retries && g.attempt.MaxRetries == a.MaxRetries && g.attempt.Permanent == a.Permanent {
-			g.rows.Add(row.ID, row.Values[t.Columns.MessageID])
+			g.rows.Add(ownValue(row.ID), ownValue(row.Values[t.Columns.MessageID]))
 			return c.counted(ctx)
 		}
 	}
-	g := &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause), first: router.MessageID(row)}
-	g.rows.Add(row.ID, row.Values[t.Columns.MessageID])
+	// Copies, as the marks' (committer.row): the group is kept for minutes
+	// (recordFailures), and go-mysql's strings share the binlog event's
+	// buffer, which a failing row of 16 MiB would keep.
+	g := &failGroup{t: t, attempt: a, exchange: exchange, kind: failureKind(cause), first: strings.Clone(router.MessageID(row))}
+	g.rows.Add(ownValue(row.ID), ownValue(row.Values[t.Columns.MessageID]))
 	c.fails = append(c.fails, g)
 	return c.counted(ctx)
 }

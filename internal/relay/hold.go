@@ -104,6 +104,7 @@ func (r *Relay) unroutableMessage(row *outbox.Row, cause error) *router.Message 
 // stop. After it, later results are drained without being applied: the
 // checkpoint never passes the row.
 func (c *committer) holdUnrecorded(ctx context.Context, row *outbox.Row, exchange string, cause error) error {
+	c.keepNone = true
 	if err := c.flush(ctx, true, false); err != nil {
 		return err
 	}
