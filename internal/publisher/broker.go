@@ -3,6 +3,7 @@ package publisher
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,13 @@ type amqpConn interface {
 	MaxMessageSize() int
 	IsClosed() bool
 	Close() error
+	// Abort closes the socket at once, without the close handshake. A
+	// broker in a memory or disk alarm blocks publishing connections: it
+	// stops reading their socket but still sends heartbeats, so a write
+	// that waits for it never returns, and neither does Close, whose
+	// connection.close waits behind that write. Abort makes the write, and
+	// every call waiting on the connection, return an error.
+	Abort()
 }
 
 type amqpChannel interface {
@@ -52,7 +60,11 @@ type amqpChannel interface {
 // dialFunc opens one broker connection to url (one of Config.Nodes).
 type dialFunc func(ctx context.Context, url string) (amqpConn, error)
 
-type realConn struct{ *amqp.Connection }
+type realConn struct {
+	*amqp.Connection
+	// sock is the batchConn under the connection (and under TLS).
+	sock net.Conn
+}
 
 func (c realConn) Channel() (amqpChannel, error) {
 	ch, err := c.Connection.Channel()
@@ -61,6 +73,11 @@ func (c realConn) Channel() (amqpChannel, error) {
 	}
 	return ch, nil
 }
+
+// Abort closes the batchConn: a Write blocked on it returns net.ErrClosed,
+// and amqp091-go's reader, seeing the closed socket, shuts the connection
+// and its channels down.
+func (c realConn) Abort() { _ = c.sock.Close() }
 
 func (c realConn) FrameMax() int { return c.Connection.Config.FrameSize }
 
@@ -91,24 +108,31 @@ func (p *Publisher) dialAMQP(ctx context.Context, url string) (amqpConn, error) 
 	props.SetClientConnectionName(p.cfg.ConnectionName)
 	type dialed struct {
 		conn *amqp.Connection
+		sock net.Conn
 		err  error
 	}
 	done := make(chan dialed, 1)
 	go func() {
+		var sock net.Conn
+		dial := batchDial(10*time.Second, p.guarded)
 		conn, err := amqp.DialConfig(url, amqp.Config{
 			Heartbeat:       10 * time.Second,
 			TLSClientConfig: p.cfg.TLS,
 			Properties:      props,
-			Dial:            batchDial(10*time.Second, p.guarded),
+			Dial: func(network, addr string) (net.Conn, error) {
+				c, err := dial(network, addr)
+				sock = c
+				return c, err
+			},
 		})
-		done <- dialed{conn, err}
+		done <- dialed{conn, sock, err}
 	}()
 	select {
 	case d := <-done:
 		if d.err != nil {
 			return nil, fmt.Errorf("connecting to %s: %w", Redact(url), Scrub(d.err, url))
 		}
-		return realConn{d.conn}, nil
+		return realConn{d.conn, d.sock}, nil
 	case <-ctx.Done():
 		go func() {
 			if d := <-done; d.conn != nil {

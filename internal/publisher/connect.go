@@ -28,6 +28,9 @@ type link struct {
 	dialled bool
 	redial  *time.Timer
 	redialC <-chan time.Time
+	// unwatch stops the abort armed for conn when the Run's ctx ends
+	// (watch).
+	unwatch func() bool
 }
 
 // connect opens the publishing channel, dialling first when there is no
@@ -80,7 +83,32 @@ func (l *link) dial(ctx context.Context) bool {
 		return false
 	}
 	l.conn = conn
+	l.watch(ctx)
 	return true
+}
+
+// watch arms the abort of the connection for when ctx ends. The Run's own
+// close (shutdown) is the clean one, with the close handshake; but a Run
+// blocked in a write the broker does not read (a resource alarm) never
+// gets there, and cancelling the context does not reach into amqp091-go's
+// write (PublishWithContext checks it only before it starts). So, once
+// ctx has ended, the socket is closed under it after closeTimeout: the
+// write returns an error, the Run sees its context ended and returns. The
+// message that write carried was not published as far as the Run knows,
+// and nothing after it was confirmed: they are unconfirmed, published
+// again by the next Run.
+func (l *link) watch(ctx context.Context) {
+	l.stopWatch() // a connection found closed is replaced without a drop
+	conn := l.conn
+	l.unwatch = context.AfterFunc(ctx, func() { time.AfterFunc(closeTimeout, conn.Abort) })
+}
+
+// stopWatch disarms watch's abort for a connection closed by the Run.
+func (l *link) stopWatch() {
+	if l.unwatch != nil {
+		l.unwatch()
+		l.unwatch = nil
+	}
 }
 
 // redialDelay: the first connection after a healthy one is immediate, the
@@ -117,6 +145,7 @@ func (l *link) drop() {
 	conn := l.conn
 	l.conn, l.check = nil, nil
 	l.p.connected.Store(false)
+	l.stopWatch()
 	closeWithin(conn)
 }
 
@@ -125,11 +154,19 @@ func (l *link) close() {
 	if l.redial != nil {
 		l.redial.Stop()
 	}
+	l.stopWatch()
 	closeWithin(l.conn)
 }
 
+// closeTimeout bounds the close handshake, and the wait before a Run
+// whose ctx ended aborts its connection (link.watch).
+const closeTimeout = 2 * time.Second
+
 // closeWithin closes conn (if any), waiting a bounded time: a close on a dead
-// network waits for a close-ok that never comes.
+// network waits for a close-ok that never comes, and one behind a write the
+// broker does not read (a resource alarm) cannot even send its
+// connection.close. Then the socket is closed under it (Abort), which
+// releases both.
 func closeWithin(conn amqpConn) {
 	if conn == nil {
 		return
@@ -138,7 +175,8 @@ func closeWithin(conn amqpConn) {
 	go func() { _ = conn.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(2 * time.Second):
+	case <-time.After(closeTimeout):
+		conn.Abort()
 	}
 }
 

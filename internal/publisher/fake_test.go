@@ -470,3 +470,9 @@ func (c *fakeChannel) Close() error {
 	c.shutdown(nil)
 	return nil
 }
+
+// Abort is a socket closed under the connection: amqp091-go's reader
+// shuts it down with a frame error (not the broker's).
+func (c *fakeConn) Abort() {
+	c.shutdown(&amqp.Error{Code: amqp.FrameError, Reason: "read tcp: use of closed network connection"}, true)
+}
