@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/binlog-relay/binlog-relay/pkg/router"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -25,11 +28,14 @@ import (
 // batchConn (maxPending), deep inside amqp091-go's PublishWithContext,
 // which looks at its context only before it starts. A cancelled Run must
 // still return promptly (SIGTERM during an alarm), with nothing reported
-// confirmed. This runs the production dial (amqp091-go over a batchConn)
+// confirmed; and the log says the broker blocked it, with its reason
+// (connection.blocked). This runs the production dial (amqp091-go over a batchConn)
 // against alarmBroker on 127.0.0.1.
 func TestRunReturnsWhenCancelledDuringAResourceAlarm(t *testing.T) {
 	url := alarmBroker(t)
-	p, err := New(Config{URL: url}, zaptest.NewLogger(t))
+	core, logs := observer.New(zap.InfoLevel)
+	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
+	p, err := New(Config{URL: url}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +55,11 @@ func TestRunReturnsWhenCancelledDuringAResourceAlarm(t *testing.T) {
 	go func() { done <- Stream[string]{p}.Run(ctx, in, out) }()
 
 	eventually(t, 20*time.Second, publishBlockedInWrite, "the publisher is not blocked in a write")
+	const blocked = "broker blocked publishing (resource alarm)"
+	eventually(t, 5*time.Second, func() bool { return logs.FilterMessage(blocked).Len() > 0 }, "no %q logged", blocked)
+	if l := logs.FilterMessage(blocked).All(); len(l) != 1 || l[0].ContextMap()["reason"] != "low on memory" {
+		t.Errorf("logged %v; want one %q with reason \"low on memory\"", l, blocked)
+	}
 	cancel()
 	select {
 	case err := <-done:

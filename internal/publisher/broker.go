@@ -9,6 +9,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
 )
 
 // The publisher talks to the broker through these two small interfaces so
@@ -132,6 +133,7 @@ func (p *Publisher) dialAMQP(ctx context.Context, url string) (amqpConn, error) 
 		if d.err != nil {
 			return nil, fmt.Errorf("connecting to %s: %w", Redact(url), Scrub(d.err, url))
 		}
+		go p.logBlocked(Redact(url), d.conn.NotifyBlocked(make(chan amqp.Blocking, 1)))
 		return realConn{d.conn, d.sock}, nil
 	case <-ctx.Done():
 		go func() {
@@ -140,5 +142,24 @@ func (p *Publisher) dialAMQP(ctx context.Context, url string) (amqpConn, error) 
 			}
 		}()
 		return nil, ctx.Err()
+	}
+}
+
+// logBlocked logs when the broker blocks and unblocks publishing on the
+// connection (connection.blocked, https://www.rabbitmq.com/docs/connection-blocked):
+// during a memory or disk alarm RabbitMQ stops reading the socket of a
+// connection that publishes, and publishing stalls with no error and no
+// timeout (heartbeats still flow); these two lines say why. It ends when
+// the connection closes (amqp091-go then closes blocks).
+func (p *Publisher) logBlocked(broker string, blocks <-chan amqp.Blocking) {
+	blocked := false
+	for b := range blocks {
+		switch {
+		case b.Active && !blocked:
+			p.log.Warn("broker blocked publishing (resource alarm)", zap.String("broker", broker), zap.String("reason", b.Reason))
+		case !b.Active && blocked:
+			p.log.Info("broker unblocked publishing", zap.String("broker", broker))
+		}
+		blocked = b.Active
 	}
 }
