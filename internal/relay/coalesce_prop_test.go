@@ -25,6 +25,15 @@ type statusTables struct {
 	mu     sync.Mutex
 	status map[*outbox.Table]map[int]string
 	stmts  int
+	// run numbers the Runs; markedIn is the Run whose mark set a row SENT.
+	run      int
+	markedIn map[*outbox.Table]map[int]int
+}
+
+func (s *statusTables) marker(t *outbox.Table, id int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.markedIn[t][id]
 }
 
 func (s *statusTables) set(t *outbox.Table, id int, st string) {
@@ -51,6 +60,10 @@ func (s *statusTables) MarkSent(_ context.Context, t *outbox.Table, m rowstatus.
 	for _, id := range m.IDs {
 		if st := s.status[t][id.(int)]; st == "PENDING" || st == "RETRY" {
 			s.status[t][id.(int)] = "SENT"
+			if s.markedIn[t] == nil {
+				s.markedIn[t] = map[int]int{}
+			}
+			s.markedIn[t][id.(int)] = s.run
 			n++
 		}
 	}
@@ -99,7 +112,9 @@ type coalesceWorld struct {
 	mu    sync.Mutex
 	txs   []coalesceTx
 	saved *checkpoint.Checkpoint
-	err   error // the first violation seen at a save
+	err   error  // the first violation seen at a save
+	fed   int    // the last row id (its publishing id) the Run was fed
+	reach uint64 // the longest reach a checkpoint was saved with
 
 	c       *committer
 	cancel  context.CancelFunc
@@ -115,6 +130,23 @@ func (w *coalesceWorld) Save(_ context.Context, cp checkpoint.Checkpoint) error 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	through, haveThrough := w.r.MarkedThrough()
+	// The checkpoint's reach: a restart looks for SENT rows at least that
+	// far past it, so every row this Run marked past the position lies
+	// within it, and it goes no further than the rows the Run was fed.
+	at := w.seqAt(cp.Pos)
+	w.reach = max(w.reach, cp.Reach)
+	if reachEnd := at + int(cp.Reach); reachEnd > max(w.fed, at) && w.err == nil {
+		w.err = fmt.Errorf("checkpoint at %d (row %d) saved with reach %d, past the last row fed (%d)", cp.Pos, at, cp.Reach, w.fed)
+	}
+	for _, x := range w.txs {
+		for _, row := range x.rows {
+			if x.commit.Pos > cp.Pos && row.id > at+int(cp.Reach) && w.db.get(row.t, row.id) == "SENT" &&
+				w.db.marker(row.t, row.id) == w.db.run && w.err == nil {
+				w.err = fmt.Errorf("checkpoint at %d (row %d) saved with reach %d: row %d, marked SENT by this Run, lies beyond it (a restart publishes it again)",
+					cp.Pos, at, cp.Reach, row.id)
+			}
+		}
+	}
 	for _, x := range w.txs {
 		if x.commit.Pos == cp.Pos && x.commit.OpenXA && w.err == nil {
 			w.err = fmt.Errorf("checkpoint at %d, inside a prepared XA branch", cp.Pos)
@@ -134,6 +166,20 @@ func (w *coalesceWorld) Save(_ context.Context, cp checkpoint.Checkpoint) error 
 	return nil
 }
 
+// seqAt is the publishing id at position pos: the last row committed at or
+// before it (row ids are the rows' publishing ids, in binlog order).
+func (w *coalesceWorld) seqAt(pos uint32) int {
+	n := 0
+	for _, x := range w.txs {
+		if x.commit.Pos <= pos {
+			for _, row := range x.rows {
+				n = max(n, row.id)
+			}
+		}
+	}
+	return n
+}
+
 // start runs a committer and a recorder from the last saved position (the
 // start of the binlog before any) and feeds them the transactions after
 // it again: a Run after a restart.
@@ -149,7 +195,12 @@ func (w *coalesceWorld) start() error {
 			replay = append(replay, x)
 		}
 	}
+	seq := uint64(w.seqAt(start.Pos))
+	w.fed = int(seq)
 	w.mu.Unlock()
+	w.db.mu.Lock()
+	w.db.run++
+	w.db.mu.Unlock()
 	w.r.marked.Store(nil)
 	tracker, err := binlog.NewTracker(start)
 	if err != nil {
@@ -158,8 +209,8 @@ func (w *coalesceWorld) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	batches := make(chan batch, 2)
 	unwritten, written := &atomic.Int64{}, make(chan struct{}, 1)
-	rec := &recorder{r: w.r, latest: start, handed: unwritten, written: written}
-	w.c = &committer{r: w.r, stop: context.Background(), tracker: tracker, pending: map[*outbox.Table]*rowstatus.Marks{},
+	rec := &recorder{r: w.r, latest: start, latestSeq: seq, handed: unwritten, written: written}
+	w.c = &committer{r: w.r, stop: context.Background(), tracker: tracker, seq: seq, pending: map[*outbox.Table]*rowstatus.Marks{},
 		batches: batches, cadence: w.r.cfg.cadence(), unwritten: unwritten, written: written, now: func() time.Time { return w.now }}
 	w.cancel, w.done, w.running = cancel, make(chan error, 1), true
 	// The recorder, until the batches end (a graceful stop) or the process
@@ -193,8 +244,11 @@ func (w *coalesceWorld) start() error {
 // feed hands one transaction's results and its commit to the committer.
 func (w *coalesceWorld) feed(ctx context.Context, x coalesceTx) error {
 	for _, row := range x.rows {
+		w.mu.Lock()
+		w.fed = max(w.fed, row.id)
+		w.mu.Unlock()
 		res := publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Msg: &router.Message{Exchange: "orders"},
-			Tag: &inflightRow{row: markedRow(row.t, row.id, 0, "k")}}}
+			Tag: &inflightRow{row: markedRow(row.t, row.id, 0, "k")}, Seq: uint64(row.id)}}
 		if row.fail {
 			res.Err = fmt.Errorf("%w: 312 NO_ROUTE", publisher.ErrReturned)
 		}
@@ -207,7 +261,10 @@ func (w *coalesceWorld) feed(ctx context.Context, x coalesceTx) error {
 			return fmt.Errorf("%d rows confirmed and unmarked, over relay.max_unmarked %d", n, most)
 		}
 	}
-	return w.c.handle(ctx, publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Tag: commitTicket{commit: x.commit}}})
+	w.mu.Lock()
+	seq := uint64(w.fed) // the publishing id of the commit's last row
+	w.mu.Unlock()
+	return w.c.handle(ctx, publisher.Result[Ticket]{Job: publisher.Job[Ticket]{Tag: commitTicket{commit: x.commit, seq: seq}}})
 }
 
 // stop ends the Run: gracefully (the last batch marks everything and saves)
@@ -345,7 +402,8 @@ func runCoalesce(t *testing.T, s coalesceSchedule) (*coalesceWorld, error) {
 	r, _ := testRelay(t, tb, "")
 	r.cfg.MarkSessions, r.cfg.BatchSize, r.cfg.MaxUnmarked = s.sessions, s.batchSize, s.maxUnmarked
 	r.cfg.FlushInterval = 10 * time.Millisecond
-	w := &coalesceWorld{t: t, r: r, db: &statusTables{status: map[*outbox.Table]map[int]string{}}, now: time.Unix(1_700_000_000, 0)}
+	w := &coalesceWorld{t: t, r: r, db: &statusTables{status: map[*outbox.Table]map[int]string{}, markedIn: map[*outbox.Table]map[int]int{}},
+		now: time.Unix(1_700_000_000, 0)}
 	r.marker, r.store = w.db, w
 	for i := range s.tables {
 		c := *tb
@@ -482,6 +540,32 @@ func TestCoalescedMarksSaveTheStartPositionFirst(t *testing.T) {
 		}
 		if !w.kept {
 			t.Fatal("no table's marks were kept: the schedule no longer shows the start position held")
+		}
+	})
+}
+
+// Found by TestPropertyCoalescedMarksNeverPassTheCheckpoint with the reach
+// left out of the checkpoint: tenant_1's row is kept, so the checkpoint
+// stays before it while tenant_0's rows after it are marked; a restart
+// there must look for SENT rows as far as those (checkpoint.Reach), or
+// the replay check, meeting tenant_1's unmarked row first, ends and
+// publishes them all again.
+func TestCoalescedMarksSaveTheirReach(t *testing.T) {
+	row := func(table int) coalesceRow { return coalesceRow{table: table} }
+	s := coalesceSchedule{sessions: 1, batchSize: 2, maxUnmarked: 5, tables: 2, steps: []coalesceStep{
+		{kind: "tx", rows: []coalesceRow{row(0), row(0), row(0)}},
+		{kind: "tx", rows: []coalesceRow{row(1)}},
+		{kind: "tx"},
+		{kind: "tx", rows: []coalesceRow{row(0), row(0)}},
+		{kind: "save"},
+	}}
+	synctest.Test(t, func(t *testing.T) {
+		w, err := runCoalesce(t, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.kept || w.reach == 0 {
+			t.Fatalf("kept %v, longest reach saved %d: the schedule no longer saves a checkpoint held before a kept row", w.kept, w.reach)
 		}
 	})
 }

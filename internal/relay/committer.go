@@ -55,9 +55,10 @@ type committer struct {
 	// the position before that prepare, if not handed on yet.
 	xaOpen bool
 	safe   *binlog.Position
-	// seq is the publishing id at the tracker's position, safeSeq at safe's.
-	seq, safeSeq uint64
-	handed       bool // a position was handed to the recorder (the start one may never have been saved)
+	// seq is the publishing id at the tracker's position, safeSeq at safe's,
+	// reachSeq the last confirmed row's (batch.reachSeq).
+	seq, safeSeq, reachSeq uint64
+	handed                 bool // a position was handed to the recorder (the start one may never have been saved)
 	// moving is the rename that the next batch carries (rename.go).
 	moving *moved
 	// last is the last commit applied (Time zero: none yet).
@@ -113,6 +114,10 @@ type batch struct {
 	// rows is the marks and failures in the batch, given back to the
 	// committer's count of unmarked rows once written.
 	rows int
+	// reachSeq is the publishing id of the last row confirmed: its mark is
+	// in this batch or an earlier one, or kept for a later one
+	// (checkpoint.Checkpoint.Reach).
+	reachSeq uint64
 }
 
 // Ticket is the relay's tag on a publisher job (publisher.Job[Ticket]): it
@@ -284,6 +289,7 @@ func (c *committer) row(ctx context.Context, tag *inflightRow, res publisher.Res
 		return nil
 	}
 	c.lag = sinceCommit
+	c.reachSeq = max(c.reachSeq, res.Job.Seq)
 	m := c.pending[row.Table]
 	if m == nil {
 		m = &rowstatus.Marks{}
@@ -306,7 +312,7 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 	if c.count == 0 && !c.advanced && c.safe == nil && !save && c.moving == nil {
 		return nil
 	}
-	b := batch{save: save, final: final, moved: c.moving}
+	b := batch{save: save, final: final, moved: c.moving, reachSeq: c.reachSeq}
 	if c.last.Time != 0 {
 		last := c.last
 		b.through = &last

@@ -32,7 +32,7 @@ func runRoute(t *testing.T, r *Relay, stop context.Context, evs ...binlog.Event)
 	}
 	close(events)
 	jobs := make(chan publisher.Job[Ticket], len(evs))
-	err := r.route(context.Background(), stop, events, jobs, 0)
+	err := r.route(context.Background(), stop, events, jobs, 0, 0)
 	close(jobs)
 	var out []publisher.Job[Ticket]
 	for j := range jobs {

@@ -27,8 +27,9 @@ type recorder struct {
 	// was not saved yet.
 	latest binlog.Position
 	dirty  bool
-	// latestSeq is the publishing id at latest (seq.go).
-	latestSeq uint64
+	// latestSeq is the publishing id at latest (seq.go); reachSeq the
+	// highest of a written batch (batch.reachSeq).
+	latestSeq, reachSeq uint64
 	// storeDown is when saving the checkpoint started failing (zero while
 	// it works): publishing goes on for StoreOutageWindow after it.
 	storeDown time.Time
@@ -60,6 +61,7 @@ func (w *recorder) write(ctx context.Context, b batch) error {
 	if err := w.markAll(ctx, b.marks); err != nil {
 		return err
 	}
+	w.reachSeq = max(w.reachSeq, b.reachSeq)
 	for _, g := range b.fails {
 		if err := w.recordFailures(ctx, g); err != nil {
 			return err
@@ -198,6 +200,9 @@ func (w *recorder) save(ctx context.Context, final bool) error {
 	cp := w.r.checkpointAt(w.latest)
 	if w.r.cfg.SeqScope != "" {
 		cp.Seq, cp.SeqScope = w.latestSeq, w.r.cfg.SeqScope
+	}
+	if w.reachSeq > w.latestSeq {
+		cp.Reach = w.reachSeq - w.latestSeq
 	}
 	err := w.r.store.Save(ctx, cp)
 	if err != nil && !errors.Is(err, checkpoint.ErrFenced) && ctx.Err() == nil {

@@ -314,7 +314,7 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 	})
 	g.Go(func() error {
 		defer close(jobs)
-		return r.route(gctx, ctx, events, jobs, seq)
+		return r.route(gctx, ctx, events, jobs, seq, r.startReach(start))
 	})
 	results := r.publish(g, gctx, jobs) // lanes.go
 	g.Go(func() error {
@@ -341,8 +341,9 @@ func (r *Relay) Run(ctx context.Context, start binlog.Position) error {
 // theirs too, so the ids of the same rows are the same on every replay), and
 // at the start of a Run the rows a run before had marked SENT are not
 // published again (replaycheck.go).
-func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket], seq uint64) error {
+func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, jobs chan<- publisher.Job[Ticket], seq, reach uint64) error {
 	chk := r.newReplayCheck()
+	chk.reach = reach
 	chk.catchUp(ctx)
 	defer func() { r.raiseSeqFloor(seq) }()
 	for ev := range events {

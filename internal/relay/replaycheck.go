@@ -18,10 +18,10 @@ import (
 // the source replica shows by the time they are read again. replayCheck asks
 // the replica, one indexed read per table and chunk of ids, which of the rows
 // read at the start of a Run are SENT already, and those are not published
-// again. It checks from the start of each Run until replayChunk rows in a
-// row are not SENT (the stream is past what the run before had marked), or
-// a table marked by id alone is renamed, then steps aside for the rest of
-// the Run.
+// again. It checks from the start of each Run until a chunk holds no row
+// that is SENT past the rows the run before had handled (the stream is
+// past what it had marked), or a table marked by id alone is renamed, then
+// steps aside for the rest of the Run.
 //
 // A row found SENT, under the same message (rowstatus.Fingerprint), was
 // confirmed by the broker before it was marked, so not publishing it again
@@ -49,8 +49,9 @@ type replayCheck struct {
 	// one the reader sent early (a transaction past its hold), and is never
 	// skipped, SENT or not: the early version's mark says nothing of it.
 	txKeys map[string]bool
-	// unsent counts the rows checked since the last chunk with a row SENT.
-	unsent int
+	// reach is how many rows the run before had read past the start and
+	// handled (checkpoint.Checkpoint.Reach); read counts the rows read.
+	reach, read uint64
 	// The Run's totals, logged once when the check ends.
 	checked, skipped, reads int
 	began                   time.Time
@@ -112,10 +113,13 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	clear(c.skip)
 	byTable := map[*outbox.Table][]*outbox.Row{}
 	var order []*outbox.Table
-	n, renamed := 0, false // rows looked up; a rename ends the check
+	renamed := false // a rename ends the check
 	for _, ev := range evs {
 		if ev.Kind == binlog.KindCommit {
 			clear(c.txKeys)
+		}
+		if ev.Kind == binlog.KindRow {
+			c.read++ // as route numbers them (seq)
 		}
 		if ev.Kind == binlog.KindRename && !rowstatus.OwnMessageID(ev.Rename.Table) {
 			// A table renamed away (an archival rotation) while the run
@@ -139,7 +143,6 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			order = append(order, t)
 		}
 		byTable[t] = append(byTable[t], ev.Row)
-		n++
 	}
 	for _, t := range order {
 		rows := byTable[t]
@@ -180,17 +183,12 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	}
 	// Marks are written in binlog order, mostly: the SENT rows come first,
 	// with rows not SENT among them (a table's few marks kept for a later
-	// batch, committer.coalesce; a row that failed). Once replayChunk rows in
-	// a row are not SENT, chunk after chunk, the stream is past what the run
-	// before had marked (a chunk cut short by replayGather may hold only
-	// kept rows). Any row found SENT is left out whatever its place: it was
+	// batch, committer.coalesce; a row that failed). A chunk with no row
+	// SENT past the rows the run before had handled (its checkpoint's
+	// reach) is past what it had marked; before them, it may hold only
+	// kept rows. Any row found SENT is left out whatever its place: it was
 	// confirmed before it was marked.
-	if len(c.skip) > 0 {
-		c.unsent = 0
-	} else {
-		c.unsent += n
-	}
-	if renamed || c.unsent >= replayChunk {
+	if renamed || len(c.skip) == 0 && c.read >= c.reach {
 		c.end()
 	}
 }

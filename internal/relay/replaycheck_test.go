@@ -133,18 +133,14 @@ func TestReplayedRowsSentAlreadyAreNotPublished(t *testing.T) {
 
 // The check goes on past rows that are not SENT while others in their chunk
 // are (a table's few marks kept for a later batch leave unmarked rows among
-// marked ones), and past chunks with none SENT (a chunk cut short by the
-// gather's wait may hold only kept rows): it ends once replayChunk rows in
-// a row are not SENT. After that, a row that shows SENT (the sweeper sent
-// it) is published all the same.
-func TestReplayCheckEndsAfterAChunksWorthOfRowsNotSent(t *testing.T) {
+// marked ones), and past chunks with none SENT while they are within the
+// rows the run before had handled (its checkpoint's reach: a chunk cut
+// short may hold only kept rows). It ends at the first chunk with no row
+// SENT past them; with no reach saved, at the first chunk with none. After
+// that, a row that shows SENT (the sweeper sent it) is published all the
+// same.
+func TestReplayCheckGoesOnToTheReachOfTheRunBefore(t *testing.T) {
 	tb := markedTable(t)
-	r, _ := testRelay(t, tb, "")
-	lookup := &fakeSent{sent: map[string]string{"1": "m-1", "2": "m-2", "4": "m-4", "9": "m-9"}}
-	for id := replayChunk + 10; id < 2*replayChunk+20; id++ {
-		lookup.sent[fmt.Sprint(id)] = fmt.Sprint("m-", id) // the sweeper sent these
-	}
-	r.cfg.Sent = lookup
 	chunk := func(from, to int) []binlog.Event {
 		var evs []binlog.Event
 		for id := from; id <= to; id++ {
@@ -161,30 +157,80 @@ func TestReplayCheckEndsAfterAChunksWorthOfRowsNotSent(t *testing.T) {
 		}
 		return ids
 	}
-	c := r.newReplayCheck()
-	for _, step := range []struct {
+	type step struct {
 		from, to int
 		skip     []any
 		active   bool
-	}{
-		{1, 5, ids(1, 2, 4), true},        // 3 and 5 kept unmarked among marked rows
-		{6, 8, nil, true},                 // a short chunk of kept rows only
-		{9, 9, ids(9), true},              // marked rows after them
-		{10, replayChunk + 9, nil, false}, // a chunk's worth not SENT: past the run before
-		{replayChunk + 10, replayChunk + 12, nil, false},
-	} {
-		evs := chunk(step.from, step.to)
-		if c.active {
-			c.check(context.Background(), evs)
-		} else {
-			clear(c.skip)
-		}
-		if got := skipped(c, evs); !slices.Equal(got, step.skip) || c.active != step.active {
-			t.Fatalf("rows %d-%d: skipped %v (check active %v), want %v (active %v)", step.from, step.to, got, c.active, step.skip, step.active)
-		}
 	}
-	if n := len(lookup.reads); n != 4 {
-		t.Fatalf("%d replica reads, want one per chunk checked (4)", n)
+	for _, run := range []struct {
+		name  string
+		reach uint64
+		steps []step
+		reads int
+	}{
+		{"reach 9", 9, []step{
+			{1, 5, ids(1, 2, 4), true}, // 3 and 5 kept unmarked among marked rows
+			{6, 8, nil, true},          // a short chunk of kept rows only, within the reach
+			{9, 9, ids(9), true},       // a marked row after them
+			{10, 12, nil, false},       // none SENT past the reach: the check ends
+			{13, 13, nil, false},       // the sweeper sent 13: published all the same
+		}, 4},
+		{"no reach", 0, []step{
+			{1, 5, ids(1, 2, 4), true},
+			{6, 8, nil, false},
+			{9, 9, nil, false},
+		}, 2},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			r, _ := testRelay(t, tb, "")
+			lookup := &fakeSent{sent: map[string]string{"1": "m-1", "2": "m-2", "4": "m-4", "9": "m-9", "13": "m-13"}}
+			r.cfg.Sent = lookup
+			c := r.newReplayCheck()
+			c.reach = run.reach
+			for _, st := range run.steps {
+				evs := chunk(st.from, st.to)
+				if c.active {
+					c.check(context.Background(), evs)
+				} else {
+					clear(c.skip)
+				}
+				if got := skipped(c, evs); !slices.Equal(got, st.skip) || c.active != st.active {
+					t.Fatalf("rows %d-%d: skipped %v (check active %v), want %v (active %v)", st.from, st.to, got, c.active, st.skip, st.active)
+				}
+			}
+			if n := len(lookup.reads); n != run.reads {
+				t.Fatalf("%d replica reads, want one per chunk checked (%d)", n, run.reads)
+			}
+		})
+	}
+}
+
+// A restart from a checkpoint held before a kept row: the first chunk the
+// check reads (500 rows) holds none SENT, and the marked rows come after
+// it. The checkpoint's reach says the run before handled 600 rows past
+// it, so the check reads on and skips them; without the reach it ends at
+// the first chunk and they are published again.
+func TestReplayCheckReadsOnToTheCheckpointsReach(t *testing.T) {
+	var first, second []int
+	for id := 1; id <= replayChunk; id++ {
+		first = append(first, id)
+	}
+	for id := replayChunk + 1; id <= replayChunk+100; id++ {
+		second = append(second, id)
+	}
+	sent := map[string]string{}
+	for _, id := range second {
+		sent[fmt.Sprint(id)] = fmt.Sprint("m-", id)
+	}
+	for _, c := range []struct {
+		reach     uint64
+		published int
+	}{{replayChunk + 100, replayChunk}, {0, replayChunk + 100}} {
+		lane, _, _, _ := replayRun(t, &fakeSent{sent: sent}, "", &checkpoint.Checkpoint{Reach: c.reach},
+			tx{100, first}, tx{200, second})
+		if got := len(lane.published()); got != c.published {
+			t.Errorf("reach %d: published %d rows, want %d", c.reach, got, c.published)
+		}
 	}
 }
 

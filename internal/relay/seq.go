@@ -53,6 +53,20 @@ func (r *Relay) startSeq(start binlog.Position) (uint64, bool) {
 	return r.seqFloor, false
 }
 
+// startReach is how many rows past start the run that saved start as its
+// checkpoint had read and handled (checkpoint.Checkpoint.Reach): the
+// replay check looks that far at least. 0 when unknown.
+func (r *Relay) startReach(start binlog.Position) uint64 {
+	r.seqMu.Lock()
+	defer r.seqMu.Unlock()
+	for _, c := range []*checkpoint.Checkpoint{r.lastSaved.Load(), r.resume} {
+		if c != nil && c.Position() == start {
+			return c.Reach
+		}
+	}
+	return 0
+}
+
 // saveNewNumbering saves start as the checkpoint, with seq and the scope,
 // before a Run that starts a new numbering publishes anything. Without it
 // a checkpoint of the old scope stays the last one saved until the new

@@ -62,6 +62,13 @@ type Checkpoint struct {
 	// broker drops the rows it replays. Both are absent otherwise.
 	Seq      uint64 `json:"seq,omitempty"`
 	SeqScope string `json:"seq_scope,omitempty"`
+	// Reach is how many rows the stream had read past this position when
+	// it was saved, every one of them marked SENT, recorded as failed or
+	// waiting in the relay for a later batch of marks (a table's few marks
+	// kept hold the position back): a relay that starts here looks for
+	// rows SENT already at least this far before it publishes all it
+	// reads. Absent when the position is the stream's last.
+	Reach uint64 `json:"reach,omitempty"`
 }
 
 // Position is the binlog position to resume from.
