@@ -96,14 +96,10 @@ func TestSweeperRoundStalledBeforeItsClaimsIsPacedAgain(t *testing.T) {
 	}
 }
 
-// One table's drain that takes longer than a late round may (30 s of due
-// retries, a batch settled every 2 s) is work, not a pause: the reader
-// heard from its source all along. The next table's claim is paced afresh,
-// with the binlog path's lag now, and goes on; before, it was taken for a
-// pause, and claims were off for every later table of the round (of every
-// round, when the first table drains so each time).
-func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
-	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+// pacedOnTime is a sweeper whose round came on time at t0, the binlog
+// reader having heard from its source then: it may claim.
+func pacedOnTime(t *testing.T, t0 time.Time) (*Sweeper, *fakePath, Config) {
+	t.Helper()
 	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
 	path := &fakePath{received: t0}
 	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
@@ -113,6 +109,18 @@ func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
 	if !s.claims {
 		t.Fatal("a round on time may not claim")
 	}
+	return s, path, cfg
+}
+
+// One table's drain that takes longer than a late round may (30 s of due
+// retries, a batch settled every 2 s) is work, not a pause: the reader
+// heard from its source all along. The next table's claim is paced afresh,
+// with the binlog path's lag now, and goes on; before, it was taken for a
+// pause, and claims were off for every later table of the round (of every
+// round, when the first table drains so each time).
+func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s, path, cfg := pacedOnTime(t, t0)
 	s.progressed(t0.Add(100 * time.Millisecond)) // the pre-check answered
 	// Table 1 drains for 30 s; the reader hears from its source every
 	// second and falls 3 s behind.
@@ -140,12 +148,7 @@ func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
 // taken before it would claim rows the reader has not reached.
 func TestAPauseInsideOneTablesDrainStillStopsClaims(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
-	path := &fakePath{received: t0}
-	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
-	s.SetBinlogPath(path)
-	s.lastRounds = t0.Add(-cfg.Interval)
-	s.pace(t0)
+	s, path, cfg := pacedOnTime(t, t0)
 	s.progressed(t0.Add(2 * time.Second))
 	s.progressed(t0.Add(4 * time.Second))
 	woke := t0.Add(24 * time.Second) // paused 20 s in a batch
