@@ -18,14 +18,16 @@ type Fault interface {
 
 // state carries what an injection did to its recovery.
 type state struct {
-	relay   int // the relay paused
-	replica int // the replica stopped or cut
+	relay   int          // the relay paused, or stopped
+	replica int          // the replica stopped or cut
+	alarm   *memoryAlarm // the broker's memory alarm raised (brokerAlarmStop)
+	stopped bool         // the relay exited, to be started again
 }
 
 // catalogue is every fault, in the order the summary lists them.
 var catalogue = []Fault{
 	relayKill{}, leaderTakeover{}, relayPause{},
-	brokerReset{}, brokerBlackhole{}, streamBlackhole{}, rabbitNodeStop{},
+	brokerReset{}, brokerBlackhole{}, streamBlackhole{}, rabbitNodeStop{}, brokerAlarmStop{},
 	redisRestart{}, redisCut{}, sentinelFailover{}, clusterFailover{},
 	replicaStop{}, replicaFailover{}, primaryCut{},
 	cutOver{steps: 1}, cutOver{steps: 2}, rotation{}, requeue{}, configChange{},
