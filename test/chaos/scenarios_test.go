@@ -87,6 +87,13 @@ var scenarios = []scenario{
 	// by seed 4 of the tenants configuration).
 	{Issue: "38", Schedule: named("coalesced-marks-kill-before-first-checkpoint", "relaxed/queue/tenants", 2, 30*time.Second, Traffic{Rate: 100},
 		at(2, "relay-kill", 0, 0), at(6.9, "relay-kill", 0, 0), at(11.2, "relay-kill", 0, 0))},
+	// SIGTERM while the broker blocks publishing in a memory alarm, twice:
+	// the relay exited only once its socket was closed under the write
+	// the broker did not read (the publisher's fix of 57243db). Each stop
+	// waits out relay.drain_timeout (30 s, no confirm comes), so the
+	// second alarm begins some 35 s after the first.
+	{Issue: "stop-in-alarm", Schedule: named("broker-alarm-sigterm", "relaxed/queue/status", 1, 90*time.Second, Traffic{Rate: 400},
+		at(8, "broker-alarm-stop", 3, 0), at(50, "broker-alarm-stop", 3, 0))},
 }
 
 // TestChaosScenarios runs the named scenarios matching -chaos.scenario
