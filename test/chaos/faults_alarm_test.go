@@ -30,8 +30,10 @@ const drainTimeout = 30 * time.Second
 // resume from its checkpoint. During an alarm RabbitMQ stops reading a
 // publishing connection and sends no confirm, so the graceful stop cannot
 // drain: at relay.drain_timeout the relay stops hard, and 2 s later the
-// publisher closes its socket under a write the broker does not read
-// (before that, SIGTERM never ended the relay: CHANGELOG).
+// publisher closes its socket under a write the broker does not read, if
+// one is blocked (before 57243db such a write kept the relay from ever
+// exiting; it blocks only once 4 MiB wait behind it, more than the
+// harness's window of small rows holds: CHANGELOG).
 //
 // The alarm is node-wide, on the broker every test of the flavour
 // publishes to (there is no proxy between a broker and its own memory),
