@@ -3,6 +3,8 @@ package chaos
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -242,6 +244,28 @@ func TestDrawIsASeedsOwn(t *testing.T) {
 	}
 	if reflect.DeepEqual(Draw(1, Matrix()[0], longProfile, "x").Faults, Draw(2, Matrix()[0], longProfile, "x").Faults) {
 		t.Error("seeds 1 and 2 draw the same faults")
+	}
+}
+
+// Traffic.Payload fills a body's pad up to its size with valid JSON and no
+// draw; 0 leaves the body as drawn.
+func TestSizedBodies(t *testing.T) {
+	for _, pad := range []string{"", "caf\u00e9 \U0001F600 xx"} {
+		for _, size := range []int{0, 10, 128 << 10} {
+			w := &writer{e: &env{s: &Schedule{Traffic: Traffic{Payload: size}}}, rng: rand.New(rand.NewPCG(1, 2))}
+			b := w.sized("k01", 7, pad)
+			switch {
+			case size <= len(body("k01", 7, 0, pad)) && b != body("k01", 7, 0, pad):
+				t.Errorf("payload %d, pad %q: %q, want the body as drawn", size, pad, b)
+			case size > len(body("k01", 7, 0, pad)) && len(b) != size:
+				t.Errorf("payload %d, pad %q: %d bytes", size, pad, len(b))
+			case !json.Valid([]byte(b)):
+				t.Errorf("payload %d, pad %q: not JSON: %.80q", size, pad, b)
+			}
+			if got, want := w.rng.Uint64(), rand.New(rand.NewPCG(1, 2)).Uint64(); got != want {
+				t.Errorf("payload %d: sized drew from the writer's rng", size)
+			}
+		}
 	}
 }
 

@@ -135,6 +135,12 @@ type Traffic struct {
 	// PartialJSON: the writer's session logs its UPDATEs as JSON diffs
 	// (binlog_row_value_options=PARTIAL_JSON, MySQL, status-less tables).
 	PartialJSON bool `json:"partial_json,omitempty"`
+	// Payload is the bytes of body each row inserts, its pad field filled
+	// up to it with no draw of its own (a body the drawn pad makes longer
+	// stays as it is). 0 keeps the drawn bodies, of a few hundred bytes.
+	// Draw never sets it; a named scenario does, when a window of messages
+	// must outweigh the buffers between the relay and the broker.
+	Payload int `json:"payload,omitempty"`
 }
 
 // Schedule is one run: a configuration, a topology, the traffic and the

@@ -165,6 +165,17 @@ func body(key string, n, v int, pad string) string {
 	return fmt.Sprintf(`{"key":"%s","n":%d,"v":%d,"pad":"%s"}`, key, n, v, pad)
 }
 
+// sized is a new row's body, its pad filled with ASCII up to
+// Traffic.Payload bytes: still the JSON the checker compares (normalize),
+// and no draw more, so the traffic's other draws are the seed's own.
+func (w *writer) sized(key string, n int, pad string) string {
+	b := body(key, n, 0, pad)
+	if size := w.e.s.Traffic.Payload; len(b) < size {
+		b = body(key, n, 0, pad+strings.Repeat("p", size-len(b)))
+	}
+	return b
+}
+
 // step runs one transaction (or an XA branch around one or two others)
 // and returns how many rows it wrote.
 func (w *writer) step() int {
@@ -195,7 +206,7 @@ func (w *writer) txRows(count int, shapes bool) (rows []Row, stmts []stmt) {
 	var all []ins
 	for range count {
 		id, key, n := w.newRow()
-		final := body(key, n, 0, w.pad())
+		final := w.sized(key, n, w.pad())
 		in := ins{row: Row{ID: id, Key: key, Body: final, Expect: Deliver}, first: final}
 		if update && w.rng.IntN(2) == 0 {
 			in.first = body(key, n, 0, "draft")
