@@ -23,21 +23,25 @@ import (
 const drainTimeout = 30 * time.Second
 
 // brokerAlarmStop raises a memory alarm on the flavour's broker, waits
-// until the leader logs that the broker blocked its publishing, sends it
-// SIGTERM and requires it to exit within relay.drain_timeout plus 10 s
-// (else it is SIGKILLed and the fault fails, naming the hang); the
-// recovery clears the alarm and starts the relay again under its name, to
-// resume from its checkpoint. During an alarm RabbitMQ stops reading a
-// publishing connection and sends no confirm, so the graceful stop cannot
-// drain: at relay.drain_timeout the relay stops hard, and 2 s later the
-// publisher closes its socket under a write the broker does not read, if
-// one is blocked (before 57243db such a write kept the relay from ever
-// exiting; it blocks only once 4 MiB wait behind it, more than the
-// harness's window of small rows holds: CHANGELOG).
+// until the leader logs that the broker blocked its publishing, lets it go
+// on publishing for Arg seconds, sends it SIGTERM and requires it to exit
+// within relay.drain_timeout plus 10 s (else it is SIGKILLed and the fault
+// fails, naming the hang); the recovery clears the alarm and starts the
+// relay again under its name, to resume from its checkpoint. During an
+// alarm RabbitMQ stops reading a publishing connection and sends no
+// confirm, so the graceful stop cannot drain: at relay.drain_timeout the
+// relay stops hard, and 2 s later the publisher closes its socket under a
+// write the broker does not read, if one is blocked (before 57243db such a
+// write kept the relay from ever exiting: CHANGELOG). The write blocks
+// once the window outweighs the publisher's 4 MiB of pending writes and
+// the socket buffers on the way: about 12.6 MB measured on MariaDB 10.11
+// (the relay's send queue 3.9 MB, the proxy's receive queue 1.75 MB and
+// send queue 3.9 MB, the broker's receive queue 3.05 MB), which a window
+// of 256 rows of a few hundred bytes never does, and of 128 KiB does.
 //
 // The alarm is node-wide, on the broker every test of the flavour
 // publishes to (there is no proxy between a broker and its own memory),
-// for about drainTimeout plus the hold. So random schedules never draw
+// for about Arg plus drainTimeout plus the hold. So random schedules never draw
 // it: it applies to named scenarios only (broker-alarm-sigterm), and Draw
 // names none, so the kinds it picks from, and every seed's schedule, are
 // what they were without it.
@@ -58,7 +62,7 @@ func (brokerAlarmStop) Hold(*Schedule) (time.Duration, time.Duration) {
 // relay.max_unmarked); into a stream the broker drops them.
 func (brokerAlarmStop) Bound(s *Schedule, _ Planned) int { return crashBound(s) }
 
-func (brokerAlarmStop) Inject(e *env, _ Planned, st *state) (string, error) {
+func (brokerAlarmStop) Inject(e *env, p Planned, st *state) (string, error) {
 	l, err := e.waitLeader(-1, 30*time.Second)
 	if err != nil {
 		return "", err
@@ -71,7 +75,7 @@ func (brokerAlarmStop) Inject(e *env, _ Planned, st *state) (string, error) {
 	}
 	r := e.relays[l]
 	// The broker blocks a connection when it next publishes: the
-	// scenario's traffic (400 rows/s) publishes all the time, so the line
+	// scenario's traffic (30 rows/s) publishes all the time, so the line
 	// comes within moments of the alarm. Its absence is a failure, not a
 	// reason to go on: the stop would then not be the one in an alarm.
 	line, err := waitLogLine(r.proc.LogText, "broker blocked publishing", 30*time.Second)
@@ -79,6 +83,14 @@ func (brokerAlarmStop) Inject(e *env, _ Planned, st *state) (string, error) {
 		return "", fmt.Errorf("relay %d: %w (memory alarm on since %s)", l, err, time.Since(a.raised).Round(100*time.Millisecond))
 	}
 	blocked := time.Since(a.raised)
+	// Arg is the seconds the relay goes on publishing into the blocked
+	// connection before the SIGTERM: long enough, at the traffic's rate,
+	// for its window of unconfirmed messages to fill, and with the
+	// traffic's Payload for them to outweigh the buffers on the way (its
+	// socket's, the proxy's, the broker's), so that its write blocks.
+	seen := time.Now()
+	time.Sleep(time.Duration(p.Arg) * time.Second)
+	passed := r.publishedBetween(seen, time.Now())
 	if err := r.proc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return "", err
 	}
@@ -87,11 +99,12 @@ func (brokerAlarmStop) Inject(e *env, _ Planned, st *state) (string, error) {
 	if err != nil {
 		kerr := e.killRelay(l)
 		st.stopped = kerr == nil
-		return "", fmt.Errorf("relay %d hung: SIGTERM during the broker's memory alarm did not end it within relay.drain_timeout (%s) + 10 s; SIGKILLed (%v)", l, drainTimeout, kerr)
+		return "", fmt.Errorf("relay %d hung: SIGTERM during the broker's memory alarm (%ds after it logged the block, %d publishes through its proxy meanwhile) did not end it within relay.drain_timeout (%s) + 10 s; SIGKILLed (%v)",
+			l, p.Arg, passed, drainTimeout, kerr)
 	}
 	st.stopped = true
-	return fmt.Sprintf("memory alarm on the broker (vm_memory_high_watermark %s, alarm after %s); relay %d blocked after %s (%s); SIGTERM: exited %d after %s",
-		a.watermark, a.took.Round(100*time.Millisecond), l, blocked.Round(100*time.Millisecond), line, code, time.Since(term).Round(100*time.Millisecond)), nil
+	return fmt.Sprintf("memory alarm on the broker (vm_memory_high_watermark %s, alarm after %s); relay %d blocked after %s (%s); %d publishes through its proxy in the next %ds; SIGTERM: exited %d after %s",
+		a.watermark, a.took.Round(100*time.Millisecond), l, blocked.Round(100*time.Millisecond), line, passed, p.Arg, code, time.Since(term).Round(100*time.Millisecond)), nil
 }
 
 func (brokerAlarmStop) Recover(e *env, _ Planned, st *state) (string, error) {
