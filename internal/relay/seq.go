@@ -43,13 +43,11 @@ func (r *Relay) raiseSeqFloor(n uint64) {
 // startSeq is the publishing id the rows from start come after, and
 // whether it resumes a saved checkpoint's numbering.
 func (r *Relay) startSeq(start binlog.Position) (uint64, bool) {
+	if c := r.savedAt(start, true); c != nil {
+		return c.Seq, true
+	}
 	r.seqMu.Lock()
 	defer r.seqMu.Unlock()
-	for _, c := range []*checkpoint.Checkpoint{r.lastSaved.Load(), r.resume} {
-		if c != nil && c.Position() == start && c.SeqScope == r.cfg.SeqScope {
-			return c.Seq, true
-		}
-	}
 	return r.seqFloor, false
 }
 
@@ -57,14 +55,23 @@ func (r *Relay) startSeq(start binlog.Position) (uint64, bool) {
 // checkpoint had read and handled (checkpoint.Checkpoint.Reach): the
 // replay check looks that far at least. 0 when unknown.
 func (r *Relay) startReach(start binlog.Position) uint64 {
+	if c := r.savedAt(start, false); c != nil {
+		return c.Reach
+	}
+	return 0
+}
+
+// savedAt is the checkpoint at start this process saved last or was told
+// to resume from (under this relay's seq_scope only, when scoped), or nil.
+func (r *Relay) savedAt(start binlog.Position, scoped bool) *checkpoint.Checkpoint {
 	r.seqMu.Lock()
 	defer r.seqMu.Unlock()
 	for _, c := range []*checkpoint.Checkpoint{r.lastSaved.Load(), r.resume} {
-		if c != nil && c.Position() == start {
-			return c.Reach
+		if c != nil && c.Position() == start && (!scoped || c.SeqScope == r.cfg.SeqScope) {
+			return c
 		}
 	}
-	return 0
+	return nil
 }
 
 // saveNewNumbering saves start as the checkpoint, with seq and the scope,

@@ -70,14 +70,7 @@ func TestSweeperGraceFollowsTheBinlogPath(t *testing.T) {
 func TestSweeperRoundStalledBeforeItsClaimsIsPacedAgain(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	cfg := Config{Interval: 200 * time.Millisecond, GracePeriod: 3 * time.Second}
-	path := &fakePath{received: t0}
-	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
-	s.SetBinlogPath(path)
-	s.lastRounds = t0.Add(-cfg.Interval)
-	s.pace(t0)
-	if !s.claims {
-		t.Fatal("a round on time may not claim")
-	}
+	s, path := pacedOnTime(t, t0, cfg)
 	s.stalled(t0.Add(time.Second))
 	if !s.claims {
 		t.Fatal("a round acting a second after its pace may not claim")
@@ -98,9 +91,8 @@ func TestSweeperRoundStalledBeforeItsClaimsIsPacedAgain(t *testing.T) {
 
 // pacedOnTime is a sweeper whose round came on time at t0, the binlog
 // reader having heard from its source then: it may claim.
-func pacedOnTime(t *testing.T, t0 time.Time) (*Sweeper, *fakePath, Config) {
+func pacedOnTime(t *testing.T, t0 time.Time, cfg Config) (*Sweeper, *fakePath) {
 	t.Helper()
-	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
 	path := &fakePath{received: t0}
 	s := &Sweeper{cfg: cfg, log: zap.NewNop()}
 	s.SetBinlogPath(path)
@@ -109,7 +101,7 @@ func pacedOnTime(t *testing.T, t0 time.Time) (*Sweeper, *fakePath, Config) {
 	if !s.claims {
 		t.Fatal("a round on time may not claim")
 	}
-	return s, path, cfg
+	return s, path
 }
 
 // One table's drain that takes longer than a late round may (30 s of due
@@ -120,7 +112,8 @@ func pacedOnTime(t *testing.T, t0 time.Time) (*Sweeper, *fakePath, Config) {
 // round, when the first table drains so each time).
 func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	s, path, cfg := pacedOnTime(t, t0)
+	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
+	s, path := pacedOnTime(t, t0, cfg)
 	s.progressed(t0.Add(100 * time.Millisecond)) // the pre-check answered
 	// Table 1 drains for 30 s; the reader hears from its source every
 	// second and falls 3 s behind.
@@ -148,7 +141,8 @@ func TestALongDrainOfOneTableIsNotTakenForAPause(t *testing.T) {
 // taken before it would claim rows the reader has not reached.
 func TestAPauseInsideOneTablesDrainStillStopsClaims(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	s, path, cfg := pacedOnTime(t, t0)
+	cfg := Config{Interval: 5 * time.Second, GracePeriod: time.Minute}
+	s, path := pacedOnTime(t, t0, cfg)
 	s.progressed(t0.Add(2 * time.Second))
 	s.progressed(t0.Add(4 * time.Second))
 	woke := t0.Add(24 * time.Second) // paused 20 s in a batch
