@@ -134,6 +134,21 @@ func (l *Lane[T]) Run(ctx context.Context, in <-chan publisher.Job[T], out chan<
 	snd := newSender(s, l.cfg.Window, l.cfg.MaxFrameBytes)
 	err = newMachine(ctx, l, s, snd, in, out).run()
 	l.connected.Store(false)
+	if err != nil && ctx.Err() == nil {
+		// The lane failed, often on a broker or network that does not
+		// answer (a confirm timeout): closing it would wait out each
+		// close's deadline, with nothing published meanwhile and a
+		// SIGTERM then finding the pipeline still down. Every result is
+		// out, so the close goes on in the background, within the same
+		// deadlines, and the caller may run the lane again at once (what
+		// the old connection still delivers carries the same publishing
+		// ids as the replay, so the broker stores each once, in order).
+		go func() {
+			snd.stop(l.cfg.ConnectTimeout)
+			s.Close(context.WithoutCancel(ctx))
+		}()
+		return err
+	}
 	snd.stop(l.cfg.ConnectTimeout)
 	s.Close(ctx)
 	return err

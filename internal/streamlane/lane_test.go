@@ -339,6 +339,47 @@ func TestConfirmTimeout(t *testing.T) {
 	checkFailed(t, f, "not confirmed within 2s")
 }
 
+// A lane failed on a broker that hears nothing returns at the failure, not
+// after the closes' deadlines (ConnectTimeout each, on a connection that
+// will not answer them): nothing is published meanwhile, and a SIGTERM then
+// would find the pipeline still down. Run again at once, beside the old
+// connection still closing, it replays under the same publishing ids and
+// the stream holds every message once, in order.
+func TestFailedLaneReturnsWithoutWaitingOutItsClose(t *testing.T) {
+	cfg, quiet := deafProxy(t)
+	cfg.ConfirmTimeout = 2 * time.Second
+	cfg.ConnectTimeout = 15 * time.Second
+	l := newLane(t, cfg)
+	f := feed(t, l, context.Background(), 30*time.Second, func(n int) bool {
+		if n < 1000 {
+			return false
+		}
+		quiet.Store(true)
+		return true
+	})
+	checkFailed(t, f, "not confirmed within 2s")
+	// The confirm timeout ends it 2 s after the fault; the closes would
+	// take up to twice 15 s more.
+	if limit := cfg.ConfirmTimeout + cfg.ConnectTimeout/3; f.took > limit {
+		t.Fatalf("Run returned %s after the fault, over %s: it waited on closing a connection that does not answer",
+			f.took.Round(time.Millisecond), limit)
+	}
+	t.Logf("Run back %s after the fault", f.took.Round(time.Millisecond))
+
+	quiet.Store(false) // the broker hears again; the old connection's lost bytes end it
+	last := 0
+	for _, r := range f.results {
+		last = max(last, int(r.Job.Seq))
+	}
+	js := jobs(1, last+500, 10)
+	results, err := run(t, l, js, time.Minute)
+	if err != nil {
+		t.Fatalf("Run again at once: %v", err)
+	}
+	checkInOrder(t, js, results)
+	checkStream(t, readStream(t, cfg.Stream, 30*time.Second), 1, last+500)
+}
+
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
