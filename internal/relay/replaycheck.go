@@ -52,6 +52,12 @@ type replayCheck struct {
 	// reach is how many rows the run before had read past the start and
 	// handled (checkpoint.Checkpoint.Reach); read counts the rows read.
 	reach, read uint64
+	// after tells a commit made after this Run started (ReplicaCatchUp):
+	// nil when the primary's position could not be read.
+	after func(binlog.Commit) bool
+	// unsent counts the checkable rows read in a row, past the reach,
+	// that were not SENT; past runLimit of them the check ends.
+	unsent, runLimit int
 	// The Run's totals, logged once when the check ends.
 	checked, skipped, reads int
 	began                   time.Time
@@ -73,7 +79,7 @@ const (
 
 func (r *Relay) newReplayCheck() *replayCheck {
 	return &replayCheck{r: r, lookup: r.cfg.Sent, active: r.cfg.Sent != nil, skip: map[*outbox.Row]bool{},
-		txKeys: map[string]bool{}, began: time.Now()}
+		txKeys: map[string]bool{}, began: time.Now(), runLimit: r.cfg.MaxUnmarked}
 }
 
 // checkable: the row could have been published and marked by a run before.
@@ -113,10 +119,16 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	clear(c.skip)
 	byTable := map[*outbox.Table][]*outbox.Row{}
 	var order []*outbox.Table
-	renamed := false // a rename ends the check
+	var inOrder []*outbox.Row // the rows asked about, in binlog order,
+	var readAt []uint64       // and each one's count among the rows read
+	renamed := false          // a rename ends the check
+	later := false            // a commit made after the Run started ends it
 	for _, ev := range evs {
 		if ev.Kind == binlog.KindCommit {
 			clear(c.txKeys)
+			if c.after != nil && c.after(ev.Commit) {
+				later = true
+			}
 		}
 		if ev.Kind == binlog.KindRow {
 			c.read++ // as route numbers them (seq)
@@ -130,8 +142,8 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			renamed = true
 			break
 		}
-		if ev.Kind != binlog.KindRow || !checkable(ev.Row) {
-			continue
+		if ev.Kind != binlog.KindRow || !checkable(ev.Row) || later {
+			continue // (a row after a commit made since the start: not asked)
 		}
 		t := ev.Row.Table
 		k := t.FullName() + "\x00" + colval.ValueString(ev.Row.ID)
@@ -143,6 +155,8 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			order = append(order, t)
 		}
 		byTable[t] = append(byTable[t], ev.Row)
+		inOrder = append(inOrder, ev.Row)
+		readAt = append(readAt, c.read)
 	}
 	for _, t := range order {
 		rows := byTable[t]
@@ -181,14 +195,35 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			c.r.cfg.Observer.ReplaySkipped(t, int64(found))
 		}
 	}
-	// Marks are written in binlog order, mostly: the SENT rows come first,
-	// with rows not SENT among them (a table's few marks kept for a later
-	// batch, committer.coalesce; a row that failed). A chunk with no row
-	// SENT past the rows the run before had handled (its checkpoint's
-	// reach) is past what it had marked; before them, it may hold only
-	// kept rows. Any row found SENT is left out whatever its place: it was
-	// confirmed before it was marked.
-	if renamed || len(c.skip) == 0 && c.read >= c.reach {
+	for i, row := range inOrder {
+		switch {
+		case c.skip[row]:
+			c.unsent = 0
+		case readAt[i] > c.reach:
+			c.unsent++
+		}
+	}
+	// Where the check ends. Any row found SENT is left out whatever its
+	// place (it was confirmed before it was marked), and ending is never a
+	// loss, only rows published again.
+	//   - At a rename of a table marked by id alone (above).
+	//   - At the first commit made after this Run started: the run before
+	//     never read it, nor anything after it.
+	//   - Past the rows the run before had handled by its last checkpoint
+	//     (its reach), once relay.max_unmarked rows in a row are not SENT:
+	//     marks are written in binlog order, mostly, with rows not SENT
+	//     among them (a table's few marks kept for a later batch,
+	//     committer.coalesce; rows in flight or failed), at most that many
+	//     confirmed and unmarked. This bounds the reads after a long outage,
+	//     whose backlog the run before never read.
+	//   - Without the primary's position (no CatchUp, or it could not be
+	//     read): at the first chunk past the reach with no row SENT.
+	switch {
+	case renamed, later:
+		c.end()
+	case c.after != nil && c.read >= c.reach && c.unsent >= c.runLimit:
+		c.end()
+	case c.after == nil && len(c.skip) == 0 && c.read >= c.reach:
 		c.end()
 	}
 }
@@ -203,7 +238,9 @@ func (c *replayCheck) catchUp(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	if err := cu.CatchUp(ctx, replayCatchUp); err != nil {
+	after, err := cu.CatchUp(ctx, replayCatchUp)
+	c.after = after
+	if err != nil {
 		if ctx.Err() == nil {
 			c.r.log.Info("the source replica had not applied the primary's latest SENT marks before the replayed rows were checked: rows marked since are published again (duplicates, nothing lost)",
 				zap.Duration("waited", time.Since(start).Round(time.Millisecond)), zap.Error(err))

@@ -365,18 +365,21 @@ type catchUpSent struct {
 	err      error
 	catchUps int
 	readsAt  []int // reads made before each CatchUp
+	// after, when set, is what CatchUp returns: the commits made after
+	// the Run started.
+	after func(binlog.Commit) bool
 }
 
-func (c *catchUpSent) CatchUp(context.Context, time.Duration) error {
+func (c *catchUpSent) CatchUp(context.Context, time.Duration) (func(binlog.Commit) bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.catchUps++
 	c.readsAt = append(c.readsAt, len(c.reads))
 	if c.err != nil {
-		return c.err
+		return c.after, c.err
 	}
 	c.sent = sentUpTo(6)
-	return nil
+	return c.after, nil
 }
 
 // Before its first read the check waits for the replica to apply the

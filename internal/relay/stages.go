@@ -47,7 +47,10 @@ type SentLookup interface {
 // had logged by then: the marks the run before made just ahead of its end
 // are then SENT on the replica when the check reads it, and those rows are
 // not published again (rowstatus.SentReader). An error or a replica that
-// does not catch up within the wait only means more duplicates.
+// does not catch up within the wait only means more duplicates. It
+// returns, when it could read the primary's position, after: whether a
+// commit is outside that position, so was committed after the Run started
+// and never read by a run before; the check ends at the first such commit.
 type ReplicaCatchUp interface {
-	CatchUp(ctx context.Context, within time.Duration) error
+	CatchUp(ctx context.Context, within time.Duration) (after func(binlog.Commit) bool, err error)
 }

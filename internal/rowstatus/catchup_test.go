@@ -45,7 +45,7 @@ func TestCatchUpWaitsForTheReplicaToApplyTheMarks(t *testing.T) {
 		t.Fatalf("marking row 7 on the primary: %d rows, %v", n, err)
 	}
 	start := time.Now()
-	err := r.CatchUp(ctx, 300*time.Millisecond)
+	_, err := r.CatchUp(ctx, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "had not applied the primary's position within 300ms") {
 		t.Fatalf("CatchUp with the replica's SQL thread stopped: %v; want it not applied within 300ms", err)
 	}
@@ -58,7 +58,7 @@ func TestCatchUpWaitsForTheReplicaToApplyTheMarks(t *testing.T) {
 
 	tp.Exec(t, "switch2", "START "+word+" SQL_THREAD")
 	stopped = false
-	if err := r.CatchUp(ctx, 30*time.Second); err != nil {
+	if _, err := r.CatchUp(ctx, 30*time.Second); err != nil {
 		t.Fatalf("CatchUp with the replica running: %v", err)
 	}
 	sent, err := r.Sent(ctx, tb, []any{int64(7)})
@@ -80,7 +80,7 @@ func TestCatchUpOnThePrimaryItselfReturnsAtOnce(t *testing.T) {
 	}
 	r := rowstatus.SentReader{DB: db.Primary, Primary: db.Primary, Flavor: flavor}
 	start := time.Now()
-	if err := r.CatchUp(context.Background(), 2*time.Second); err != nil {
+	if _, err := r.CatchUp(context.Background(), 2*time.Second); err != nil {
 		t.Fatalf("CatchUp on the primary itself: %v", err)
 	}
 	if took := time.Since(start); took > time.Second {

@@ -32,9 +32,16 @@ type SentReader struct {
 // MySQL, gtid_binlog_pos and MASTER_GTID_WAIT on MariaDB. One read on each
 // server, no privilege beyond the relay's. Without a primary it returns at
 // once.
-func (s SentReader) CatchUp(ctx context.Context, within time.Duration) error {
+//
+// It returns, whenever it read the primary's position (an error about the
+// wait included), after: whether a transaction's commit is outside that
+// position, so committed after this call. A run before this one never read
+// such a transaction, nor anything after it in the binlog, so none of those
+// rows is SENT by it. A commit without a GTID is never after; after is nil
+// when the position could not be read or is empty.
+func (s SentReader) CatchUp(ctx context.Context, within time.Duration) (after func(binlog.Commit) bool, err error) {
 	if s.Primary == nil {
-		return nil
+		return nil, nil
 	}
 	posVar, wait := "@@GLOBAL.gtid_binlog_pos", "SELECT MASTER_GTID_WAIT(?, ?)"
 	if s.Flavor == binlog.FlavorMySQL {
@@ -45,26 +52,46 @@ func (s SentReader) CatchUp(ctx context.Context, within time.Duration) error {
 		primaryID, ownID int64
 	)
 	if err := s.Primary.QueryRowContext(ctx, "SELECT "+posVar+", @@server_id").Scan(&pos, &primaryID); err != nil {
-		return fmt.Errorf("reading the primary's position: %w", err)
+		return nil, fmt.Errorf("reading the primary's position: %w", err)
 	}
+	pos = strings.ReplaceAll(pos, "\n", "")
+	after = outside(s.Flavor, pos)
 	// A relay that reads the primary itself has nothing to wait for (and
 	// MariaDB's MASTER_GTID_WAIT would wait for gtid_slave_pos there, which
 	// the primary's own writes do not move).
 	if err := s.DB.QueryRowContext(ctx, "SELECT @@server_id").Scan(&ownID); err != nil {
-		return fmt.Errorf("reading the replica's server id: %w", err)
+		return after, fmt.Errorf("reading the replica's server id: %w", err)
 	}
-	pos = strings.ReplaceAll(pos, "\n", "")
 	if pos == "" || ownID == primaryID {
-		return nil
+		return after, nil
 	}
 	var res sql.NullInt64
 	if err := s.DB.QueryRowContext(ctx, wait, pos, within.Seconds()).Scan(&res); err != nil {
-		return fmt.Errorf("waiting for the replica to apply the primary's position: %w", err)
+		return after, fmt.Errorf("waiting for the replica to apply the primary's position: %w", err)
 	}
 	if !res.Valid || res.Int64 != 0 {
-		return fmt.Errorf("the replica had not applied the primary's position within %s", within)
+		return after, fmt.Errorf("the replica had not applied the primary's position within %s", within)
 	}
-	return nil
+	return after, nil
+}
+
+// outside returns whether a commit's GTID is outside the GTID set pos (nil
+// for an empty or unreadable pos).
+func outside(flavor, pos string) func(binlog.Commit) bool {
+	if pos == "" {
+		return nil
+	}
+	if _, err := binlog.ContainsGTID(flavor, pos, pos); err != nil {
+		return nil
+	}
+	return func(c binlog.Commit) bool {
+		g := c.GTID.String()
+		if g == "" {
+			return false
+		}
+		in, err := binlog.ContainsGTID(flavor, pos, g)
+		return err == nil && !in
+	}
 }
 
 // Sent returns, of ids (rows of t), the ones whose status is SENT now, keyed
