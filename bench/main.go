@@ -35,6 +35,7 @@ type options struct {
 	redisAddr     string
 	relayBin      string
 	relayYAML     string
+	brokerWindow  int
 	relayEnv      []string
 	tableYAML     string
 
@@ -110,6 +111,7 @@ func (o *options) define(fs *flag.FlagSet) listFlags {
 	fs.StringVar(&o.amqpURL, "amqp-url", testenv.AMQPURL, "RabbitMQ")
 	fs.StringVar(&o.redisAddr, "redis-addr", testenv.RedisAddr, "Redis (the relay's checkpoints)")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "binlog-relay binary (default: go build ./cmd/binlog-relay into a temp dir)")
+	fs.IntVar(&o.brokerWindow, "broker-window", 0, "the relay's broker.window (0: the relay's default)")
 	fs.StringVar(&o.relayYAML, "relay-yaml", "", "extra top-level YAML appended to the relay's config (e.g. 'relay: {flush_interval: 100ms}')")
 	lists.relayEnv = fs.String("relay-env", "", "extra environment for the relay process, comma-separated (e.g. GOGC=200)")
 	fs.StringVar(&o.tableYAML, "relay-table", defaultTable, "the relay's table entry (schema is added); for experiments such as '{preset: producer-message, columns: {status: \"\"}}' (no SENT marks)")

@@ -42,17 +42,21 @@ func (e *env) relayConfig(name string, binlogOnly bool) (string, error) {
 	if e.relaySection != "" {
 		sweeper += "relay: {" + e.relaySection + "}\n"
 	}
+	window := ""
+	if e.o.brokerWindow > 0 {
+		window = fmt.Sprintf(", window: %d", e.o.brokerWindow)
+	}
 	return fmt.Sprintf(`name: %s
 source: {host: "%s", port: %d, user: "%s", password: "${BENCH_SOURCE_PASSWORD:-}"}
 primary: {host: "%s", port: %d, user: "%s", password: "${BENCH_PRIMARY_PASSWORD:-}"}
-broker: {url: "${BENCH_AMQP_URL}"}
+broker: {url: "${BENCH_AMQP_URL}"%s}
 redis: {addr: "%s"}
 http: {addr: "off"}
 log: {level: info, format: json}
 %stables:
   - %s
 %s
-`, name, sh, sp, su, ph, pp, pu, e.o.redisAddr, sweeper, e.relayTable(), e.o.relayYAML), nil
+`, name, sh, sp, su, ph, pp, pu, window, e.o.redisAddr, sweeper, e.relayTable(), e.o.relayYAML), nil
 }
 
 // relayTable is the relay's one table entry: the tenants step's pattern
