@@ -389,7 +389,7 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 			}
 		}
 	}
-	chk.end()
+	chk.end("the end of the stream (a stop)")
 	return nil
 }
 

@@ -174,7 +174,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 					zap.String("table", t.FullName()), zap.Error(err))
 			}
 			clear(c.skip)
-			c.end()
+			c.end("the replica could not answer")
 			return
 		}
 		c.checked += len(rows)
@@ -219,12 +219,14 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	//   - Without the primary's position (no CatchUp, or it could not be
 	//     read): at the first chunk past the reach with no row SENT.
 	switch {
-	case renamed, later:
-		c.end()
+	case renamed:
+		c.end("a rename of a table marked by id alone")
+	case later:
+		c.end("a transaction committed after the start")
 	case c.after != nil && c.read >= c.reach && c.unsent >= c.runLimit:
-		c.end()
+		c.end("relay.max_unmarked rows in a row not SENT")
 	case c.after == nil && len(c.skip) == 0 && c.read >= c.reach:
-		c.end()
+		c.end("a chunk with no row SENT")
 	}
 }
 
@@ -253,8 +255,9 @@ func (c *replayCheck) catchUp(ctx context.Context) {
 // skips reports whether row was found SENT in the current chunk.
 func (c *replayCheck) skips(row *outbox.Row) bool { return c.skip[row] }
 
-// end stops checking for the rest of the Run and says what it did, once.
-func (c *replayCheck) end() {
+// end stops checking for the rest of the Run and says what it did and why
+// it ended, once.
+func (c *replayCheck) end(why string) {
 	if !c.active {
 		return
 	}
@@ -267,5 +270,5 @@ func (c *replayCheck) end() {
 		msg = "replayed rows checked: none was SENT already"
 	}
 	c.r.log.Info(msg, zap.Int("skipped", c.skipped), zap.Int("checked", c.checked), zap.Int("replica_reads", c.reads),
-		zap.Duration("took", time.Since(c.began).Round(time.Millisecond)))
+		zap.Duration("took", time.Since(c.began).Round(time.Millisecond)), zap.String("ended_at", why))
 }

@@ -54,8 +54,9 @@ func TestReplayCheckEndsAtTheFirstCommitAfterTheStart(t *testing.T) {
 		t.Fatalf("published %v, want only the rows written after the start %v", got, want)
 	}
 	lines := logs.FilterMessage("replayed rows already SENT were not published again").All()
-	if len(lines) != 1 || lines[0].ContextMap()["skipped"] != int64(600) {
-		t.Fatalf("the skip is logged as %v, want once with skipped 600", lines)
+	if len(lines) != 1 || lines[0].ContextMap()["skipped"] != int64(600) ||
+		lines[0].ContextMap()["ended_at"] != "a transaction committed after the start" {
+		t.Fatalf("the skip is logged as %v, want once with skipped 600, ended at a transaction committed after the start", lines)
 	}
 	for _, read := range lookup.reads {
 		if slices.Contains(read, any(611)) {
@@ -98,8 +99,8 @@ func TestReplayCheckEndsAfterMaxUnmarkedRowsNotSent(t *testing.T) {
 		t.Fatalf("published %d rows, want all %d: the check ends after %d rows in a row not SENT", got, all, limit)
 	}
 	lines := logs.FilterMessage("replayed rows checked: none was SENT already").All()
-	if len(lines) != 1 {
-		t.Fatalf("the check's end is logged %d times, want once", len(lines))
+	if len(lines) != 1 || lines[0].ContextMap()["ended_at"] != "relay.max_unmarked rows in a row not SENT" {
+		t.Fatalf("the check's end is logged as %v, want once, ended at relay.max_unmarked rows in a row not SENT", lines)
 	}
 	if checked := lines[0].ContextMap()["checked"].(int64); checked < limit || checked > limit+replayChunk {
 		t.Fatalf("the check read %d rows, want %d to %d", checked, limit, limit+replayChunk)

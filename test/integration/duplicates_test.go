@@ -212,14 +212,24 @@ func TestReplayedRowsAlreadySentAreNotPublishedAgain(t *testing.T) {
 	third := insertOrders(t, db, br.Exchange, "s3", 1, 10)
 	all := append(append(append([]string(nil), first...), second...), third...)
 	waitDeliveredOnceInOrder(t, got, all, 60*time.Second)
-	if n := got.Len() - before; n != len(third) {
-		t.Errorf("after the restart from the old checkpoint %d deliveries, want only the %d new rows", n, len(third))
+	// Delivered, the third rows show the Run had read the primary's position
+	// before them or after: this transaction comes after it.
+	fourth := insertOrders(t, db, br.Exchange, "s4", 1, 10)
+	all = append(all, fourth...)
+	waitDeliveredOnceInOrder(t, got, all, 60*time.Second)
+	if n := got.Len() - before; n != len(third)+len(fourth) {
+		t.Errorf("after the restart from the old checkpoint %d deliveries, want only the %d new rows", n, len(third)+len(fourth))
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(p.LogText(), `"skipped":3000`)
 	}, "no log line with the 3,000 skipped rows; log:\n%s", p.LogText())
 	if n := strings.Count(p.LogText(), "replayed rows already SENT were not published again"); n != 1 {
 		t.Errorf("the skip is logged %d times, want once", n)
+	}
+	// The rows written after the restart end the check: their transaction
+	// is outside the primary's position read at the start.
+	if !strings.Contains(p.LogText(), `"ended_at":"a transaction committed after the start"`) {
+		t.Errorf("the check did not end at the transaction committed after the start; log:\n%s", p.LogText())
 	}
 	cp, err := loadCheckpoint(t, key)
 	if err != nil || cp.Position() == old.Position() {
