@@ -347,11 +347,7 @@ func (r *Relay) route(ctx, stop context.Context, events <-chan binlog.Event, job
 	chk.catchUp(ctx)
 	defer func() { r.raiseSeqFloor(seq) }()
 	for ev := range events {
-		evs := []binlog.Event{ev}
-		if chk.active && ev.Kind == binlog.KindRow {
-			evs = chk.gather(ctx, ev, events)
-			chk.check(ctx, evs)
-		}
+		evs := chk.next(ctx, ev, events)
 		for _, ev := range evs {
 			var job publisher.Job[Ticket]
 			switch ev.Kind {

@@ -87,6 +87,22 @@ func checkable(row *outbox.Row) bool {
 	return row.Table.Columns.Status != "" && !row.Deleted
 }
 
+// next returns ev and, while the check is on, what it gathered after ev (a
+// chunk, from a row), checked: the events route handles next, in order.
+// An event between chunks (a commit, a rename) is checked alone: a rename
+// or a commit made after the start ends the check wherever it falls.
+func (c *replayCheck) next(ctx context.Context, ev binlog.Event, events <-chan binlog.Event) []binlog.Event {
+	evs := []binlog.Event{ev}
+	if !c.active {
+		return evs
+	}
+	if ev.Kind == binlog.KindRow {
+		evs = c.gather(ctx, ev, events)
+	}
+	c.check(ctx, evs)
+	return evs
+}
+
 // gather returns first with the events that follow it, until the chunk holds
 // replayChunk rows, the reader has had replayGather to bring more, or events
 // is closed.
@@ -123,6 +139,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	var readAt []uint64       // and each one's count among the rows read
 	renamed := false          // a rename ends the check
 	later := false            // a commit made after the Run started ends it
+	rows := false             // the chunk holds a row (else: an event between chunks)
 	for _, ev := range evs {
 		if ev.Kind == binlog.KindCommit {
 			clear(c.txKeys)
@@ -132,6 +149,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 		}
 		if ev.Kind == binlog.KindRow {
 			c.read++ // as route numbers them (seq)
+			rows = true
 		}
 		if ev.Kind == binlog.KindRename && !rowstatus.OwnMessageID(ev.Rename.Table) {
 			// A table renamed away (an archival rotation) while the run
@@ -225,7 +243,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 		c.end("a transaction committed after the start")
 	case c.after != nil && c.read >= c.reach && c.unsent >= c.runLimit:
 		c.end("relay.max_unmarked rows in a row not SENT")
-	case c.after == nil && len(c.skip) == 0 && c.read >= c.reach:
+	case c.after == nil && rows && len(c.skip) == 0 && c.read >= c.reach:
 		c.end("a chunk with no row SENT")
 	}
 }
