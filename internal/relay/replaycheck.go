@@ -135,11 +135,16 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 	clear(c.skip)
 	byTable := map[*outbox.Table][]*outbox.Row{}
 	var order []*outbox.Table
-	var inOrder []*outbox.Row // the rows asked about, in binlog order,
-	var readAt []uint64       // and each one's count among the rows read
-	renamed := false          // a rename ends the check
-	later := false            // a commit made after the Run started ends it
-	rows := false             // the chunk holds a row (else: an event between chunks)
+	// The rows asked about in binlog order, each with its count among the
+	// rows read.
+	type asked struct {
+		row  *outbox.Row
+		read uint64
+	}
+	var inOrder []asked
+	renamed := false // a rename ends the check
+	later := false   // a commit made after the Run started ends it
+	rows := false    // the chunk holds a row (else: an event between chunks)
 	for _, ev := range evs {
 		if ev.Kind == binlog.KindCommit {
 			clear(c.txKeys)
@@ -173,8 +178,7 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			order = append(order, t)
 		}
 		byTable[t] = append(byTable[t], ev.Row)
-		inOrder = append(inOrder, ev.Row)
-		readAt = append(readAt, c.read)
+		inOrder = append(inOrder, asked{ev.Row, c.read})
 	}
 	for _, t := range order {
 		rows := byTable[t]
@@ -213,11 +217,11 @@ func (c *replayCheck) check(ctx context.Context, evs []binlog.Event) {
 			c.r.cfg.Observer.ReplaySkipped(t, int64(found))
 		}
 	}
-	for i, row := range inOrder {
+	for _, a := range inOrder {
 		switch {
-		case c.skip[row]:
+		case c.skip[a.row]:
 			c.unsent = 0
-		case readAt[i] > c.reach:
+		case a.read > c.reach:
 			c.unsent++
 		}
 	}

@@ -365,9 +365,6 @@ type catchUpSent struct {
 	err      error
 	catchUps int
 	readsAt  []int // reads made before each CatchUp
-	// after, when set, is what CatchUp returns: the commits made after
-	// the Run started.
-	after func(binlog.Commit) bool
 }
 
 func (c *catchUpSent) CatchUp(context.Context, time.Duration) (func(binlog.Commit) bool, error) {
@@ -376,10 +373,10 @@ func (c *catchUpSent) CatchUp(context.Context, time.Duration) (func(binlog.Commi
 	c.catchUps++
 	c.readsAt = append(c.readsAt, len(c.reads))
 	if c.err != nil {
-		return c.after, c.err
+		return nil, c.err
 	}
 	c.sent = sentUpTo(6)
-	return c.after, nil
+	return nil, nil
 }
 
 // Before its first read the check waits for the replica to apply the
