@@ -60,6 +60,12 @@ func (a *App) Metrics() *metrics.Metrics {
 			}
 			return nil
 		})
+		m.WatchUnmarked(func() int64 {
+			if r := a.Relay(); r != nil && !a.standby() {
+				return r.Unmarked()
+			}
+			return 0
+		})
 		a.ops.metrics = m
 	})
 	return a.ops.metrics

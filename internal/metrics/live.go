@@ -38,7 +38,7 @@ const (
 // liveCollector reads state at scrape time: lag, positions, connection
 // state. Nothing here is updated per row.
 type liveCollector struct {
-	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, leader, laneInflight, brokerNode *prometheus.Desc
+	lag, fileSeq, pos, gtid, cpAge, cpFileSeq, cpPos, cpSaved, up, ready, held, republished, leader, laneInflight, unmarked, brokerNode *prometheus.Desc
 
 	mu      sync.Mutex
 	stream  Stream
@@ -48,6 +48,7 @@ type liveCollector struct {
 	heldF   func() time.Duration
 	repubF  func() uint64
 	lanesF  func() []int64
+	unmarkF func() int64
 	nodesF  func() []string
 	cp      *checkpoint.Checkpoint
 	now     func() time.Time
@@ -80,6 +81,9 @@ func newLiveCollector() *liveCollector {
 			"without ha.enabled once its binlog path runs; 0 on a standby. The relays of one name sum to 1."),
 		laneInflight: d("lane_inflight_rows", "Rows handed to a lane (relay.lanes above 1) whose results are not yet back in commit order: "+
 			"published or waiting behind that lane's head. A crash replays at most these and the rows settled since the last checkpoint save.", "lane"),
+		unmarked: d("unmarked_rows", "Rows the broker confirmed that are not marked SENT yet: waiting for the next batch of marks, "+
+			"kept for a later one, or being written (at most relay.max_unmarked). A crash now would publish these again, "+
+			"beside the messages not yet confirmed (up to broker.window on each lane); 0 on a standby."),
 		brokerNode: d("broker_node_info", "1 for each broker node (its URL from broker.url or broker.urls, password hidden) a broker "+
 			"connection of the relay is open to; absent while none is. With broker.urls it names the node of the cluster in use: "+
 			"the publishers move to the next node when theirs fails.", "node"),
@@ -90,7 +94,7 @@ func newLiveCollector() *liveCollector {
 
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.leader, c.laneInflight, c.brokerNode} {
+	for _, d := range []*prometheus.Desc{c.lag, c.fileSeq, c.pos, c.gtid, c.cpAge, c.cpFileSeq, c.cpPos, c.cpSaved, c.up, c.ready, c.held, c.republished, c.leader, c.laneInflight, c.unmarked, c.brokerNode} {
 		ch <- d
 	}
 }
@@ -98,7 +102,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stream, readyF, leaderF, heldF, repubF, lanesF, nodesF, cp := c.stream, c.readyF, c.leaderF, c.heldF, c.repubF, c.lanesF, c.nodesF, c.cp
+	stream, readyF, leaderF, heldF, repubF, lanesF, unmarkF, nodesF, cp := c.stream, c.readyF, c.leaderF, c.heldF, c.repubF, c.lanesF, c.unmarkF, c.nodesF, c.cp
 	conns := make(map[string]Conn, len(c.conns))
 	for k, v := range c.conns {
 		conns[k] = v
@@ -151,6 +155,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range lanesF() {
 			gauge(c.laneInflight, float64(n), strconv.Itoa(i))
 		}
+	}
+	if unmarkF != nil {
+		gauge(c.unmarked, float64(unmarkF()))
 	}
 	if nodesF != nil {
 		seen := map[string]bool{}
@@ -239,6 +246,12 @@ func (m *Metrics) WatchRepublished(f func() uint64) {
 // binlog_relay_lane_inflight_rows{lane}; f returns nothing with one lane.
 func (m *Metrics) WatchLanes(f func() []int64) {
 	setWatched(&m.live.mu, &m.live.lanesF, f)
+}
+
+// WatchUnmarked exports the rows confirmed and not yet marked SENT as
+// binlog_relay_unmarked_rows (relay.Relay.Unmarked).
+func (m *Metrics) WatchUnmarked(f func() int64) {
+	setWatched(&m.live.mu, &m.live.unmarkF, f)
 }
 
 // FileSequence is the numeric suffix of a binlog file name: both servers

@@ -182,6 +182,17 @@ binlog_relay_ready 0
 	if got := gather(t, m, "binlog_relay_connection_up"); !strings.Contains(got, `binlog_relay_connection_up{target="broker"} 1`) {
 		t.Errorf("broker state not read at scrape time:\n%s", got)
 	}
+	if got := gather(t, m, "binlog_relay_unmarked_rows"); got != "" {
+		t.Errorf("unmarked rows exported before anything is watched:\n%s", got)
+	}
+	var unmarked atomic.Int64
+	m.WatchUnmarked(unmarked.Load)
+	for _, n := range []int64{0, 1234} {
+		unmarked.Store(n)
+		if got := gather(t, m, "binlog_relay_unmarked_rows"); !strings.Contains(got, fmt.Sprintf("binlog_relay_unmarked_rows %d\n", n)) {
+			t.Errorf("unmarked rows not read at scrape time (want %d):\n%s", n, got)
+		}
+	}
 }
 
 // Every binlog_relay_* series carries the relay's name, so the relays of

@@ -168,6 +168,8 @@ func (r *Relay) commitResults(ctx, stop context.Context, start binlog.Position, 
 	batches := make(chan batch, 2)
 	unwritten, written := &atomic.Int64{}, make(chan struct{}, 1)
 	rec := &recorder{r: r, latest: start, latestSeq: seq, handed: unwritten, written: written}
+	r.unwrittenMarks.Store(unwritten)
+	defer func() { r.unwrittenMarks.Store(nil); r.waitingMarks.Store(0) }()
 	g.Go(func() error { return rec.run(gctx, batches) })
 	c := &committer{r: r, stop: stop, tracker: tracker, seq: seq, pending: map[*outbox.Table]*rowstatus.Marks{}, batches: batches,
 		cadence: r.cfg.cadence(), unwritten: unwritten, written: written}
@@ -363,6 +365,7 @@ func (c *committer) flush(ctx context.Context, save, final bool) error {
 		c.ready()
 		c.cadence.Adapt(c.lag, c.unwritten.Load() > 0)
 		c.unwritten.Add(int64(b.rows))
+		c.r.waitingMarks.Store(int64(c.count)) // after: the gauge never dips between the two
 		if c.flushTick != nil {
 			c.flushTick.Reset(c.cadence.Wait())
 		}
@@ -452,6 +455,7 @@ func (c *committer) clock() time.Time {
 // over when it is full (rowstatus.Cadence).
 func (c *committer) counted(ctx context.Context) error {
 	c.count++
+	c.r.waitingMarks.Store(int64(c.count))
 	// Rows kept back by coalescing wait for a batch of fresh ones.
 	if c.cadence.Full(c.count-c.kept, c.unmarked()) {
 		return c.flush(ctx, false, false)

@@ -183,6 +183,10 @@ type Relay struct {
 	marked atomic.Pointer[binlog.Commit]
 	// laneSet is the current Run's lanes when there are several.
 	laneSet atomic.Pointer[laneSet]
+	// The current Run's confirmed rows not yet marked (Unmarked): waiting
+	// in the committer, and handed to the recorder and not yet written.
+	waitingMarks   atomic.Int64
+	unwrittenMarks atomic.Pointer[atomic.Int64]
 	// budget is the byte budget of the current Run.
 	budget *budget
 	// hold is set while the relay itself holds the stream behind a row it
@@ -210,6 +214,18 @@ func (r *Relay) Abort(cause error) {
 	if r.abortRun != nil {
 		r.abortRun(cause)
 	}
+}
+
+// Unmarked is the rows of the current Run that the broker confirmed and
+// that are not marked (or recorded as failed) yet: waiting for a batch, kept
+// for a later one, or being written. A crash now publishes them again, as
+// it does the messages not yet confirmed. 0 when no Run streams.
+func (r *Relay) Unmarked() int64 {
+	n := r.waitingMarks.Load()
+	if u := r.unwrittenMarks.Load(); u != nil {
+		n += u.Load()
+	}
+	return max(n, 0)
 }
 
 // MarkedThrough is the last transaction up to which the binlog path has

@@ -267,6 +267,7 @@ func TestMetricsDuringRun(t *testing.T) {
 		{"binlog_relay_connection_up", []string{"target", "source"}, 1},
 		{"binlog_relay_connection_up", []string{"target", "redis"}, 1},
 		{"binlog_relay_ready", nil, 1},
+		{"binlog_relay_unmarked_rows", nil, 0}, // every confirmed row marked
 	} {
 		if v, ok := value(fams, c.name, c.labels...); !ok || v != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, v, ok, c.want)
