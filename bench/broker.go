@@ -146,7 +146,11 @@ type sink struct {
 	sent        []time.Time     // and its commit time (from the payload)
 	dups        int
 	first, last time.Time
-	full        chan struct{}
+	// lastLag is the newest first delivery's commit-to-delivery time
+	// (from the payload's "t"), kept whether or not latency is: the kill
+	// step tells a relay that keeps up from one catching up by it.
+	lastLag time.Duration
+	full    chan struct{}
 }
 
 func (s *sink) add(id string, body []byte, at time.Time) {
@@ -164,9 +168,10 @@ func (s *sink) add(id string, body []byte, at time.Time) {
 		s.first = at
 	}
 	s.last = at
-	if s.latency {
-		if t, ok := bodyTime(body); ok {
-			s.lat = append(s.lat, at.Sub(t))
+	if t, ok := bodyTime(body); ok {
+		s.lastLag = at.Sub(t)
+		if s.latency {
+			s.lat = append(s.lat, s.lastLag)
 			s.sent = append(s.sent, t)
 		}
 	}
@@ -212,6 +217,14 @@ func (s *sink) counts() (distinct, dups int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen), s.dups
+}
+
+// keepingUp tells whether the newest delivery came within the last
+// `within` and reached the consumer within `within` of its commit.
+func (s *sink) keepingUp(within time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.last.IsZero() && time.Since(s.last) < within && s.lastLag < within
 }
 
 func (s *sink) span() (first, last time.Time) {

@@ -42,6 +42,10 @@ func (e *env) relayConfig(name string, binlogOnly bool) (string, error) {
 	if e.relaySection != "" {
 		sweeper += "relay: {" + e.relaySection + "}\n"
 	}
+	httpAddr := "off"
+	if e.relayHTTP != "" {
+		httpAddr = e.relayHTTP
+	}
 	window := ""
 	if e.o.brokerWindow > 0 {
 		window = fmt.Sprintf(", window: %d", e.o.brokerWindow)
@@ -51,12 +55,12 @@ source: {host: "%s", port: %d, user: "%s", password: "${BENCH_SOURCE_PASSWORD:-}
 primary: {host: "%s", port: %d, user: "%s", password: "${BENCH_PRIMARY_PASSWORD:-}"}
 broker: {url: "${BENCH_AMQP_URL}"%s}
 redis: {addr: "%s"}
-http: {addr: "off"}
+http: {addr: "%s"}
 log: {level: info, format: json}
 %stables:
   - %s
 %s
-`, name, sh, sp, su, ph, pp, pu, window, e.o.redisAddr, sweeper, e.relayTable(), e.o.relayYAML), nil
+`, name, sh, sp, su, ph, pp, pu, window, e.o.redisAddr, httpAddr, sweeper, e.relayTable(), e.o.relayYAML), nil
 }
 
 // relayTable is the relay's one table entry: the tenants step's pattern

@@ -50,6 +50,9 @@ type env struct {
 	// relaySection, when set, is the relay: section of the relay's config
 	// (the lanes step's lanes and ordering).
 	relaySection string
+	// relayHTTP, when set, is the relay's http.addr (the kill step reads
+	// its metrics); otherwise the relay serves none.
+	relayHTTP string
 	// tableOverride, when set, is the relay's tables: entry instead of
 	// -relay-table in the run's database (the tenants step's pattern);
 	// startWithin, when set, how long a relay may take to start (30 s).
