@@ -106,3 +106,38 @@ func TestReplayCheckEndsAfterMaxUnmarkedRowsNotSent(t *testing.T) {
 		t.Fatalf("the check read %d rows, want %d to %d", checked, limit, limit+replayChunk)
 	}
 }
+
+// slowHead is headSent whose replica takes wait to apply the primary's
+// position: the Run's wait before its first read.
+type slowHead struct {
+	headSent
+	wait time.Duration
+}
+
+func (h *slowHead) CatchUp(ctx context.Context, d time.Duration) (func(binlog.Commit) bool, error) {
+	time.Sleep(h.wait)
+	return h.headSent.CatchUp(ctx, d)
+}
+
+// The check's log line says how long of what it took was the wait for the
+// replica (a restart on a replica behind the primary takes that long
+// before the first row is published).
+func TestReplayCheckLogsItsWaitForTheReplica(t *testing.T) {
+	const wait = 40 * time.Millisecond
+	lookup := &slowHead{headSent: headSent{fakeSent: fakeSent{sent: sentUpTo(100)},
+		after: func(c binlog.Commit) bool { return c.Pos >= 200 }}, wait: wait}
+	lane, _, _, logs := replayRun(t, lookup, "", nil, rowsTx(100, 1, 100), rowsTx(200, 101, 110))
+	if got, want := lane.published(), messages(101, 110); !slices.Equal(got, want) {
+		t.Fatalf("published %v, want only the rows written after the start %v", got, want)
+	}
+	lines := logs.FilterMessage("replayed rows already SENT were not published again").All()
+	if len(lines) != 1 {
+		t.Fatalf("the skip is logged %d times, want once", len(lines))
+	}
+	f := lines[0].ContextMap()
+	waited, ok1 := f["waited_for_replica"].(time.Duration)
+	took, ok2 := f["took"].(time.Duration)
+	if !ok1 || !ok2 || waited < wait || waited > took {
+		t.Fatalf("logged waited_for_replica %v and took %v, want at least %v and no more than took", f["waited_for_replica"], f["took"], wait)
+	}
+}

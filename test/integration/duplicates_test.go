@@ -231,6 +231,10 @@ func TestReplayedRowsAlreadySentAreNotPublishedAgain(t *testing.T) {
 	if !strings.Contains(p.LogText(), `"ended_at":"a transaction committed after the start"`) {
 		t.Errorf("the check did not end at the transaction committed after the start; log:\n%s", p.LogText())
 	}
+	// And it says how long it waited for the replica before its first read.
+	if !strings.Contains(p.LogText(), `"waited_for_replica":`) {
+		t.Errorf("the check's log line does not say how long it waited for the replica; log:\n%s", p.LogText())
+	}
 	cp, err := loadCheckpoint(t, key)
 	if err != nil || cp.Position() == old.Position() {
 		t.Errorf("checkpoint did not move past the old one: %+v, %v", cp, err)
