@@ -123,6 +123,11 @@ type propWorld struct {
 	cancel  context.CancelFunc
 	done    chan error
 	running bool
+	// confirmed counts the running Run's confirmed rows of the status
+	// table (its Observer): the model of Unmarked. unmarkedErr is the
+	// first Run that ended with Unmarked above 0.
+	confirmed   *atomic.Int64
+	unmarkedErr error
 
 	// epoch counts the Runs that could not resume a checkpoint's
 	// publishing ids (they start above the broker's): within one epoch a
@@ -210,8 +215,10 @@ func (w *propWorld) start(t *testing.T) {
 		lanes[i] = streamlane.Restarting[Ticket]{Lane: l}
 	}
 	scope := w.propScope(w.requeues)
+	w.confirmed = &atomic.Int64{}
 	r := mustNew(t, Config{FlushInterval: 10 * time.Millisecond, CheckpointInterval: 20 * time.Millisecond, Buffer: 4,
-		DrainTimeout: time.Second, Server: func() string { return "test" }, SeqScope: scope, Guard: w.guard},
+		DrainTimeout: time.Second, Server: func() string { return "test" }, SeqScope: scope, Guard: w.guard,
+		Observer: &confirmCounter{t: w.status, n: w.confirmed}},
 		propReader{w}, w.rt, lanes, w.marker, w.store, zap.NewNop())
 	start := binlog.Position{Flavor: binlog.FlavorMariaDB, File: "bin.000001", Pos: 4}
 	cp, ok := w.store.last()
@@ -248,7 +255,30 @@ func (w *propWorld) stop(graceful bool) error {
 	}
 	err := <-w.done
 	w.cancel()
+	w.noteUnmarked()
 	return err
+}
+
+// noteUnmarked records a Run that ended with rows still counted unmarked:
+// nothing of it is pending in this process any more (the next Run
+// replays them).
+func (w *propWorld) noteUnmarked() {
+	if n := w.r.Unmarked(); n != 0 && w.unmarkedErr == nil {
+		w.unmarkedErr = fmt.Errorf("a Run ended with Unmarked %d, want 0", n)
+	}
+}
+
+// confirmCounter is the Observer that counts one table's confirmed rows.
+type confirmCounter struct {
+	nopObserver
+	t *outbox.Table
+	n *atomic.Int64
+}
+
+func (c *confirmCounter) Published(t *outbox.Table, _ string, _, _ time.Duration) {
+	if t == c.t {
+		c.n.Add(1)
+	}
 }
 
 // ended reports a Run that returned by itself, with its error.
@@ -257,6 +287,7 @@ func (w *propWorld) ended() (error, bool) {
 	case err := <-w.done:
 		w.cancel()
 		w.running = false
+		w.noteUnmarked()
 		return err, true
 	default:
 		return nil, false
@@ -343,6 +374,21 @@ func (w *propWorld) leaseLostStep(t *testing.T) error {
 
 // check is the invariants after a step.
 func (w *propWorld) check() error {
+	// binlog_relay_unmarked_rows: once every goroutine waits, the running
+	// Run's rows confirmed and not yet written are its confirmed rows of
+	// the status table less those its marks named (moved to SENT, or found
+	// SENT already), whether they wait for a batch, are kept for a later
+	// one or were handed over; and a Run that ended counts none.
+	if w.unmarkedErr != nil {
+		return w.unmarkedErr
+	}
+	if w.running {
+		model := w.confirmed.Load() - w.r.Stats.Marked.Load() - w.r.Stats.AlreadySent.Load()
+		if n := w.r.Unmarked(); n != model {
+			return fmt.Errorf("Unmarked says %d; %d rows confirmed, %d marked, %d SENT already: want %d",
+				n, w.confirmed.Load(), w.r.Stats.Marked.Load(), w.r.Stats.AlreadySent.Load(), model)
+		}
+	}
 	stored := w.broker.Stored()
 	isStored := map[string]bool{}
 	for _, s := range stored {

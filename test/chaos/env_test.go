@@ -87,6 +87,7 @@ type settings struct {
 // relayProc is one relay of the schedule, run as a child process.
 type relayProc struct {
 	serverID uint32
+	httpAddr string // its metrics (binlog_relay_unmarked_rows at a kill and at the end)
 	cfg      string // the config file
 	proc     *relaytest.Process
 	logs     []string // every log file, one per start
@@ -283,7 +284,7 @@ func newEnv(t *testing.T, s *Schedule) *env {
 	// what it publishes: a leader deposed while paused must publish nothing
 	// once it wakes.
 	for i := 0; i < s.Relays; i++ {
-		r := &relayProc{serverID: 300000 + rand.Uint32N(1<<20)}
+		r := &relayProc{serverID: 300000 + rand.Uint32N(1<<20), httpAddr: freeAddr(t)}
 		for _, n := range e.nodes {
 			p, err := faultproxy.ListenTap(n, publishTap(r.published))
 			if err != nil {
@@ -351,7 +352,7 @@ func (e *env) relayYAML() string {
 		"broker":  "{" + broker + "}",
 		"redis":   rd,
 		"ha":      ha,
-		"http":    `{addr: "off"}`,
+		"http":    `{addr: "HTTP_ADDR"}`,
 		// The shipped checkpoint and flush intervals and sweeper grace:
 		// chaos runs as in production. Retries come due in 3 s, so a row
 		// routed nowhere ends FAILED within the run.
@@ -377,6 +378,7 @@ func (e *env) writeConfigs() {
 			broker = "urls: [" + strings.Join(urls, ", ") + "]"
 		}
 		c := strings.ReplaceAll(y, "SERVER_ID", fmt.Sprint(r.serverID))
+		c = strings.ReplaceAll(c, "HTTP_ADDR", r.httpAddr)
 		r.cfg = relaytest.WriteConfig(e.t, strings.ReplaceAll(c, "BROKER_URLS", broker))
 	}
 }

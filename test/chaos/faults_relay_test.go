@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -19,11 +20,18 @@ func (relayKill) Inject(e *env, _ Planned, _ *state) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What the restart will publish again beside the unconfirmed messages:
+	// never above the ceiling the kill's bound counts.
+	unmarked := e.unmarked(l)
 	if err := e.killRelay(l); err != nil {
 		return "", err
 	}
 	e.startRelay(l)
-	return fmt.Sprintf("SIGKILL of the leader (relay %d), started again at once", l), nil
+	detail := fmt.Sprintf("SIGKILL of the leader (relay %d; binlog_relay_unmarked_rows %s), started again at once", l, unmarked)
+	if n, err := strconv.Atoi(unmarked); err == nil && n > maxUnmarked {
+		return detail, fmt.Errorf("the leader counted %d rows confirmed and unmarked at the kill, above relay.max_unmarked %d", n, maxUnmarked)
+	}
+	return detail, nil
 }
 func (relayKill) Recover(*env, Planned, *state) (string, error) { return "", nil }
 
@@ -104,4 +112,28 @@ func (relayPause) Recover(e *env, _ Planned, st *state) (string, error) {
 		return fmt.Sprintf("SIGCONT; relay %d leads", l), nil
 	}
 	return "SIGCONT", nil
+}
+
+// unmarked reads relay i's binlog_relay_unmarked_rows ("?" when its
+// metrics do not answer).
+func (e *env) unmarked(i int) string {
+	return scrape(e.t, e.relays[i].httpAddr, "binlog_relay_unmarked_rows")
+}
+
+// unmarkedSettles waits up to within for relay i's
+// binlog_relay_unmarked_rows to read 0 (a confirm may still wait for its
+// flush when the row was SENT by the sweeper first), and returns the last
+// value read.
+func (e *env) unmarkedSettles(i int, within time.Duration) (string, bool) {
+	deadline := time.Now().Add(within)
+	for {
+		n := e.unmarked(i)
+		if n == "0" {
+			return n, true
+		}
+		if time.Now().After(deadline) {
+			return n, false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

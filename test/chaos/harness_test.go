@@ -256,6 +256,12 @@ func runSchedule(t *testing.T, s Schedule) *result {
 			fail("%v", err)
 		}
 	}
+	// Every row is SENT: the leader holds none confirmed and unmarked.
+	if l, err := e.waitLeader(-1, 30*time.Second); err != nil {
+		fail("no leader after the drain: %v", err)
+	} else if n, ok := e.unmarkedSettles(l, 10*time.Second); !ok {
+		fail("the leader (relay %d) still counts binlog_relay_unmarked_rows %s 10 s after every row was SENT", l, n)
+	}
 	end, err := e.endState()
 	if err != nil {
 		fail("reading the tables: %v", err)
